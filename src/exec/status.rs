@@ -1,0 +1,82 @@
+//! How a run ended: the structured status that the status markers carry.
+//!
+//! Owns only plain values; rendering and parsing them as text lives in `tool::markers`.
+
+use std::time::Duration;
+
+/// How the shell process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Exit {
+    /// It exited with this code (0 is success).
+    Code(i32),
+    /// It was killed by this signal number (see [`signal_name`]).
+    Signal(i32),
+}
+
+impl Exit {
+    pub fn is_success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+/// Output was too large to keep whole: the middle was dropped from the result text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// How many bytes of output were dropped between the kept head and tail.
+    pub dropped_bytes: u64,
+    /// Where the full output was written, if writing it succeeded.
+    pub full_output: Option<String>,
+}
+
+/// Everything the status markers say about a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunStatus {
+    pub exit: Exit,
+    /// Set when the run was killed because it exceeded this timeout (millisecond precision).
+    pub timed_out_after: Option<Duration>,
+    /// Set when the run was killed because the caller cancelled it.
+    pub cancelled: bool,
+    pub truncation: Option<Truncation>,
+}
+
+impl RunStatus {
+    pub fn exited(code: i32) -> Self {
+        RunStatus { exit: Exit::Code(code), timed_out_after: None, cancelled: false, truncation: None }
+    }
+}
+
+/// The conventional name of a signal number (`9` → `SIGKILL`); `SIG<n>` when it has none.
+pub fn signal_name(signal: i32) -> String {
+    #[cfg(unix)]
+    {
+        if let Ok(known) = nix::sys::signal::Signal::try_from(signal) {
+            return known.as_str().to_string();
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+            if (min..=max).contains(&signal) {
+                return format!("SIGRTMIN+{}", signal - min);
+            }
+        }
+    }
+    format!("SIG{signal}")
+}
+
+/// The inverse of [`signal_name`].
+pub fn signal_number(name: &str) -> Option<i32> {
+    #[cfg(unix)]
+    if let Ok(known) = name.parse::<nix::sys::signal::Signal>() {
+        return Some(known as i32);
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(offset) = name.strip_prefix("SIGRTMIN+") {
+        let offset: i32 = offset.parse().ok()?;
+        let signal = libc::SIGRTMIN().checked_add(offset)?;
+        return (signal <= libc::SIGRTMAX() && offset.to_string() == name["SIGRTMIN+".len()..])
+            .then_some(signal);
+    }
+    let number: i32 = name.strip_prefix("SIG")?.parse().ok()?;
+    // Only the canonical spelling parses, so that name -> number -> name is exact too.
+    (signal_name(number) == name).then_some(number)
+}

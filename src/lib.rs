@@ -1,0 +1,21 @@
+//! acp-bash: an ACP agent whose tool is a sandboxed bash.
+//!
+//! The crate is layered; data flows top to bottom and never back up:
+//!
+//! - [`driver`]: turns a prompt into bash tool calls (the shell driver: the prompt IS the script).
+//! - [`tool`]: the bash tool: arguments in, result text with status markers out ([`tool::markers`]).
+//! - [`exec`]: the execution engine: spawn in a sandbox, env scrub, per-session cwd, process group,
+//!   timeout, bounded and streamed output, kill on cancel.
+//! - [`sandbox`]: kernel confinement applied to each command (Landlock, namespaces).
+//! - [`present`]: pure, provider-neutral presentation of a call and its result.
+//! - [`acp`]: the only layer that knows the Agent Client Protocol: the agent, the bridge that maps
+//!   presentations to `tool_call` / `tool_call_update`, and a small client used by the CLI and tests.
+//!
+//! Only [`acp`] imports `agent_client_protocol`.
+
+pub mod acp;
+pub mod driver;
+pub mod exec;
+pub mod present;
+pub mod sandbox;
+pub mod tool;
