@@ -6,6 +6,7 @@
 //! retention with a full log on disk ([`capture`]), timeouts and cancellation that kill the whole
 //! process group. Must not touch: presentation, markers text, ACP.
 
+pub mod env;
 pub mod status;
 
 pub use status::{signal_name, signal_number, Exit, RunStatus, Truncation};
@@ -83,4 +84,79 @@ pub struct RunOutcome {
     /// (a deleted cwd, a sandbox layer that is off): also written into `output`.
     pub notices: Vec<String>,
     pub duration: Duration,
+}
+
+impl Engine {
+    /// An engine whose commands start from this process's environment, scrubbed by `config.env`.
+    pub fn new(config: EngineConfig) -> Self {
+        todo!("{config:?}")
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// What the scrub removed from this process's environment (names only).
+    pub fn scrubbed(&self) -> &[env::Scrubbed] {
+        &self.inner.env.removed
+    }
+
+    /// A session rooted at `root`, which must be an absolute path to an existing directory.
+    pub fn session(&self, root: &Path) -> Result<Session, SessionError> {
+        todo!("{root:?}")
+    }
+}
+
+/// Why a session could not be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionError {
+    NotAbsolute(PathBuf),
+    NotADirectory(PathBuf),
+}
+
+impl std::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionError::NotAbsolute(path) => {
+                write!(f, "cwd must be an absolute path, got {:?}", path)
+            }
+            SessionError::NotADirectory(path) => {
+                write!(f, "cwd must be an existing directory, {:?} is not one", path)
+            }
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+impl Session {
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where the next command starts.
+    pub fn cwd(&self) -> PathBuf {
+        self.cwd.lock().unwrap().clone()
+    }
+
+    pub fn mode(&self) -> sandbox::Mode {
+        *self.mode.lock().unwrap()
+    }
+
+    /// Sets the sandbox mode for the session's next commands.
+    pub fn set_mode(&self, mode: sandbox::Mode) {
+        *self.mode.lock().unwrap() = mode;
+    }
+
+    /// Runs `request` to the end, calling `on_output` with each chunk of output as it arrives
+    /// (valid UTF-8, never ending inside a character or an escape sequence). Cancelling `cancel`
+    /// kills the run. Never fails: a run that could not start reports why in its output.
+    pub async fn run(
+        &self,
+        request: RunRequest,
+        on_output: &mut (dyn FnMut(&str) + Send),
+        cancel: &CancellationToken,
+    ) -> RunOutcome {
+        todo!("{request:?} {:?} {:?}", on_output as *const _, cancel)
+    }
 }
