@@ -121,7 +121,11 @@ impl std::fmt::Display for SessionError {
                 write!(f, "cwd must be an absolute path, got {:?}", path)
             }
             SessionError::NotADirectory(path) => {
-                write!(f, "cwd must be an existing directory, {:?} is not one", path)
+                write!(
+                    f,
+                    "cwd must be an existing directory, {:?} is not one",
+                    path
+                )
             }
         }
     }
