@@ -24,7 +24,7 @@ use tracing_subscriber::EnvFilter;
 ///
 /// With no command, serves ACP on stdin/stdout: that is how an editor starts it.
 #[derive(Parser, Debug)]
-#[command(name = "acp-bash", version, about, long_about = None)]
+#[command(name = "acp-bash", version)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -111,7 +111,11 @@ impl EngineArgs {
         let mut args = Vec::new();
         if let Some(timeout) = self.timeout {
             args.push("--timeout".into());
-            args.push(format!("{}ms", timeout.as_millis()));
+            args.push(if timeout.subsec_millis() == 0 {
+                format!("{}s", timeout.as_secs())
+            } else {
+                format!("{}ms", timeout.as_millis())
+            });
         }
         for name in &self.keep_env {
             args.push("--keep-env".into());

@@ -1,0 +1,236 @@
+//! The agent's methods over real pipes: initialize, errors that name the problem (and leave the
+//! connection working), independent working directories, concurrent sessions, cancel.
+
+mod acp_support;
+
+use std::time::Instant;
+
+use acp_bash::acp::client::ClientProfile;
+use agent_client_protocol::v1::schema::{SessionId, SessionUpdate, StopReason};
+use agent_client_protocol::ErrorCode;
+use serde_json::json;
+
+use acp_support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_names_the_agent() {
+    let init = guard(
+        "initialize",
+        client(ClientProfile::Zed).run(async |c| Ok(c.init)),
+    )
+    .await
+    .unwrap();
+    let info = init.agent_info.expect("agentInfo");
+    assert_eq!(info.name, "acp-bash");
+    assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_an_error_that_names_the_problem_and_the_connection_keeps_working() {
+    let (_tmp, dir) = temp_dir();
+    let missing = dir.join("does-not-exist");
+    let result = guard(
+        "errors",
+        client(ClientProfile::Plain).run(async |mut c| {
+            let relative = c.new_session("relative/dir".as_ref()).await.unwrap_err();
+            let not_there = c.new_session(&missing).await.unwrap_err();
+            let unknown = c
+                .prompt(&SessionId::new("sess-404"), "echo hi")
+                .await
+                .unwrap_err();
+            let session = c.new_session(&dir).await?;
+            let empty = c.prompt(&session, "").await.unwrap_err();
+            let blank = c.prompt(&session, "  \n\n").await.unwrap_err();
+            // After all that, the same connection still runs commands.
+            let turn = c.prompt(&session, "echo still here").await?;
+            Ok((relative, not_there, unknown, empty, blank, turn))
+        }),
+    )
+    .await
+    .unwrap();
+    let (relative, not_there, unknown, empty, blank, turn) = result;
+
+    assert_eq!(relative.code, ErrorCode::INVALID_PARAMS);
+    assert!(relative.message.contains("absolute"), "{relative:?}");
+    assert!(relative.message.contains("relative/dir"), "{relative:?}");
+
+    assert_eq!(not_there.code, ErrorCode::INVALID_PARAMS);
+    assert!(
+        not_there.message.contains("does-not-exist"),
+        "{not_there:?}"
+    );
+
+    assert_eq!(unknown.code, ErrorCode::RESOURCE_NOT_FOUND);
+    assert!(unknown.message.contains("unknown session"), "{unknown:?}");
+    assert!(unknown.message.contains("sess-404"), "{unknown:?}");
+    assert_eq!(unknown.data, Some(json!({"sessionId": "sess-404"})));
+
+    for error in [&empty, &blank] {
+        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        assert_ne!(
+            error.message, "Invalid params",
+            "the message says what is wrong: {error:?}"
+        );
+    }
+
+    assert_eq!(turn.stop_reason, StopReason::EndTurn);
+    assert!(console_block(&turn.updates).contains("still here"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_have_independent_working_directories() {
+    let (_tmp, dir) = temp_dir();
+    std::fs::create_dir(dir.join("one")).unwrap();
+    let (one, two, one_again) = guard(
+        "cwd",
+        client(ClientProfile::Zed).run(async |mut c| {
+            let first = c.new_session(&dir).await?;
+            let second = c.new_session(&dir).await?;
+            c.prompt(&first, "cd one").await?;
+            let one = c.prompt(&first, "pwd").await?;
+            let two = c.prompt(&second, "pwd").await?;
+            let one_again = c.prompt(&first, "pwd").await?;
+            Ok((one, two, one_again))
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        card_output(&one.updates).trim_end(),
+        dir.join("one").to_str().unwrap()
+    );
+    assert_eq!(card_output(&two.updates).trim_end(), dir.to_str().unwrap());
+    assert_eq!(
+        card_output(&one_again.updates).trim_end(),
+        dir.join("one").to_str().unwrap()
+    );
+    // The card's header shows where the command started.
+    let cwd = tool_call(&one.updates).meta.as_ref().unwrap()["terminal_info"]["cwd"].clone();
+    assert_eq!(cwd, json!(dir.join("one").to_str().unwrap()));
+}
+
+/// Session A waits for a file that only session B's prompt creates: if prompts of different
+/// sessions did not run at the same time, A would never finish (the hang guard would fire).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_in_different_sessions_run_concurrently() {
+    let (_tmp, dir) = temp_dir();
+    let go = dir.join("go");
+    let (a, b) = guard(
+        "concurrent sessions",
+        client(ClientProfile::Zed).run(async |mut c| {
+            let a = c.new_session(&dir).await?;
+            let b = c.new_session(&dir).await?;
+            let waiting = c
+                .start_prompt(&a, "while [ ! -e go ]; do sleep 0.01; done; echo A saw go")
+                .block_task();
+            // Wait until A's command is running (its tool_call arrived) before starting B.
+            loop {
+                let n = c.next_update().await.expect("an update");
+                if n.session_id == a && matches!(n.update, SessionUpdate::ToolCall(_)) {
+                    break;
+                }
+            }
+            let b_turn = c.prompt(&b, "touch go && echo B made go").await?;
+            let a_response = waiting.await?;
+            Ok((a_response.stop_reason, b_turn))
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(a, StopReason::EndTurn);
+    assert_eq!(card_output(&b.updates), "B made go\n");
+    assert!(go.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_kills_the_running_command_at_once() {
+    let (_tmp, dir) = temp_dir();
+    let pid_file = dir.join("pid");
+    let (stop, updates, pid, cancel_to_answer) = guard(
+        "cancel",
+        client(ClientProfile::Zed).run(async |mut c| {
+            let session = c.new_session(&dir).await?;
+            let pending = c
+                .start_prompt(&session, "echo $$ > pid; echo started; exec sleep 60")
+                .block_task();
+            let mut updates = Vec::new();
+            // Wait for the command's first output: it is running.
+            while card_output(&updates).is_empty() {
+                updates.push(c.next_update().await.expect("an update").update);
+            }
+            wait_for_file(&pid_file).await;
+            let pid: i32 = std::fs::read_to_string(&pid_file)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            let cancelled_at = Instant::now();
+            c.cancel(&session)?;
+            let response = pending.await?;
+            let cancel_to_answer = cancelled_at.elapsed();
+            while let Ok(Some(n)) =
+                tokio::time::timeout(std::time::Duration::from_millis(50), c.next_update()).await
+            {
+                updates.push(n.update);
+            }
+            Ok((response.stop_reason, updates, pid, cancel_to_answer))
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(stop, StopReason::Cancelled);
+    // `sleep 60` was killed: the answer came long before it would have ended.
+    assert!(
+        cancel_to_answer.as_secs() < 30,
+        "cancel took {cancel_to_answer:?}"
+    );
+    eprintln!("session/cancel -> answer: {cancel_to_answer:?}");
+    assert!(
+        wait_until_gone(pid).await,
+        "the cancelled command (pid {pid}) is still running"
+    );
+    let last = final_update(&updates);
+    assert_eq!(status(last), "failed");
+    assert!(
+        last.fields.content.is_none(),
+        "card updates carry no content"
+    );
+    let exit = terminal_exit(last).expect("terminal_exit");
+    assert!(
+        exit["exit_code"].is_null() || exit["exit_code"] != json!(0),
+        "{exit}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_call_ids_and_terminal_ids_are_unique_per_connection() {
+    let (_tmp, dir) = temp_dir();
+    let turns = guard(
+        "ids",
+        client(ClientProfile::Zed).run(async |mut c| {
+            let a = c.new_session(&dir).await?;
+            let b = c.new_session(&dir).await?;
+            let mut turns = Vec::new();
+            for session in [&a, &b, &a, &b] {
+                turns.push(c.prompt(session, "true").await?);
+            }
+            Ok(turns)
+        }),
+    )
+    .await
+    .unwrap();
+    let mut ids = std::collections::HashSet::new();
+    for turn in &turns {
+        let call = tool_call(&turn.updates);
+        let terminal = call.meta.as_ref().unwrap()["terminal_info"]["terminal_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            terminal,
+            call.tool_call_id.0.as_ref(),
+            "terminalId derives from the tool-call id"
+        );
+        assert!(ids.insert(terminal), "ids are never reused");
+    }
+}

@@ -1,0 +1,88 @@
+//! stdin EOF while a command runs: the agent kills it and exits 0 promptly. Driven with raw
+//! JSON-RPC lines over real pipes (no SDK client), exactly as an editor that quits would.
+
+mod acp_support;
+
+use std::process::Stdio;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use acp_support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdin_eof_kills_running_commands_and_exits_zero() {
+    let (_tmp, dir) = temp_dir();
+    let pid_file = dir.join("pid");
+    let mut agent = Command::new(binary())
+        .arg("--log-level=acp_bash=debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn acp-bash");
+    let mut stdin = agent.stdin.take().unwrap();
+    let mut stdout = BufReader::new(agent.stdout.take().unwrap()).lines();
+
+    let mut send = async |value: Value| {
+        let mut line = serde_json::to_string(&value).unwrap();
+        line.push('\n');
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
+    };
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).await;
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                "params": {"cwd": dir, "mcpServers": []}}))
+    .await;
+    let mut session = None;
+    guard("session/new", async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            let value: Value = serde_json::from_str(&line).expect("stdout carries only JSON-RPC");
+            if value["id"] == 2 {
+                session = value["result"]["sessionId"].as_str().map(str::to_string);
+                break;
+            }
+        }
+    })
+    .await;
+    let session = session.expect("a session id");
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+        "sessionId": session, "prompt": [{"type": "text", "text": "echo $$ > pid; exec sleep 120"}]}}))
+    .await;
+    wait_for_file(&pid_file).await;
+    let pid: i32 = guard("pid", async {
+        loop {
+            if let Ok(pid) = std::fs::read_to_string(&pid_file)
+                .unwrap_or_default()
+                .trim()
+                .parse()
+            {
+                return pid;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(process_alive(pid));
+
+    // The editor goes away.
+    drop(send);
+    drop(stdin);
+    let closed_at = Instant::now();
+    let status = guard("exit after EOF", agent.wait()).await.unwrap();
+    let took = closed_at.elapsed();
+    eprintln!("stdin EOF -> exit: {took:?}");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(took.as_secs() < 10, "exit took {took:?}");
+    assert!(
+        wait_until_gone(pid).await,
+        "the command (pid {pid}) outlived the agent"
+    );
+    // Whatever was still written to stdout is protocol.
+    while let Ok(Some(line)) = stdout.next_line().await {
+        serde_json::from_str::<Value>(&line).expect("stdout carries only JSON-RPC");
+    }
+}
