@@ -511,6 +511,7 @@ async fn demo_prompt(
 ) -> agent_client_protocol::Result<()> {
     let mut summary = CallSummary::default();
     let card = profile == ClientProfile::Zed;
+    let mut at_line_start = true;
     let turn: Turn = conversation
         .prompt_with(session, prompt, |update| {
             let before = summary.streamed.len();
@@ -535,12 +536,15 @@ async fn demo_prompt(
             }
             let fresh = &summary.streamed[before..];
             if card && !fresh.is_empty() {
-                print!("{}", indent(fresh, "  │ "));
+                print!("{}", indent_stream(fresh, "  │ ", &mut at_line_start));
                 let _ = std::io::stdout().flush();
             }
         })
         .await?;
     if card {
+        if !at_line_start {
+            println!();
+        }
         let exit = match (&summary.exit_code, &summary.signal) {
             (Some(code), _) => format!("exit code {code}"),
             (None, Some(signal)) => format!("killed by {signal}"),
@@ -563,13 +567,22 @@ async fn demo_prompt(
     Ok(())
 }
 
-/// Prefixes every line of `text` (streamed pieces may end mid-line; a piece's first line is
-/// prefixed only when it starts a line).
+/// Prefixes every line of `text`.
 fn indent(text: &str, prefix: &str) -> String {
+    let mut at_line_start = true;
+    indent_stream(text, prefix, &mut at_line_start)
+}
+
+/// Prefixes every line of a piece of a stream: pieces may start or end mid-line, so whether the
+/// next piece starts a line is carried in `at_line_start`.
+fn indent_stream(text: &str, prefix: &str, at_line_start: &mut bool) -> String {
     let mut out = String::new();
     for line in text.split_inclusive('\n') {
-        out.push_str(prefix);
+        if *at_line_start {
+            out.push_str(prefix);
+        }
         out.push_str(line);
+        *at_line_start = line.ends_with('\n');
     }
     out
 }
@@ -577,6 +590,15 @@ fn indent(text: &str, prefix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streamed_pieces_are_indented_once_per_line() {
+        let mut at_line_start = true;
+        let pieces =
+            ["li", "ne 1\nline", " 2\n", "3"].map(|p| indent_stream(p, "| ", &mut at_line_start));
+        assert_eq!(pieces.concat(), "| line 1\n| line 2\n| 3");
+        assert!(!at_line_start);
+    }
 
     #[test]
     fn durations_read_like_people_write_them() {

@@ -33,22 +33,29 @@ async fn stdin_eof_kills_running_commands_and_exits_zero() {
         stdin.write_all(line.as_bytes()).await.unwrap();
         stdin.flush().await.unwrap();
     };
+    // Like any client, wait for each answer before the next request.
+    let mut answer = async |id: u64| -> Value {
+        guard("an answer", async {
+            while let Some(line) = stdout.next_line().await.unwrap() {
+                let value: Value =
+                    serde_json::from_str(&line).expect("stdout carries only JSON-RPC");
+                if value["id"] == id {
+                    return value;
+                }
+            }
+            panic!("stdout closed before answer {id}");
+        })
+        .await
+    };
     send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).await;
+    answer(1).await;
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
                 "params": {"cwd": dir, "mcpServers": []}}))
     .await;
-    let mut session = None;
-    guard("session/new", async {
-        while let Some(line) = stdout.next_line().await.unwrap() {
-            let value: Value = serde_json::from_str(&line).expect("stdout carries only JSON-RPC");
-            if value["id"] == 2 {
-                session = value["result"]["sessionId"].as_str().map(str::to_string);
-                break;
-            }
-        }
-    })
-    .await;
-    let session = session.expect("a session id");
+    let session = answer(2).await["result"]["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
     send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
         "sessionId": session, "prompt": [{"type": "text", "text": "echo $$ > pid; exec sleep 120"}]}}))
     .await;
@@ -81,8 +88,4 @@ async fn stdin_eof_kills_running_commands_and_exits_zero() {
         wait_until_gone(pid).await,
         "the command (pid {pid}) outlived the agent"
     );
-    // Whatever was still written to stdout is protocol.
-    while let Ok(Some(line)) = stdout.next_line().await {
-        serde_json::from_str::<Value>(&line).expect("stdout carries only JSON-RPC");
-    }
 }

@@ -161,3 +161,63 @@ pub async fn wait_until_gone(pid: i32) -> bool {
     }
     false
 }
+
+/// Normalises a transcript for a snapshot, changing only what truly varies between runs:
+/// - request ids (the SDK sends random UUIDs) become 0, 1, 2… in order of first appearance;
+/// - the temp directory becomes `[TMP]`;
+/// - consecutive `terminal_output` updates of one call (their chunking depends on timing) are
+///   merged into one.
+pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
+    let temp = temp.to_str().expect("utf-8 temp path");
+    let mut ids = std::collections::HashMap::<String, usize>::new();
+    let mut out: Vec<(String, Value)> = Vec::new();
+    for line in lines {
+        let (direction, json) = line.split_at(3);
+        let mut value: Value =
+            serde_json::from_str(&json.replace(temp, "[TMP]")).expect("a JSON line");
+        if let Some(id) = value.get("id").cloned() {
+            let key = id.to_string();
+            let n = ids.len();
+            value["id"] = (*ids.entry(key).or_insert(n)).into();
+        }
+        if let (Some((last_direction, last)), Some((call, data))) =
+            (out.last_mut(), terminal_output(&value))
+        {
+            if *last_direction == direction {
+                if let Some((last_call, _)) = terminal_output(last) {
+                    if last_call == call {
+                        let merged =
+                            &mut last["params"]["update"]["_meta"]["terminal_output"]["data"];
+                        *merged = Value::String(format!("{}{}", merged.as_str().unwrap(), data));
+                        continue;
+                    }
+                }
+            }
+        }
+        out.push((direction.to_string(), value));
+    }
+    out.into_iter()
+        .map(|(direction, value)| format!("{direction}{value}"))
+        .collect()
+}
+
+/// `(toolCallId, data)` when `value` is a `session/update` carrying only `terminal_output`.
+fn terminal_output(value: &Value) -> Option<(String, String)> {
+    if value.get("method")?.as_str()? != "session/update" {
+        return None;
+    }
+    let update = value.get("params")?.get("update")?.as_object()?;
+    let meta = update.get("_meta")?.as_object()?;
+    let only_output = update
+        .keys()
+        .all(|k| ["sessionUpdate", "toolCallId", "_meta"].contains(&k.as_str()))
+        && meta.len() == 1;
+    let output = meta.get("terminal_output")?;
+    if !only_output {
+        return None;
+    }
+    Some((
+        update.get("toolCallId")?.as_str()?.to_string(),
+        output.get("data")?.as_str()?.to_string(),
+    ))
+}
