@@ -78,7 +78,13 @@ pub fn confine(launch: Launch, mode: Mode, roots: &Roots) -> Confined {
     let _ = roots;
     let notices = match mode {
         Mode::Full => Vec::new(),
-        other => vec![format!("sandbox mode {other} is not enforced yet: commands run unconfined")],
+        other => vec![format!(
+            "sandbox mode {other} is not enforced yet: commands run unconfined"
+        )],
     };
-    Confined { launch, pre_exec: None, notices }
+    Confined {
+        launch,
+        pre_exec: None,
+        notices,
+    }
 }
