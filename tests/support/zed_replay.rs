@@ -194,7 +194,10 @@ impl ZedReplay {
             return self.problem(format!("a tool_call_update without a toolCallId: {update}"));
         };
         if !self.calls.contains_key(id) {
-            return self.problem(format!("Tool call not found: an update for unknown {id}"));
+            // Zed shows a failed entry, but still routes the terminal keys (buffered until the
+            // terminal appears).
+            self.problem(format!("Tool call not found: an update for unknown {id}"));
+            return self.terminal_meta(id, update);
         }
         if update.pointer("/_meta/terminal_info").is_some() {
             self.problem(format!(
