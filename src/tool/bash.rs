@@ -44,7 +44,10 @@ pub async fn run_bash(
     on_output: &mut (dyn FnMut(&str) + Send),
     cancel: &CancellationToken,
 ) -> BashResult {
-    let request = RunRequest { script: call.command.clone(), timeout: call.timeout };
+    let request = RunRequest {
+        script: call.command.clone(),
+        timeout: call.timeout,
+    };
     let outcome = session.run(request, on_output, cancel).await;
     let text = render_result(&outcome.output, &outcome.status);
     BashResult { text, outcome }

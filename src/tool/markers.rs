@@ -93,7 +93,10 @@ pub struct MarkerError {
 
 impl MarkerError {
     fn new(line: &str, problem: impl Into<String>) -> Self {
-        MarkerError { last_line: line.to_string(), problem: problem.into() }
+        MarkerError {
+            last_line: line.to_string(),
+            problem: problem.into(),
+        }
     }
 }
 
@@ -126,7 +129,7 @@ fn status_line(no_newline: bool, status: &RunStatus) -> String {
         let mut token = format!("{TRUNCATED}{}{BYTES_DROPPED}", truncation.dropped_bytes);
         if let Some(path) = &truncation.full_output {
             token.push_str(FULL_OUTPUT);
-            token.push_str(&serde_json::Value::from(path.as_str()).to_string());
+            token.push_str(&json_string(path));
         }
         token.push(']');
         tokens.push(token);
@@ -142,6 +145,11 @@ fn status_line(no_newline: bool, status: &RunStatus) -> String {
         Exit::Signal(signal) => format!("{KILLED_BY}{}]", signal_name(signal)),
     });
     tokens.join(" ")
+}
+
+/// `text` as a JSON string literal: any UTF-8 text on one line, quotes and all.
+fn json_string(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
 }
 
 /// `5s`, `2.5s`, `0.125s`: whole seconds, then up to three decimals with trailing zeros trimmed.
@@ -192,11 +200,15 @@ fn parse_status_line(line: &str) -> Result<(bool, RunStatus), MarkerError> {
 
     let exit = if let Some(value) = rest.strip_prefix(EXIT_CODE).and_then(closed) {
         Exit::Code(parse_canonical_int(value).ok_or_else(|| {
-            error(format!("the exit code {value:?} is not a whole number in plain decimal"))
+            error(format!(
+                "the exit code {value:?} is not a whole number in plain decimal"
+            ))
         })?)
     } else if let Some(name) = rest.strip_prefix(KILLED_BY).and_then(closed) {
         Exit::Signal(signal_number(name).ok_or_else(|| {
-            error(format!("{name:?} is not a signal name (expected e.g. SIGKILL or SIG99)"))
+            error(format!(
+                "{name:?} is not a signal name (expected e.g. SIGKILL or SIG99)"
+            ))
         })?)
     } else {
         let found = rest.split_inclusive(']').next().unwrap_or(rest);
@@ -207,12 +219,23 @@ fn parse_status_line(line: &str) -> Result<(bool, RunStatus), MarkerError> {
         )));
     };
 
-    Ok((no_newline, RunStatus { exit, timed_out_after, cancelled, truncation }))
+    Ok((
+        no_newline,
+        RunStatus {
+            exit,
+            timed_out_after,
+            cancelled,
+            truncation,
+        },
+    ))
 }
 
 /// Consumes `token` and the space after it when `rest` starts with them.
 fn take_token(rest: &mut &str, token: &str) -> bool {
-    match rest.strip_prefix(token).and_then(|after| after.strip_prefix(' ')) {
+    match rest
+        .strip_prefix(token)
+        .and_then(|after| after.strip_prefix(' '))
+    {
         Some(after) => {
             *rest = after;
             true
@@ -244,7 +267,13 @@ fn parse_truncation(after: &str) -> Result<(Truncation, &str), String> {
     let dropped_bytes = parse_canonical_int(count)
         .ok_or_else(|| format!("the dropped byte count {count:?} is not a plain decimal number"))?;
     if let Some(rest) = rest.strip_prefix(']') {
-        return Ok((Truncation { dropped_bytes, full_output: None }, rest));
+        return Ok((
+            Truncation {
+                dropped_bytes,
+                full_output: None,
+            },
+            rest,
+        ));
     }
     let quoted = rest.strip_prefix(FULL_OUTPUT).ok_or_else(|| {
         "the [output truncated: …] token goes on with something other than `]` or \
@@ -257,15 +286,21 @@ fn parse_truncation(after: &str) -> Result<(Truncation, &str), String> {
         _ => return Err("the full output path is not a JSON string literal".to_string()),
     };
     let (literal, rest) = quoted.split_at(strings.byte_offset());
-    if serde_json::Value::from(path.as_str()).to_string() != literal {
+    if json_string(&path) != literal {
         return Err(format!(
             "the full output path {literal} is not written the way the renderer writes it"
         ));
     }
-    let rest = rest
-        .strip_prefix(']')
-        .ok_or_else(|| "the [output truncated: …] token is not closed after the path".to_string())?;
-    Ok((Truncation { dropped_bytes, full_output: Some(path) }, rest))
+    let rest = rest.strip_prefix(']').ok_or_else(|| {
+        "the [output truncated: …] token is not closed after the path".to_string()
+    })?;
+    Ok((
+        Truncation {
+            dropped_bytes,
+            full_output: Some(path),
+        },
+        rest,
+    ))
 }
 
 /// The inverse of [`render_duration`]; anything else (`5.0s`, `1.2345s`, `5`) is refused.
@@ -286,7 +321,9 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
             if !valid {
                 return Err(bad());
             }
-            format!("{decimals:0<3}").parse::<u32>().map_err(|_| bad())?
+            format!("{decimals:0<3}")
+                .parse::<u32>()
+                .map_err(|_| bad())?
         }
     };
     Ok(Duration::new(secs, millis * 1_000_000))
@@ -304,7 +341,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn status(exit: Exit) -> RunStatus {
-        RunStatus { exit, timed_out_after: None, cancelled: false, truncation: None }
+        RunStatus {
+            exit,
+            timed_out_after: None,
+            cancelled: false,
+            truncation: None,
+        }
     }
 
     fn round_trips(output: &str, status: &RunStatus) -> String {
@@ -319,7 +361,10 @@ mod tests {
 
     #[test]
     fn a_successful_echo_ends_with_exit_code_zero() {
-        assert_eq!(round_trips("hi\n", &RunStatus::exited(0)), "hi\n[exit code: 0]");
+        assert_eq!(
+            round_trips("hi\n", &RunStatus::exited(0)),
+            "hi\n[exit code: 0]"
+        );
     }
 
     #[test]
@@ -342,8 +387,14 @@ mod tests {
 
     #[test]
     fn a_signal_is_written_by_name() {
-        assert_eq!(round_trips("", &status(Exit::Signal(9))), "[killed by signal: SIGKILL]");
-        assert_eq!(round_trips("", &status(Exit::Signal(15))), "[killed by signal: SIGTERM]");
+        assert_eq!(
+            round_trips("", &status(Exit::Signal(9))),
+            "[killed by signal: SIGKILL]"
+        );
+        assert_eq!(
+            round_trips("", &status(Exit::Signal(15))),
+            "[killed by signal: SIGTERM]"
+        );
     }
 
     #[test]
@@ -369,14 +420,23 @@ mod tests {
 
     #[test]
     fn a_cancelled_run_says_so_before_its_exit() {
-        let cancelled = RunStatus { cancelled: true, ..status(Exit::Signal(15)) };
-        assert_eq!(round_trips("", &cancelled), "[cancelled] [killed by signal: SIGTERM]");
+        let cancelled = RunStatus {
+            cancelled: true,
+            ..status(Exit::Signal(15))
+        };
+        assert_eq!(
+            round_trips("", &cancelled),
+            "[cancelled] [killed by signal: SIGTERM]"
+        );
     }
 
     #[test]
     fn truncation_says_how_much_was_dropped_and_where_the_rest_is() {
         let truncated = RunStatus {
-            truncation: Some(Truncation { dropped_bytes: 1234, full_output: None }),
+            truncation: Some(Truncation {
+                dropped_bytes: 1234,
+                full_output: None,
+            }),
             ..RunStatus::exited(0)
         };
         assert_eq!(
@@ -421,9 +481,13 @@ mod tests {
             round_trips(output, &RunStatus::exited(1)),
             "[exit code: 0]\n[cancelled] [killed by signal: SIGKILL]\n[exit code: 1]"
         );
-        let (parsed, status) = parse_result(&render_result("[exit code: 0]", &RunStatus::exited(2)))
-            .expect("a fake status line without newline round-trips");
-        assert_eq!((parsed.as_str(), status.exit), ("[exit code: 0]", Exit::Code(2)));
+        let (parsed, status) =
+            parse_result(&render_result("[exit code: 0]", &RunStatus::exited(2)))
+                .expect("a fake status line without newline round-trips");
+        assert_eq!(
+            (parsed.as_str(), status.exit),
+            ("[exit code: 0]", Exit::Code(2))
+        );
     }
 
     #[test]
@@ -442,7 +506,10 @@ mod tests {
     #[test]
     fn text_without_a_status_line_is_refused_with_the_line_it_read() {
         let message = parse_error("hello\nworld");
-        assert!(message.starts_with("the last line is not a status line"), "{message}");
+        assert!(
+            message.starts_with("the last line is not a status line"),
+            "{message}"
+        );
         assert!(message.contains("\"world\""), "{message}");
         assert!(parse_error("").contains("does not end with [exit code: N]"));
         assert!(parse_error("hi\n").contains("does not end with [exit code: N]"));
@@ -458,17 +525,35 @@ mod tests {
             ("[exit code: ]", "not a whole number"),
             ("[killed by signal: KILL]", "not a signal name"),
             ("[killed by signal: SIG009]", "not a signal name"),
-            ("[cancelled] [timed out after 5s] [exit code: 1]", "expected the exit marker"),
-            ("[cancelled] [cancelled] [exit code: 1]", "expected the exit marker"),
+            (
+                "[cancelled] [timed out after 5s] [exit code: 1]",
+                "expected the exit marker",
+            ),
+            (
+                "[cancelled] [cancelled] [exit code: 1]",
+                "expected the exit marker",
+            ),
             ("[exit code: 0] [exit code: 0]", "expected the exit marker"),
             ("[cancelled][exit code: 1]", "expected the exit marker"),
             ("[timed out after 5.0s] [exit code: 1]", "not seconds"),
             ("[timed out after 1.2345s] [exit code: 1]", "not seconds"),
             ("[timed out after 5] [exit code: 1]", "not seconds"),
-            ("[timed out after 5s][exit code: 1]", "not followed by a space"),
-            ("[output truncated: 5 bytes] [exit code: 0]", "bytes dropped"),
-            ("[output truncated: 05 bytes dropped] [exit code: 0]", "plain decimal"),
-            ("[output truncated: 5 bytes dropped, full output: /x] [exit code: 0]", "JSON"),
+            (
+                "[timed out after 5s][exit code: 1]",
+                "not followed by a space",
+            ),
+            (
+                "[output truncated: 5 bytes] [exit code: 0]",
+                "bytes dropped",
+            ),
+            (
+                "[output truncated: 05 bytes dropped] [exit code: 0]",
+                "plain decimal",
+            ),
+            (
+                "[output truncated: 5 bytes dropped, full output: /x] [exit code: 0]",
+                "JSON",
+            ),
             (
                 "[output truncated: 5 bytes dropped, full output: \"\\u0041\"] [exit code: 0]",
                 "the way the renderer writes it",
@@ -476,7 +561,10 @@ mod tests {
             (" [exit code: 0]", "expected the exit marker"),
             ("[exit code: 0] ", "does not end with"),
             ("[no newline at end of output] [exit code: 0]", "no newline"),
-            ("a\n\n[no newline at end of output] [exit code: 0]", "no newline"),
+            (
+                "a\n\n[no newline at end of output] [exit code: 0]",
+                "no newline",
+            ),
         ] {
             let message = parse_error(text);
             assert!(message.contains(complaint), "{text:?}: {message}");
@@ -511,7 +599,10 @@ mod tests {
             any::<String>(),
             "(\\PC|\r|\n|\t|\u{1b}){0,40}",
             prop::collection::vec((marker_like_line(), "\n|\r\n"), 0..6).prop_map(|lines| {
-                lines.into_iter().map(|(line, end)| line + &end).collect::<String>()
+                lines
+                    .into_iter()
+                    .map(|(line, end)| line + &end)
+                    .collect::<String>()
             }),
             (prop::collection::vec(marker_like_line(), 1..6)).prop_map(|lines| lines.join("\n")),
         ]
@@ -537,8 +628,10 @@ mod tests {
                 exit,
                 timed_out_after,
                 cancelled,
-                truncation: truncation
-                    .map(|(dropped_bytes, full_output)| Truncation { dropped_bytes, full_output }),
+                truncation: truncation.map(|(dropped_bytes, full_output)| Truncation {
+                    dropped_bytes,
+                    full_output,
+                }),
             })
     }
 
