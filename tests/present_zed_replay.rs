@@ -277,3 +277,16 @@ fn escape_sequence_boundaries() {
         assert!(ends_inside_escape(cut), "{cut:?}");
     }
 }
+
+#[test]
+fn whole_wire_messages_can_be_replayed() {
+    let mut zed = ZedReplay::default();
+    zed.apply_message(
+        &json!({"jsonrpc": "2.0", "method": "session/update", "params": tool_call("w")}),
+    );
+    zed.apply_message(&json!({"jsonrpc": "2.0", "method": "session/update",
+                              "params": {"sessionId": "s1", "update": output("w", "hi\n")}}));
+    zed.apply_message(&json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}));
+    assert_eq!(card(&zed, "w").output, "hi\n");
+    assert_eq!(zed.problems(), &[] as &[String]);
+}

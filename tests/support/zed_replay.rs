@@ -89,6 +89,16 @@ impl ZedReplay {
         }
     }
 
+    /// Applies a whole JSON-RPC message from the agent: `session/update` notifications are
+    /// replayed, anything else (responses, other methods) is not Zed's card business and skipped.
+    pub fn apply_message(&mut self, message: &Value) {
+        if message.get("method").and_then(Value::as_str) == Some("session/update") {
+            if let Some(params) = message.get("params") {
+                self.apply(params);
+            }
+        }
+    }
+
     /// The card of `tool_call_id`, if Zed knows that tool call.
     pub fn card(&self, tool_call_id: &str) -> Option<Card> {
         let call = self.calls.get(tool_call_id)?;
