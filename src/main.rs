@@ -401,7 +401,7 @@ async fn run(engine: &EngineArgs, log_level: Option<&str>, args: RunArgs) -> Exi
                     let before = summary.streamed.len();
                     summary.apply(update);
                     if !plain {
-                        let _ = stdout.write_all(summary.streamed[before..].as_bytes());
+                        let _ = stdout.write_all(&summary.streamed.as_bytes()[before..]);
                         let _ = stdout.flush();
                     }
                 })

@@ -76,7 +76,6 @@ async fn stdin_eof_kills_running_commands_and_exits_zero() {
     assert!(process_alive(pid));
 
     // The editor goes away.
-    drop(send);
     drop(stdin);
     let closed_at = Instant::now();
     let status = guard("exit after EOF", agent.wait()).await.unwrap();

@@ -18,6 +18,13 @@ fn acp_bash(args: &[&str]) -> Output {
         .expect("run acp-bash")
 }
 
+/// `--sandbox full` keeps machine-dependent sandbox notices out of the outputs these tests compare.
+fn acp_bash_full(args: &[&str]) -> Output {
+    let mut all = vec!["--sandbox", "full"];
+    all.extend_from_slice(args);
+    acp_bash(&all)
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).unwrap()
 }
@@ -54,17 +61,17 @@ fn zed_config_carries_the_engine_flags_given() {
 
 #[test]
 fn run_prints_the_output_and_exits_with_the_command_status() {
-    let output = acp_bash(&["run", "--", "echo hi; echo oops >&2; exit 3"]);
+    let output = acp_bash_full(&["run", "--", "echo hi; echo oops >&2; exit 3"]);
     assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     assert_eq!(stdout(&output), "hi\noops\n");
-    let ok = acp_bash(&["run", "--", "printf", "'%s\\n'", "fine"]);
+    let ok = acp_bash_full(&["run", "--", "printf", "'%s\\n'", "fine"]);
     assert_eq!(ok.status.code(), Some(0));
     assert_eq!(stdout(&ok), "fine\n");
 }
 
 #[test]
 fn run_plain_prints_the_console_block_other_clients_see() {
-    let output = acp_bash(&[
+    let output = acp_bash_full(&[
         "run",
         "--plain",
         "--",
@@ -83,7 +90,7 @@ fn run_plain_prints_the_console_block_other_clients_see() {
 
 #[test]
 fn run_transcript_goes_to_stderr() {
-    let output = acp_bash(&["run", "--transcript", "--", "echo hi"]);
+    let output = acp_bash_full(&["run", "--transcript", "--", "echo hi"]);
     assert!(output.status.success());
     assert_eq!(stdout(&output), "hi\n");
     let lines = stderr(&output);

@@ -31,11 +31,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
-use super::layers::{
-    call_from_prompt, present_call, present_result, run_bash, BashCall, BashResult,
-};
 use super::stream::{Coalescer, StreamLimits};
+use crate::driver::call_from_prompt;
 use crate::exec::{Engine, Session};
+use crate::present::{console_block, present_call, present_result, ResultView};
+use crate::tool::{run_bash, BashCall, BashResult};
 
 /// How long [`AcpBashAgent::serve`] waits, after the client went away, for cancelled commands to
 /// be killed and reaped before it returns anyway.
@@ -357,9 +357,11 @@ impl Connection {
                 send(SessionUpdate::ToolCallUpdate(bridge::final_update(
                     &call_id,
                     &view,
-                    &super::layers::ResultView::Text(format!(
-                        "acp-bash could not run the command: {error}"
-                    )),
+                    &ResultView::Text {
+                        console: console_block(&format!(
+                            "acp-bash could not run the command: {error}"
+                        )),
+                    },
                     features,
                 )));
                 return Err(Error::internal_error().data(error.to_string()));

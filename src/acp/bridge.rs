@@ -14,7 +14,7 @@ use agent_client_protocol::v1::schema::{
 };
 use serde_json::{json, Value};
 
-use super::layers::{CallView, ResultView};
+use crate::present::{CallView, ResultView};
 
 /// What the client said it can render, remembered per connection from `initialize`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -149,17 +149,14 @@ pub fn final_update(
                 }
             })))
         }
-        (true, ResultView::Text(text)) => {
+        (true, ResultView::Text { console }) => {
             let mut content = call_content(call_id, view, features);
-            content.push(text_block(text));
+            content.push(text_block(console));
             ToolCallUpdate::new(call_id.clone(), fields.content(content))
         }
         (false, result) => {
             let mut content = call_content(call_id, view, features);
-            content.push(text_block(match result {
-                ResultView::Terminal { console, .. } => console,
-                ResultView::Text(text) => text,
-            }));
+            content.push(text_block(result.console()));
             ToolCallUpdate::new(call_id.clone(), fields.content(content))
         }
     }
@@ -169,8 +166,9 @@ pub fn final_update(
 mod tests {
     use std::path::PathBuf;
 
-    use super::super::layers::{ExitView, TerminalView};
     use super::*;
+    use crate::exec::RunStatus;
+    use crate::present::{ExitView, TerminalView};
     use agent_client_protocol::v1::schema::{SessionNotification, SessionUpdate};
 
     const ZED: ClientFeatures = ClientFeatures {
@@ -204,7 +202,7 @@ mod tests {
                     signal: signal.map(str::to_string),
                     success: exit_code == Some(0),
                 },
-                status: Default::default(),
+                status: RunStatus::exited(exit_code.map_or(1, |c| c as i32)),
             },
             console: "```console\nok\n[exit code: 0]\n```".into(),
         }
@@ -340,7 +338,9 @@ mod tests {
 
     #[test]
     fn unreadable_result_is_failed_and_keeps_the_card() {
-        let text = ResultView::Text("engine said no".into());
+        let text = ResultView::Text {
+            console: "```console\nengine said no\n```".into(),
+        };
         let update = wire(SessionUpdate::ToolCallUpdate(final_update(
             &id(),
             &view(None),
@@ -352,6 +352,9 @@ mod tests {
             update["content"][0],
             json!({"type": "terminal", "terminalId": "call-1-1"})
         );
-        assert_eq!(update["content"][1]["content"]["text"], "engine said no");
+        assert_eq!(
+            update["content"][1]["content"]["text"],
+            "```console\nengine said no\n```"
+        );
     }
 }

@@ -20,8 +20,10 @@
 //!
 //! use acp_bash::acp::bridge::{self, ClientFeatures};
 //! use acp_bash::acp::stream::{Coalescer, StreamLimits};
-//! use acp_bash::acp::{default_engine_config, BashCall};
+//! use acp_bash::acp::default_engine_config;
 //! use acp_bash::exec::Engine;
+//! use acp_bash::present::{present_call, present_result};
+//! use acp_bash::tool::{run_bash, BashCall};
 //! use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallId};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -41,14 +43,14 @@
 //! // What the client advertised in `initialize` (`ClientFeatures::from_capabilities`).
 //! let features = ClientFeatures { terminal_output: true, terminal: true };
 //! let id = ToolCallId::new("call-1");
-//! let view = acp_bash::acp::present_call(&call);
+//! let view = present_call(&call);
 //! let mut updates = vec![SessionUpdate::ToolCall(bridge::tool_call(&id, &call.command, &view, features))];
 //!
 //! // Run it; live output goes through the coalescer to `terminal_output` updates.
 //! // (A real agent sends each update as a `session/update` notification as soon as it is made.)
 //! let mut coalescer = Coalescer::new(StreamLimits::default());
 //! let mut live = Vec::new();
-//! let result = acp_bash::acp::run_bash(
+//! let result = run_bash(
 //!     &session,
 //!     &call,
 //!     &mut |chunk: &str| live.extend(coalescer.push(chunk, Instant::now())),
@@ -61,7 +63,7 @@
 //! }
 //!
 //! // The final update: status and exit for the card, or the console block for other clients.
-//! let presented = acp_bash::acp::present_result(&call, &result.text);
+//! let presented = present_result(&call, &result.text);
 //! updates.push(SessionUpdate::ToolCallUpdate(bridge::final_update(&id, &view, &presented, features)));
 //! # Ok(())
 //! # }
@@ -83,17 +85,12 @@
 mod agent;
 pub mod bridge;
 pub mod client;
-mod layers;
 pub mod stream;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use agent::{prompt_text, AcpBashAgent};
-pub use layers::{
-    call_from_prompt, present_call, present_result, run_bash, BashCall, BashResult, CallView,
-    ExitView, ResultView, TerminalView,
-};
 
 use crate::exec::env::EnvPolicy;
 use crate::exec::EngineConfig;

@@ -18,8 +18,21 @@ pub fn binary() -> PathBuf {
 }
 
 /// A client for the real binary, serving on stdio, logging at debug level to its stderr.
+///
+/// `--sandbox full`: these tests are about the protocol, and the other modes may print a notice
+/// about the kernel's sandbox support (which differs between machines) before the output.
 pub fn client(profile: ClientProfile) -> AcpClient {
-    AcpClient::new(binary(), ["serve", "--log-level", "acp_bash=debug"]).profile(profile)
+    AcpClient::new(
+        binary(),
+        [
+            "serve",
+            "--sandbox",
+            "full",
+            "--log-level",
+            "acp_bash=debug",
+        ],
+    )
+    .profile(profile)
 }
 
 /// A hang guard: generous, never a timing assertion.
