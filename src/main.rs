@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use acp_bash::acp::client::{AcpClient, ClientProfile, Conversation, Turn};
-use acp_bash::acp::{default_engine_config, AcpBashAgent};
+use acp_bash::acp::AcpBashAgent;
 use acp_bash::exec::{Engine, EngineConfig};
 use acp_bash::sandbox;
 use agent_client_protocol::v1::schema::{SessionId, SessionUpdate, StopReason, ToolCallContent};
@@ -93,7 +93,7 @@ struct EngineArgs {
 
 impl EngineArgs {
     fn config(&self) -> EngineConfig {
-        let mut config = default_engine_config();
+        let mut config = EngineConfig::default();
         if let Some(timeout) = self.timeout {
             config.default_timeout = timeout;
         }

@@ -2,6 +2,7 @@
 //! connection working), independent working directories, concurrent sessions, cancel.
 
 mod acp_support;
+mod support;
 
 use std::time::Instant;
 
@@ -14,12 +15,7 @@ use acp_support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn initialize_names_the_agent() {
-    let init = guard(
-        "initialize",
-        client(ClientProfile::Zed).run(async |c| Ok(c.init)),
-    )
-    .await
-    .unwrap();
+    let init = converse(ClientProfile::Zed, "initialize", async |c| Ok(c.init)).await;
     let info = init.agent_info.expect("agentInfo");
     assert_eq!(info.name, "acp-bash");
     assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
@@ -29,25 +25,21 @@ async fn initialize_names_the_agent() {
 async fn bad_input_gets_an_error_that_names_the_problem_and_the_connection_keeps_working() {
     let (_tmp, dir) = temp_dir();
     let missing = dir.join("does-not-exist");
-    let result = guard(
-        "errors",
-        client(ClientProfile::Plain).run(async |mut c| {
-            let relative = c.new_session("relative/dir".as_ref()).await.unwrap_err();
-            let not_there = c.new_session(&missing).await.unwrap_err();
-            let unknown = c
-                .prompt(&SessionId::new("sess-404"), "echo hi")
-                .await
-                .unwrap_err();
-            let session = c.new_session(&dir).await?;
-            let empty = c.prompt(&session, "").await.unwrap_err();
-            let blank = c.prompt(&session, "  \n\n").await.unwrap_err();
-            // After all that, the same connection still runs commands.
-            let turn = c.prompt(&session, "echo still here").await?;
-            Ok((relative, not_there, unknown, empty, blank, turn))
-        }),
-    )
-    .await
-    .unwrap();
+    let result = converse(ClientProfile::Plain, "errors", async |mut c| {
+        let relative = c.new_session("relative/dir".as_ref()).await.unwrap_err();
+        let not_there = c.new_session(&missing).await.unwrap_err();
+        let unknown = c
+            .prompt(&SessionId::new("sess-404"), "echo hi")
+            .await
+            .unwrap_err();
+        let session = c.new_session(&dir).await?;
+        let empty = c.prompt(&session, "").await.unwrap_err();
+        let blank = c.prompt(&session, "  \n\n").await.unwrap_err();
+        // After all that, the same connection still runs commands.
+        let turn = c.prompt(&session, "echo still here").await?;
+        Ok((relative, not_there, unknown, empty, blank, turn))
+    })
+    .await;
     let (relative, not_there, unknown, empty, blank, turn) = result;
 
     assert_eq!(relative.code, ErrorCode::INVALID_PARAMS);
@@ -81,20 +73,16 @@ async fn bad_input_gets_an_error_that_names_the_problem_and_the_connection_keeps
 async fn sessions_have_independent_working_directories() {
     let (_tmp, dir) = temp_dir();
     std::fs::create_dir(dir.join("one")).unwrap();
-    let (one, two, one_again) = guard(
-        "cwd",
-        client(ClientProfile::Zed).run(async |mut c| {
-            let first = c.new_session(&dir).await?;
-            let second = c.new_session(&dir).await?;
-            c.prompt(&first, "cd one").await?;
-            let one = c.prompt(&first, "pwd").await?;
-            let two = c.prompt(&second, "pwd").await?;
-            let one_again = c.prompt(&first, "pwd").await?;
-            Ok((one, two, one_again))
-        }),
-    )
-    .await
-    .unwrap();
+    let (one, two, one_again) = converse(ClientProfile::Zed, "cwd", async |mut c| {
+        let first = c.new_session(&dir).await?;
+        let second = c.new_session(&dir).await?;
+        c.prompt(&first, "cd one").await?;
+        let one = c.prompt(&first, "pwd").await?;
+        let two = c.prompt(&second, "pwd").await?;
+        let one_again = c.prompt(&first, "pwd").await?;
+        Ok((one, two, one_again))
+    })
+    .await;
     assert_eq!(
         card_output(&one.updates).trim_end(),
         dir.join("one").to_str().unwrap()
@@ -115,28 +103,24 @@ async fn sessions_have_independent_working_directories() {
 async fn prompts_in_different_sessions_run_concurrently() {
     let (_tmp, dir) = temp_dir();
     let go = dir.join("go");
-    let (a, b) = guard(
-        "concurrent sessions",
-        client(ClientProfile::Zed).run(async |mut c| {
-            let a = c.new_session(&dir).await?;
-            let b = c.new_session(&dir).await?;
-            let waiting = c
-                .start_prompt(&a, "while [ ! -e go ]; do sleep 0.01; done; echo A saw go")
-                .block_task();
-            // Wait until A's command is running (its tool_call arrived) before starting B.
-            loop {
-                let n = c.next_update().await.expect("an update");
-                if n.session_id == a && matches!(n.update, SessionUpdate::ToolCall(_)) {
-                    break;
-                }
+    let (a, b) = converse(ClientProfile::Zed, "concurrent sessions", async |mut c| {
+        let a = c.new_session(&dir).await?;
+        let b = c.new_session(&dir).await?;
+        let waiting = c
+            .start_prompt(&a, "while [ ! -e go ]; do sleep 0.01; done; echo A saw go")
+            .block_task();
+        // Wait until A's command is running (its tool_call arrived) before starting B.
+        loop {
+            let n = c.next_update().await.expect("an update");
+            if n.session_id == a && matches!(n.update, SessionUpdate::ToolCall(_)) {
+                break;
             }
-            let b_turn = c.prompt(&b, "touch go && echo B made go").await?;
-            let a_response = waiting.await?;
-            Ok((a_response.stop_reason, b_turn))
-        }),
-    )
-    .await
-    .unwrap();
+        }
+        let b_turn = c.prompt(&b, "touch go && echo B made go").await?;
+        let a_response = waiting.await?;
+        Ok((a_response.stop_reason, b_turn))
+    })
+    .await;
     assert_eq!(a, StopReason::EndTurn);
     assert_eq!(card_output(&b.updates), "B made go\n");
     assert!(go.exists());
@@ -146,9 +130,8 @@ async fn prompts_in_different_sessions_run_concurrently() {
 async fn cancel_kills_the_running_command_at_once() {
     let (_tmp, dir) = temp_dir();
     let pid_file = dir.join("pid");
-    let (stop, updates, pid, cancel_to_answer) = guard(
-        "cancel",
-        client(ClientProfile::Zed).run(async |mut c| {
+    let (stop, updates, pid, cancel_to_answer) =
+        converse(ClientProfile::Zed, "cancel", async |mut c| {
             let session = c.new_session(&dir).await?;
             let pending = c
                 .start_prompt(&session, "echo $$ > pid; echo started; exec sleep 60")
@@ -174,10 +157,8 @@ async fn cancel_kills_the_running_command_at_once() {
                 updates.push(n.update);
             }
             Ok((response.stop_reason, updates, pid, cancel_to_answer))
-        }),
-    )
-    .await
-    .unwrap();
+        })
+        .await;
     assert_eq!(stop, StopReason::Cancelled);
     // `sleep 60` was killed: the answer came long before it would have ended.
     assert!(
@@ -205,20 +186,16 @@ async fn cancel_kills_the_running_command_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_call_ids_and_terminal_ids_are_unique_per_connection() {
     let (_tmp, dir) = temp_dir();
-    let turns = guard(
-        "ids",
-        client(ClientProfile::Zed).run(async |mut c| {
-            let a = c.new_session(&dir).await?;
-            let b = c.new_session(&dir).await?;
-            let mut turns = Vec::new();
-            for session in [&a, &b, &a, &b] {
-                turns.push(c.prompt(session, "true").await?);
-            }
-            Ok(turns)
-        }),
-    )
-    .await
-    .unwrap();
+    let turns = converse(ClientProfile::Zed, "ids", async |mut c| {
+        let a = c.new_session(&dir).await?;
+        let b = c.new_session(&dir).await?;
+        let mut turns = Vec::new();
+        for session in [&a, &b, &a, &b] {
+            turns.push(c.prompt(session, "true").await?);
+        }
+        Ok(turns)
+    })
+    .await;
     let mut ids = std::collections::HashSet::new();
     for turn in &turns {
         let call = tool_call(&turn.updates);

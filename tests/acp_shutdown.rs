@@ -2,6 +2,7 @@
 //! JSON-RPC lines over real pipes (no SDK client), exactly as an editor that quits would.
 
 mod acp_support;
+mod support;
 
 use std::process::Stdio;
 use std::time::Instant;

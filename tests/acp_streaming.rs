@@ -3,6 +3,7 @@
 //! that says so.
 
 mod acp_support;
+mod support;
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,35 +19,43 @@ use acp_support::*;
 async fn output_streams_while_the_command_runs() {
     let (_tmp, dir) = temp_dir();
     let go = dir.join("go");
-    let (updates, latency) = guard(
-        "live output",
-        client(ClientProfile::Zed).run(async |mut c| {
-            let session = c.new_session(&dir).await?;
-            let pending = c
-                .start_prompt(&session, "echo \"first $(date +%s%N)\"; while [ ! -e go ]; do sleep 0.01; done; echo second")
-                .block_task();
-            let mut updates = Vec::new();
-            while card_output(&updates).is_empty() {
-                updates.push(c.next_update().await.expect("an update").update);
+    let (updates, latency) = converse(ClientProfile::Zed, "live output", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let pending = c
+            .start_prompt(
+                &session,
+                "echo \"first $(date +%s%N)\"; while [ ! -e go ]; do sleep 0.01; done; echo second",
+            )
+            .block_task();
+        let mut updates = Vec::new();
+        while card_output(&updates).is_empty() {
+            updates.push(c.next_update().await.expect("an update").update);
+        }
+        let received = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        // The command is still blocked: no final update yet.
+        assert!(tool_call_updates(&updates)
+            .iter()
+            .all(|u| u.fields.status.is_none()));
+        std::fs::write(&go, "").unwrap();
+        let response = pending.await?;
+        assert_eq!(response.stop_reason, StopReason::EndTurn);
+        while let Ok(n) =
+            tokio::time::timeout(std::time::Duration::from_millis(50), c.next_update()).await
+        {
+            updates.push(n.expect("an update").update);
+            if tool_call_updates(&updates)
+                .iter()
+                .any(|u| u.fields.status.is_some())
+            {
+                break;
             }
-            let received = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-            // The command is still blocked: no final update yet.
-            assert!(tool_call_updates(&updates).iter().all(|u| u.fields.status.is_none()));
-            std::fs::write(&go, "").unwrap();
-            let response = pending.await?;
-            assert_eq!(response.stop_reason, StopReason::EndTurn);
-            while let Ok(n) = tokio::time::timeout(std::time::Duration::from_millis(50), c.next_update()).await {
-                updates.push(n.expect("an update").update);
-                if tool_call_updates(&updates).iter().any(|u| u.fields.status.is_some()) {
-                    break;
-                }
-            }
-            let printed: u128 = card_output(&updates).lines().next().unwrap()["first ".len()..].parse().unwrap();
-            Ok((updates, received.as_nanos().saturating_sub(printed)))
-        }),
-    )
-    .await
-    .unwrap();
+        }
+        let printed: u128 = card_output(&updates).lines().next().unwrap()["first ".len()..]
+            .parse()
+            .unwrap();
+        Ok((updates, received.as_nanos().saturating_sub(printed)))
+    })
+    .await;
     let output = card_output(&updates);
     assert!(output.starts_with("first "), "{output:?}");
     assert!(output.ends_with("second\n"), "{output:?}");
@@ -66,17 +75,13 @@ async fn output_streams_while_the_command_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_is_coalesced_and_nothing_is_lost() {
     let (_tmp, dir) = temp_dir();
-    let (updates, elapsed) = guard(
-        "flood",
-        client(ClientProfile::Zed).run(async |mut c| {
-            let session = c.new_session(&dir).await?;
-            let started = Instant::now();
-            let turn = c.prompt(&session, "seq 1 200000").await?;
-            Ok((turn.updates, started.elapsed()))
-        }),
-    )
-    .await
-    .unwrap();
+    let (updates, elapsed) = converse(ClientProfile::Zed, "flood", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let started = Instant::now();
+        let turn = c.prompt(&session, "seq 1 200000").await?;
+        Ok((turn.updates, started.elapsed()))
+    })
+    .await;
     let expected: String = (1..=200_000).map(|n| format!("{n}\n")).collect();
     let chunks = output_chunks(&updates);
     assert_eq!(
@@ -106,18 +111,14 @@ async fn a_flood_is_coalesced_and_nothing_is_lost() {
 async fn streaming_stops_at_the_cap_and_the_card_says_so() {
     let (_tmp, dir) = temp_dir();
     let limits = StreamLimits::default();
-    let updates = guard(
-        "cap",
-        client(ClientProfile::Zed).run(async |mut c| {
-            let session = c.new_session(&dir).await?;
-            // 5 MB of output, more than the 4 MiB that is streamed.
-            Ok(c.prompt(&session, "head -c 5000000 /dev/zero | tr '\\0' a")
-                .await?
-                .updates)
-        }),
-    )
-    .await
-    .unwrap();
+    let updates = converse(ClientProfile::Zed, "cap", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        // 5 MB of output, more than the 4 MiB that is streamed.
+        Ok(c.prompt(&session, "head -c 5000000 /dev/zero | tr '\\0' a")
+            .await?
+            .updates)
+    })
+    .await;
     let streamed = card_output(&updates);
     let notice = cap_notice(&limits);
     assert!(

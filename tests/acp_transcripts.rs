@@ -14,7 +14,6 @@ use agent_client_protocol::v1::schema::{SessionUpdate, StopReason};
 use serde_json::Value;
 
 use acp_support::*;
-use support::schema::{Direction, WireValidator};
 use support::zed_replay::ZedReplay;
 
 /// A script: the prompts sent in one session, and what each prints (`[TMP]` = the session's dir).
@@ -164,22 +163,6 @@ fn assert_cards_show_what_was_printed(lines: &[String], printed: &[String]) {
             "the card of {call} shows exactly what the command printed"
         );
     }
-}
-
-/// Validates every line against the ACP v1 schema (responses against the method they answer).
-fn validate_wire(lines: &[String]) {
-    let mut validator = WireValidator::default();
-    for line in lines {
-        let direction = match &line[..3] {
-            "-> " => Direction::ClientToAgent,
-            "<- " => Direction::AgentToClient,
-            other => panic!("unexpected transcript prefix {other:?}"),
-        };
-        if let Err(problem) = validator.check(direction, &line[3..]) {
-            panic!("{problem}");
-        }
-    }
-    assert_eq!(validator.unanswered(), vec![], "every request was answered");
 }
 
 /// Replays the updates the way Zed applies them and returns each card's rendered output; the card

@@ -2,6 +2,7 @@
 //! `demo`, and `--help` that explains every flag.
 
 mod acp_support;
+mod support;
 
 use std::process::{Command, Output};
 
@@ -164,4 +165,65 @@ fn bad_flags_are_refused_with_a_reason() {
         "{}",
         stderr(&output)
     );
+}
+
+fn acp_bash_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let (_tmp, dir) = temp_dir();
+    let mut command = Command::new(binary());
+    command
+        .args(["--sandbox", "full"])
+        .args(args)
+        .current_dir(&dir);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("run acp-bash")
+}
+
+#[test]
+fn env_flags_reach_the_commands() {
+    let secret = [("ACP_BASH_TEST_API_TOKEN", "abc123")];
+    let script = "echo \"${ACP_BASH_TEST_API_TOKEN-scrubbed}\"";
+    let scrubbed = acp_bash_env(&["run", "--", script], &secret);
+    assert_eq!(stdout(&scrubbed), "scrubbed\n", "{}", stderr(&scrubbed));
+    let kept = acp_bash_env(
+        &["--keep-env", "ACP_BASH_TEST_API_TOKEN", "run", "--", script],
+        &secret,
+    );
+    assert_eq!(stdout(&kept), "abc123\n");
+    let unscrubbed = acp_bash_env(&["--no-env-scrub", "run", "--", script], &secret);
+    assert_eq!(stdout(&unscrubbed), "abc123\n");
+    let set = acp_bash_env(
+        &[
+            "--set-env",
+            "GREETING=hi there",
+            "run",
+            "--",
+            "echo \"$GREETING\"",
+        ],
+        &[],
+    );
+    assert_eq!(stdout(&set), "hi there\n");
+}
+
+#[test]
+fn timeout_flag_kills_a_command_that_runs_too_long() {
+    let started = std::time::Instant::now();
+    let output = acp_bash_full(&[
+        "--timeout",
+        "300ms",
+        "run",
+        "--plain",
+        "--",
+        "echo before; sleep 30",
+    ]);
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_ne!(output.status.code(), Some(0));
+    let text = stdout(&output);
+    assert!(text.contains("before\n"), "{text}");
+    assert!(text.contains("[timed out after"), "{text}");
 }

@@ -20,8 +20,7 @@
 //!
 //! use acp_bash::acp::bridge::{self, ClientFeatures};
 //! use acp_bash::acp::stream::{Coalescer, StreamLimits};
-//! use acp_bash::acp::default_engine_config;
-//! use acp_bash::exec::Engine;
+//! use acp_bash::exec::{Engine, EngineConfig};
 //! use acp_bash::present::{present_call, present_result};
 //! use acp_bash::tool::{run_bash, BashCall};
 //! use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallId};
@@ -29,7 +28,7 @@
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! // Once per process: the engine (sandbox mode, env scrub, timeouts, output bounds).
-//! let engine = Engine::new(default_engine_config());
+//! let engine = Engine::new(EngineConfig::default());
 //! // Once per ACP session: its own working directory, which `cd` moves.
 //! let session = engine.session(Path::new("/home/me/project"))?;
 //!
@@ -72,11 +71,11 @@
 //! Or serve the whole agent on any transport:
 //!
 //! ```no_run
-//! use acp_bash::acp::{default_engine_config, AcpBashAgent};
-//! use acp_bash::exec::Engine;
+//! use acp_bash::acp::AcpBashAgent;
+//! use acp_bash::exec::{Engine, EngineConfig};
 //!
 //! # async fn example() -> agent_client_protocol::Result<()> {
-//! AcpBashAgent::new(Engine::new(default_engine_config()))
+//! AcpBashAgent::new(Engine::new(EngineConfig::default()))
 //!     .serve(agent_client_protocol::Stdio::new())
 //!     .await
 //! # }
@@ -87,36 +86,4 @@ pub mod bridge;
 pub mod client;
 pub mod stream;
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 pub use agent::{prompt_text, AcpBashAgent};
-
-use crate::exec::env::EnvPolicy;
-use crate::exec::EngineConfig;
-use crate::sandbox;
-
-/// The engine settings `acp-bash` starts from (each can be changed on the command line):
-/// a 600 s timeout, 32 KiB of head and 32 KiB of tail kept from a long output (the full output
-/// goes to `$TMPDIR/acp-bash-logs`), 1 s between SIGTERM and SIGKILL, 1 s for grandchildren that
-/// hold the output pipe after the shell exits, the environment scrub on, `workspace` sandbox mode.
-pub fn default_engine_config() -> EngineConfig {
-    EngineConfig {
-        default_timeout: Duration::from_secs(600),
-        env: EnvPolicy {
-            scrub: true,
-            keep: Vec::new(),
-            set: Vec::new(),
-        },
-        keep_head_bytes: 32 * 1024,
-        keep_tail_bytes: 32 * 1024,
-        log_dir: default_log_dir(),
-        kill_grace: Duration::from_secs(1),
-        pipe_grace: Duration::from_secs(1),
-        sandbox_mode: sandbox::Mode::default(),
-    }
-}
-
-fn default_log_dir() -> PathBuf {
-    std::env::temp_dir().join("acp-bash-logs")
-}

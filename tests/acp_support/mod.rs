@@ -1,5 +1,7 @@
 //! Helpers shared by the `acp_*` and `cli_*` integration tests: a client over the real binary,
-//! hang guards, and readers for the updates a turn produced.
+//! hang guards, readers for the updates a turn produced, and transcript checks.
+//!
+//! A test file that uses it declares `mod support;` too (the schema checker lives there).
 #![allow(dead_code)]
 
 use std::future::Future;
@@ -11,6 +13,8 @@ use agent_client_protocol::v1::schema::{
     ContentBlock, SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate,
 };
 use serde_json::Value;
+
+use crate::support::schema::{Direction, WireValidator};
 
 /// The binary under test.
 pub fn binary() -> PathBuf {
@@ -33,6 +37,28 @@ pub fn client(profile: ClientProfile) -> AcpClient {
         ],
     )
     .profile(profile)
+}
+
+/// Runs `conversation` with the real binary (under a hang guard), then checks every line that
+/// crossed the pipes against the ACP v1 schema.
+pub async fn converse<R>(
+    profile: ClientProfile,
+    what: &str,
+    conversation: impl AsyncFnOnce(
+        acp_bash::acp::client::Conversation,
+    ) -> agent_client_protocol::Result<R>,
+) -> R {
+    let client = client(profile);
+    let transcript = client.transcript();
+    let result = guard(what, client.run(conversation)).await;
+    let result = result.unwrap_or_else(|error| {
+        panic!(
+            "{what}: {error:?}\nagent stderr:\n{}",
+            transcript.stderr().join("\n")
+        )
+    });
+    validate_wire(&transcript.lines());
+    result
 }
 
 /// A hang guard: generous, never a timing assertion.
@@ -233,4 +259,20 @@ fn terminal_output(value: &Value) -> Option<(String, String)> {
         update.get("toolCallId")?.as_str()?.to_string(),
         output.get("data")?.as_str()?.to_string(),
     ))
+}
+
+/// Validates every line against the ACP v1 schema (responses against the method they answer).
+pub fn validate_wire(lines: &[String]) {
+    let mut validator = WireValidator::default();
+    for line in lines {
+        let direction = match &line[..3] {
+            "-> " => Direction::ClientToAgent,
+            "<- " => Direction::AgentToClient,
+            other => panic!("unexpected transcript prefix {other:?}"),
+        };
+        if let Err(problem) = validator.check(direction, &line[3..]) {
+            panic!("{problem}");
+        }
+    }
+    assert_eq!(validator.unanswered(), vec![], "every request was answered");
 }
