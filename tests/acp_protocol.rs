@@ -211,3 +211,31 @@ async fn tool_call_ids_and_terminal_ids_are_unique_per_connection() {
         assert!(ids.insert(terminal), "ids are never reused");
     }
 }
+
+/// The fallback path end to end: backtick runs in the output lengthen the fence, ANSI escapes are
+/// stripped, the markers end the block, and the description stays on the final update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fallback_console_block_survives_backticks_and_strips_colours() {
+    let (_tmp, dir) = temp_dir();
+    let turn = converse(ClientProfile::Plain, "fallback", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(
+            &session,
+            "# Print a fenced block\nprintf '%s\\n' '```rust' 'fn main() {}' '```'; printf '\\033[31mred\\033[0m\\n'; exit 1",
+        )
+        .await
+    })
+    .await;
+    let last = final_update(&turn.updates);
+    assert_eq!(status(last), "failed");
+    let blocks = texts(last.fields.content.as_deref().unwrap());
+    assert_eq!(blocks[0], "Print a fenced block");
+    assert_eq!(
+        blocks[1],
+        "````console\n```rust\nfn main() {}\n```\nred\n[exit code: 1]\n````"
+    );
+    assert!(
+        last.meta.is_none(),
+        "no card keys for a client that did not ask for them"
+    );
+}
