@@ -217,13 +217,44 @@ fn main() -> ExitCode {
 
 async fn serve(engine: &EngineArgs) -> ExitCode {
     let agent = AcpBashAgent::new(Engine::new(engine.config()));
-    match agent.serve(agent_client_protocol::Stdio::new()).await {
-        Ok(()) => ExitCode::SUCCESS,
+    let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
+    let stop = async move {
+        let signal = termination_signal().await;
+        tracing::info!(signal, "stopping: cancelling every running command");
+        let _ = signal_tx.send(signal);
+    };
+    match agent
+        .serve_until(agent_client_protocol::Stdio::new(), stop)
+        .await
+    {
+        // Stopped by a signal: the conventional 128 + its number, once the commands are gone.
+        Ok(()) => match signal_rx.try_recv() {
+            Ok(signal) => ExitCode::from((128 + signal) as u8),
+            Err(_) => ExitCode::SUCCESS,
+        },
         Err(error) => {
             tracing::error!(%error, "the connection failed");
             eprintln!("acp-bash: the connection failed: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Waits for SIGTERM, SIGINT or SIGHUP (an editor or a terminal stopping the agent) and returns
+/// its number. Without signal support, waits forever.
+async fn termination_signal() -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => libc::SIGTERM,
+        _ = int.recv() => libc::SIGINT,
+        _ = hup.recv() => libc::SIGHUP,
     }
 }
 

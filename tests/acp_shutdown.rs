@@ -89,3 +89,67 @@ async fn stdin_eof_kills_running_commands_and_exits_zero() {
         "the command (pid {pid}) outlived the agent"
     );
 }
+
+/// SIGTERM (an editor stopping the agent): every running command is cancelled, including what it
+/// started in the background, before the agent exits with 128 + 15.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_kills_running_commands_and_their_children() {
+    let (_tmp, dir) = temp_dir();
+    let pid_file = dir.join("pid");
+    let mut agent = Command::new(binary())
+        .args(["--sandbox", "full", "--log-level=acp_bash=debug"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn acp-bash");
+    let mut stdin = agent.stdin.take().unwrap();
+    let mut stdout = BufReader::new(agent.stdout.take().unwrap()).lines();
+    let mut send = async |value: Value| {
+        let mut line = serde_json::to_string(&value).unwrap();
+        line.push('\n');
+        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.flush().await.unwrap();
+    };
+    let mut answer = async |id: u64| -> Value {
+        guard("an answer", async {
+            while let Some(line) = stdout.next_line().await.unwrap() {
+                let value: Value = serde_json::from_str(&line).unwrap();
+                if value["id"] == id {
+                    return value;
+                }
+            }
+            panic!("stdout closed before answer {id}");
+        })
+        .await
+    };
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})).await;
+    answer(1).await;
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": dir, "mcpServers": []}})).await;
+    let session = answer(2).await["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A background child (not the shell itself) that would outlive a shell killed alone.
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+        "sessionId": session, "prompt": [{"type": "text", "text": "sleep 120 & echo $! > pid.tmp; mv pid.tmp pid; wait"}]}}))
+    .await;
+    wait_for_file(&pid_file).await;
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(process_alive(pid));
+
+    let agent_pid = agent.id().unwrap() as i32;
+    // SAFETY: kill has no memory-safety preconditions; the pid is our own child.
+    unsafe { libc::kill(agent_pid, libc::SIGTERM) };
+    let status = guard("exit after SIGTERM", agent.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{status:?}");
+    assert!(
+        wait_until_gone(pid).await,
+        "the background child (pid {pid}) outlived the agent"
+    );
+}

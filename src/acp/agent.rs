@@ -72,8 +72,21 @@ impl AcpBashAgent {
         self,
         transport: impl ConnectTo<Agent>,
     ) -> agent_client_protocol::Result<()> {
+        self.serve_until(transport, std::future::pending()).await
+    }
+
+    /// Like [`Self::serve`], but also stops when `stop` completes (a signal, say): the
+    /// connection is dropped, and every running command is cancelled and reaped the same way.
+    pub async fn serve_until(
+        self,
+        transport: impl ConnectTo<Agent>,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> agent_client_protocol::Result<()> {
         let connection = Arc::new(Connection::new(self.engine, self.limits));
-        let result = connection.clone().handle(transport).await;
+        let result = tokio::select! {
+            result = connection.clone().handle(transport) => result,
+            () = stop => Ok(()),
+        };
         connection.shutdown().await;
         result
     }
