@@ -64,9 +64,10 @@ async fn output_streams_while_the_command_runs() {
         "first line: printed -> received by the client in {} ms",
         latency / 1_000_000
     );
-    // A generous bound (the machine is shared); the coalescer's own rule is pinned by unit tests.
+    // Only a hang guard (the machine is shared): liveness is proven above by the event order, and
+    // the coalescer's flush-at-once rule is pinned by unit tests with a fake clock.
     assert!(
-        latency < 2_000_000_000,
+        latency < 10_000_000_000,
         "first line took {} ms",
         latency / 1_000_000
     );

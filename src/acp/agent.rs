@@ -116,7 +116,7 @@ struct SessionState {
     next_call: AtomicU64,
     /// Held for a whole turn: a session's prompts run one after another.
     turn: tokio::sync::Mutex<()>,
-    /// The tokens of the turns that are running or waiting for `turn`, by call number.
+    /// The tokens of the turns that are running or waiting for `turn`, by turn number.
     running: Mutex<HashMap<u64, CancellationToken>>,
     next_turn: AtomicU64,
 }
