@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use acp_bash::acp::client::{AcpClient, ClientProfile, Conversation, Turn};
 use acp_bash::acp::AcpBashAgent;
-use acp_bash::exec::{Engine, EngineConfig};
+use acp_bash::exec::{Engine, EngineConfig, Exit, RunStatus};
 use acp_bash::sandbox;
+use acp_bash::tool::parse_result;
 use agent_client_protocol::v1::schema::{SessionId, SessionUpdate, StopReason, ToolCallContent};
 use agent_client_protocol::LineDirection;
 use clap::{Args, Parser, Subcommand};
@@ -351,28 +352,25 @@ impl CallSummary {
             return acp_bash::exec::signal_number(signal)
                 .map_or(1, |n| (128 + n).clamp(0, 255) as u8);
         }
-        let last = self.text.last().map(String::as_str).unwrap_or("");
-        for line in last.lines().rev() {
-            if let Some(code) = line
-                .strip_prefix("[exit code: ")
-                .and_then(|r| r.strip_suffix(']'))
-            {
-                return code.parse::<i64>().map_or(1, |c| c.clamp(0, 255) as u8);
-            }
-            if let Some(signal) = line
-                .strip_prefix("[killed by signal: ")
-                .and_then(|r| r.strip_suffix(']'))
-            {
-                return acp_bash::exec::signal_number(signal)
-                    .map_or(1, |n| (128 + n).clamp(0, 255) as u8);
-            }
-        }
-        if self.status.as_deref() == Some("completed") {
-            0
-        } else {
-            1
+        // The plain path: read the console block's status line with the markers' own parser.
+        let status = self
+            .text
+            .last()
+            .and_then(|block| status_from_console(block));
+        match status.map(|status| status.exit) {
+            Some(Exit::Code(code)) => code.clamp(0, 255) as u8,
+            Some(Exit::Signal(signal)) => (128 + signal).clamp(0, 255) as u8,
+            None if self.status.as_deref() == Some("completed") => 0,
+            None => 1,
         }
     }
+}
+
+/// The status line of a ```` ```console ```` block (fence lines removed, then the markers parsed).
+fn status_from_console(block: &str) -> Option<RunStatus> {
+    let (_fence, rest) = block.split_once('\n')?;
+    let (result_text, _fence) = rest.rsplit_once('\n')?;
+    parse_result(result_text).ok().map(|(_, status)| status)
 }
 
 fn meta_str(
@@ -629,6 +627,28 @@ mod tests {
             ["li", "ne 1\nline", " 2\n", "3"].map(|p| indent_stream(p, "| ", &mut at_line_start));
         assert_eq!(pieces.concat(), "| line 1\n| line 2\n| 3");
         assert!(!at_line_start);
+    }
+
+    #[test]
+    fn the_exit_status_of_a_console_block_comes_from_its_markers() {
+        let summary = |block: &str| CallSummary {
+            text: vec![block.to_string()],
+            status: Some("failed".into()),
+            ..CallSummary::default()
+        };
+        assert_eq!(
+            summary("```console\nhi\n[exit code: 3]\n```").exit_status(),
+            3
+        );
+        assert_eq!(
+            summary("```console\n[cancelled] [killed by signal: SIGTERM]\n```").exit_status(),
+            143
+        );
+        assert_eq!(
+            summary("````console\n```\n[exit code: 0]\n````").exit_status(),
+            0
+        );
+        assert_eq!(summary("not a console block").exit_status(), 1);
     }
 
     #[test]
