@@ -239,3 +239,81 @@ async fn fallback_console_block_survives_backticks_and_strips_colours() {
         "no card keys for a client that did not ask for them"
     );
 }
+
+/// A prompt queued behind a running one in the same session is cancelled with it and never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_also_stops_a_prompt_waiting_for_its_turn() {
+    let (_tmp, dir) = temp_dir();
+    let (first, second, updates) = converse(ClientProfile::Zed, "queued cancel", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let first = c
+            .start_prompt(&session, "echo started; sleep 60")
+            .block_task();
+        let mut updates = Vec::new();
+        while card_output(&updates).is_empty() {
+            updates.push(c.next_update().await.expect("an update").update);
+        }
+        let second = c.start_prompt(&session, "touch second-ran").block_task();
+        c.cancel(&session)?;
+        let (first, second) = (first.await?, second.await?);
+        while let Ok(Some(n)) =
+            tokio::time::timeout(std::time::Duration::from_millis(50), c.next_update()).await
+        {
+            updates.push(n.update);
+        }
+        Ok((first.stop_reason, second.stop_reason, updates))
+    })
+    .await;
+    assert_eq!(first, StopReason::Cancelled);
+    assert_eq!(second, StopReason::Cancelled);
+    let calls = updates
+        .iter()
+        .filter(|u| matches!(u, SessionUpdate::ToolCall(_)))
+        .count();
+    assert_eq!(calls, 1, "the queued prompt never started a tool call");
+    assert!(!dir.join("second-ran").exists());
+}
+
+/// JSON-RPC's own `$/cancel_request` for a prompt (the SDK sends it when a pending request is
+/// cancelled) kills the command like `session/cancel`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_request_for_the_prompt_kills_the_command() {
+    let (_tmp, dir) = temp_dir();
+    let pid_file = dir.join("pid");
+    let client = client(ClientProfile::Zed);
+    let transcript = client.transcript();
+    let (pid, updates) = guard(
+        "$/cancel_request",
+        client.run(async |mut c| {
+            let session = c.new_session(&dir).await?;
+            let pending = c.start_prompt(&session, "echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 60");
+            wait_for_file(&pid_file).await;
+            let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+            pending.cancel()?;
+            let mut updates = Vec::new();
+            while !updates.iter().any(|u: &SessionUpdate| matches!(u, SessionUpdate::ToolCallUpdate(t) if t.fields.status.is_some())) {
+                updates.push(c.next_update().await.expect("an update").update);
+            }
+            Ok((pid, updates))
+        }),
+    )
+    .await
+    .unwrap();
+    assert!(
+        wait_until_gone(pid).await,
+        "the command (pid {pid}) still runs"
+    );
+    assert_eq!(status(final_update(&updates)), "failed");
+    let lines = transcript.lines();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("-> ") && l.contains("$/cancel_request")),
+        "{lines:#?}"
+    );
+    let answer = lines
+        .iter()
+        .find(|l| l.starts_with("<- ") && l.contains("stopReason"))
+        .expect("the prompt is answered");
+    assert!(answer.contains("\"cancelled\""), "{answer}");
+}

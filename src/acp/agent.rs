@@ -274,10 +274,19 @@ impl Connection {
         let turn = state.next_turn.fetch_add(1, Ordering::Relaxed);
         state.running.lock().unwrap().insert(turn, token.clone());
         let task_cx = cx.clone();
+        // `$/cancel_request` for this prompt (JSON-RPC's own cancel) stops it like session/cancel.
+        let rpc_cancel = responder.cancellation();
         cx.spawn(async move {
-            let stop = self
-                .run_turn(&task_cx, &request.session_id, &state, call, &token)
-                .await;
+            let running = self.run_turn(&task_cx, &request.session_id, &state, call, &token);
+            tokio::pin!(running);
+            let stop = tokio::select! {
+                stop = &mut running => stop,
+                () = rpc_cancel.cancelled() => {
+                    tracing::info!(session = %request.session_id.0, "$/cancel_request for a prompt");
+                    token.cancel();
+                    running.await
+                }
+            };
             state.running.lock().unwrap().remove(&turn);
             // Never return Err from a connection task: it would tear the connection down.
             if let Err(error) = responder.respond_with_result(stop.map(PromptResponse::new)) {
