@@ -129,24 +129,18 @@ async fn prompts_in_different_sessions_run_concurrently() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_kills_the_running_command_at_once() {
     let (_tmp, dir) = temp_dir();
-    let pid_file = dir.join("pid");
-    let (stop, updates, pid, cancel_to_answer) =
+    let name = process_name(&dir);
+    let script = format!("echo started; exec -a {name} sleep 60");
+    let (stop, updates, cancel_to_answer) =
         converse(ClientProfile::Zed, "cancel", async |mut c| {
             let session = c.new_session(&dir).await?;
-            let pending = c
-                .start_prompt(&session, "echo $$ > pid; echo started; exec sleep 60")
-                .block_task();
+            let pending = c.start_prompt(&session, &script).block_task();
             let mut updates = Vec::new();
             // Wait for the command's first output: it is running.
             while card_output(&updates).is_empty() {
                 updates.push(c.next_update().await.expect("an update").update);
             }
-            wait_for_file(&pid_file).await;
-            let pid: i32 = std::fs::read_to_string(&pid_file)
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap();
+            wait_for_process(&name).await;
             let cancelled_at = Instant::now();
             c.cancel(&session)?;
             let response = pending.await?;
@@ -156,7 +150,7 @@ async fn cancel_kills_the_running_command_at_once() {
             {
                 updates.push(n.update);
             }
-            Ok((response.stop_reason, updates, pid, cancel_to_answer))
+            Ok((response.stop_reason, updates, cancel_to_answer))
         })
         .await;
     assert_eq!(stop, StopReason::Cancelled);
@@ -167,8 +161,8 @@ async fn cancel_kills_the_running_command_at_once() {
     );
     eprintln!("session/cancel -> answer: {cancel_to_answer:?}");
     assert!(
-        wait_until_gone(pid).await,
-        "the cancelled command (pid {pid}) is still running"
+        wait_until_no_process(&name).await,
+        "the cancelled command ({name}) is still running"
     );
     let last = final_update(&updates);
     assert_eq!(status(last), "failed");
@@ -279,32 +273,43 @@ async fn cancel_also_stops_a_prompt_waiting_for_its_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_request_for_the_prompt_kills_the_command() {
     let (_tmp, dir) = temp_dir();
-    let pid_file = dir.join("pid");
+    let name = process_name(&dir);
+    let script = format!("exec -a {name} sleep 60");
     let client = client(ClientProfile::Zed);
     let transcript = client.transcript();
-    let (pid, updates) = guard(
+    let updates = guard(
         "$/cancel_request",
         client.run(async |mut c| {
             let session = c.new_session(&dir).await?;
-            let pending = c.start_prompt(&session, "echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 60");
-            wait_for_file(&pid_file).await;
-            let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+            let pending = c.start_prompt(&session, &script);
+            wait_for_process(&name).await;
             pending.cancel()?;
             let mut updates = Vec::new();
-            while !updates.iter().any(|u: &SessionUpdate| matches!(u, SessionUpdate::ToolCallUpdate(t) if t.fields.status.is_some())) {
+            while !updates.iter().any(|u: &SessionUpdate| {
+                matches!(u, SessionUpdate::ToolCallUpdate(t) if t.fields.status.is_some())
+            }) {
                 updates.push(c.next_update().await.expect("an update").update);
             }
-            Ok((pid, updates))
+            // The SDK drops the answer to a request it cancelled; wait until it crossed the pipe.
+            while !transcript
+                .lines()
+                .iter()
+                .any(|l| l.starts_with("<- ") && l.contains("stopReason"))
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            Ok(updates)
         }),
     )
     .await
     .unwrap();
     assert!(
-        wait_until_gone(pid).await,
-        "the command (pid {pid}) still runs"
+        wait_until_no_process(&name).await,
+        "the command ({name}) still runs"
     );
     assert_eq!(status(final_update(&updates)), "failed");
     let lines = transcript.lines();
+    validate_wire(&lines);
     assert!(
         lines
             .iter()

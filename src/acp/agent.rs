@@ -88,7 +88,13 @@ impl AcpBashAgent {
             () = stop => Ok(()),
         };
         connection.shutdown().await;
-        result
+        match result {
+            Err(error) if client_closed_its_end(&error) => {
+                tracing::info!(%error, "the client stopped reading: treating it as EOF");
+                Ok(())
+            }
+            result => result,
+        }
     }
 }
 
@@ -428,6 +434,14 @@ impl Connection {
             );
         }
     }
+}
+
+/// Whether the connection ended because the client closed the agent's stdout (a write failed
+/// with EPIPE): the client went away, exactly as with EOF on stdin, and that is not a failure.
+fn client_closed_its_end(error: &Error) -> bool {
+    let broken_pipe = format!("(os error {})", libc::EPIPE);
+    let mentions = |value: &serde_json::Value| value.to_string().contains(&broken_pipe);
+    error.message.contains(&broken_pipe) || error.data.as_ref().is_some_and(mentions)
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

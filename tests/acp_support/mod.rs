@@ -190,17 +190,6 @@ pub fn process_alive(pid: i32) -> bool {
     }
 }
 
-/// Waits (bounded) until the process is gone; false if it is still alive after 10 s.
-pub async fn wait_until_gone(pid: i32) -> bool {
-    for _ in 0..1000 {
-        if !process_alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
-}
-
 /// Normalises a transcript for a snapshot, changing only what truly varies between runs:
 /// - request ids (the SDK sends random UUIDs) become 0, 1, 2… in order of first appearance;
 /// - the temp directory becomes `[TMP]`;
@@ -275,4 +264,54 @@ pub fn validate_wire(lines: &[String]) {
         }
     }
     assert_eq!(validator.unanswered(), vec![], "every request was answered");
+}
+
+/// A process name unique to this test's directory, for scripts to `exec -a` with.
+///
+/// Tests find a command's processes by name rather than by a pid the script prints: inside the
+/// sandbox's PID namespace `$$` is not the pid the test sees.
+pub fn process_name(dir: &Path) -> String {
+    let unique = dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches('.')
+        .to_string();
+    format!("acp-bash-test-{unique}")
+}
+
+/// Live processes (zombies excluded) whose `argv[0]` is `name`.
+pub fn processes_named(name: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).next() == Some(name.as_bytes()))
+        })
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}
+
+/// Waits until a process named `name` runs.
+pub async fn wait_for_process(name: &str) {
+    guard(&format!("waiting for a process named {name}"), async {
+        while processes_named(name).is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+/// Waits (bounded) until no process named `name` is left; false if one still runs after 10 s.
+pub async fn wait_until_no_process(name: &str) -> bool {
+    for _ in 0..1000 {
+        if processes_named(name).is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
 }
