@@ -14,7 +14,9 @@ use acp_bash::acp::AcpBashAgent;
 use acp_bash::exec::{Engine, EngineConfig, Exit, RunStatus};
 use acp_bash::sandbox;
 use acp_bash::tool::parse_result;
-use agent_client_protocol::v1::schema::{SessionId, SessionUpdate, StopReason, ToolCallContent};
+use agent_client_protocol::v1::schema::{
+    CancelNotification, SessionId, SessionUpdate, StopReason, ToolCallContent,
+};
 use agent_client_protocol::LineDirection;
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
@@ -425,16 +427,29 @@ async fn run(engine: &EngineArgs, log_level: Option<&str>, args: RunArgs) -> Exi
             let session = conversation.new_session(&cwd).await?;
             let mut summary = CallSummary::default();
             let mut stdout = std::io::stdout();
-            let turn = conversation
-                .prompt_with(&session, &script, |update| {
+            // Ctrl-C cancels the command through the protocol (session/cancel), like an editor's
+            // stop button, and `run` still reports how it ended.
+            let connection = conversation.connection().clone();
+            let cancelled_by_ctrl_c = {
+                let session = session.clone();
+                async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        let _ = connection.send_notification(CancelNotification::new(session));
+                    }
+                    std::future::pending::<()>().await
+                }
+            };
+            let turn = tokio::select! {
+                turn = conversation.prompt_with(&session, &script, |update| {
                     let before = summary.streamed.len();
                     summary.apply(update);
                     if !plain {
                         let _ = stdout.write_all(&summary.streamed.as_bytes()[before..]);
                         let _ = stdout.flush();
                     }
-                })
-                .await?;
+                }) => turn?,
+                () = cancelled_by_ctrl_c => unreachable!("never completes"),
+            };
             if plain {
                 for text in &summary.text {
                     println!("{text}");

@@ -227,3 +227,32 @@ fn timeout_flag_kills_a_command_that_runs_too_long() {
     assert!(text.contains("before\n"), "{text}");
     assert!(text.contains("[timed out after"), "{text}");
 }
+
+/// Ctrl-C on `run` cancels the command through the protocol; `run` reports how it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_on_run_cancels_the_command() {
+    use tokio::io::AsyncBufReadExt;
+    let (_tmp, dir) = temp_dir();
+    let name = process_name(&dir);
+    let script = format!("echo started; exec -a {name} sleep 60");
+    let mut run = tokio::process::Command::new(binary())
+        .args(["--sandbox", "full", "run", "--", &script])
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = tokio::io::BufReader::new(run.stdout.take().unwrap()).lines();
+    let first = guard("first line", stdout.next_line()).await.unwrap();
+    assert_eq!(first.as_deref(), Some("started"));
+    wait_for_process(&name).await;
+    // SAFETY: kill has no memory-safety preconditions; the pid is our own child.
+    unsafe { libc::kill(run.id().unwrap() as i32, libc::SIGINT) };
+    let status = guard("run after Ctrl-C", run.wait()).await.unwrap();
+    assert_eq!(
+        status.code(),
+        Some(128 + libc::SIGTERM),
+        "the command was killed: {status:?}"
+    );
+    assert!(wait_until_no_process(&name).await, "{name} still runs");
+}
