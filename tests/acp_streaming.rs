@@ -122,17 +122,24 @@ async fn streaming_stops_at_the_cap_and_the_card_says_so() {
     .await;
     let streamed = card_output(&updates);
     let notice = cap_notice(&limits);
-    assert!(
-        streamed.ends_with(&notice),
-        "the card says it stopped streaming"
+    assert_eq!(
+        streamed.matches(&notice).count(),
+        1,
+        "the card says once that it stopped streaming"
     );
-    assert_eq!(streamed.matches(&notice).count(), 1);
-    let data = &streamed[..streamed.len() - notice.len()];
+    let (data, after) = streamed.split_once(&notice).unwrap();
     assert!(
         data.len() <= limits.max_streamed_bytes,
         "{} bytes streamed",
         data.len()
     );
     assert!(data.bytes().all(|b| b == b'a'));
+    // Then, once the command ended, where the whole output is.
+    let path = after
+        .strip_prefix("[acp-bash: full output: ")
+        .and_then(|rest| rest.strip_suffix("]\r\n"))
+        .unwrap_or_else(|| panic!("the card says where the full output is: {after:?}"));
+    assert_eq!(std::fs::metadata(path).unwrap().len(), 5_000_000);
+    std::fs::remove_file(path).unwrap();
     assert_eq!(status(final_update(&updates)), "completed");
 }

@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
-use super::stream::{Coalescer, StreamLimits};
+use super::stream::{self, Coalescer, StreamLimits};
 use crate::driver::call_from_prompt;
 use crate::exec::{Engine, Session};
 use crate::present::{console_block, present_call, present_result, ResultView};
@@ -395,6 +395,15 @@ impl Connection {
                 return Err(Error::internal_error().data(error.to_string()));
             }
         };
+        if coalescer.capped() {
+            let truncation = result.outcome.status.truncation.as_ref();
+            if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
+                let notice = stream::full_output_notice(path);
+                send(SessionUpdate::ToolCallUpdate(bridge::output_update(
+                    &call_id, &notice,
+                )));
+            }
+        }
         let presented = present_result(&call, &result.text);
         send(SessionUpdate::ToolCallUpdate(bridge::final_update(
             &call_id, &view, &presented, features,

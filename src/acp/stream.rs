@@ -50,6 +50,12 @@ pub fn cap_notice(limits: &StreamLimits) -> String {
     )
 }
 
+/// The line that follows [`cap_notice`] once the command has ended and the engine saved its whole
+/// output to `path`: where to read what the card does not show.
+pub fn full_output_notice(path: &str) -> String {
+    format!("[acp-bash: full output: {path}]\r\n")
+}
+
 fn human_bytes(bytes: usize) -> String {
     const MIB: usize = 1024 * 1024;
     const KIB: usize = 1024;
