@@ -108,6 +108,34 @@ async fn a_flood_is_coalesced_and_nothing_is_lost() {
     assert_eq!(status(final_update(&updates)), "completed");
 }
 
+/// A flood of colours and multi-byte text: no update ends inside an escape sequence or a character,
+/// and the card Zed renders holds exactly what the command printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_colourful_flood_reaches_the_card_intact() {
+    let (_tmp, dir) = temp_dir();
+    let updates = converse(ClientProfile::Zed, "colourful flood", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let script =
+            "for i in $(seq 1 20000); do printf '\\033[3%dm%d\\033[0m é✓\\n' $((i % 8)) $i; done";
+        Ok(c.prompt(&session, script).await?.updates)
+    })
+    .await;
+    let expected: String = (1..=20_000)
+        .map(|i| format!("\x1b[3{}m{i}\x1b[0m é✓\n", i % 8))
+        .collect();
+    let zed = zed_replay(&updates);
+    assert_eq!(zed.problems(), &[] as &[String]);
+    let call = tool_call(&updates).tool_call_id.0.to_string();
+    let card = zed.card(&call).expect("the card");
+    assert!(
+        card.output == expected,
+        "the card shows exactly what was printed ({} vs {} bytes)",
+        card.output.len(),
+        expected.len()
+    );
+    assert_eq!(card.status, "completed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_stops_at_the_cap_and_the_card_says_so() {
     let (_tmp, dir) = temp_dir();

@@ -315,3 +315,12 @@ pub async fn wait_until_no_process(name: &str) -> bool {
     }
     false
 }
+
+/// Replays a turn's updates the way Zed applies them.
+pub fn zed_replay(updates: &[SessionUpdate]) -> crate::support::zed_replay::ZedReplay {
+    let mut zed = crate::support::zed_replay::ZedReplay::default();
+    for update in updates {
+        zed.apply(&serde_json::to_value(update).unwrap());
+    }
+    zed
+}
