@@ -280,6 +280,11 @@ fn zed_config(engine: &EngineArgs) -> ExitCode {
         }
     });
     println!("{}", serde_json::to_string_pretty(&snippet).expect("json"));
+    // stdout stays pure JSON (for `acp-bash zed-config > snippet.json`); the hint goes to stderr.
+    eprintln!(
+        "Merge this into Zed's settings.json (command palette: `zed: open settings`), then pick \
+         acp-bash in the agent panel."
+    );
     ExitCode::SUCCESS
 }
 
