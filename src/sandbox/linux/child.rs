@@ -1,0 +1,435 @@
+//! The code that runs between `fork` and `exec`: async-signal-safe only.
+//!
+//! Everything here runs in the forked child of a multi-threaded process, so it uses raw
+//! syscalls through `libc` and never allocates, locks or touches Rust's std I/O. All inputs
+//! (the Landlock ruleset fd, the memory range of the environment to wipe) are prepared by the
+//! parent in [`super::prepare`] before the fork.
+//!
+//! Process shape when namespaces are on (see `notes/2026-11-29-sandbox-design.md`):
+//!
+//! ```text
+//! engine ── W (the spawned child; outside; waits, reports the shell's exit, forwards signals)
+//!            └─ I (PID 1 of the new PID namespace: mounts /proc, reaps, exits with the shell)
+//!                 └─ B (PID 2: applies Landlock, returns to std, which execs bash)
+//! ```
+//!
+//! When I exits the kernel SIGKILLs everything else in the namespace, so nothing the command
+//! started survives the run; W's parent-death signal (set by the engine) and I's (set here)
+//! chain the agent's death down to I.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use libc::c_int;
+
+/// What the child does, prepared in the parent. Plain data: no heap is touched in the child
+/// except reading what the parent already built.
+#[derive(Debug)]
+pub(crate) struct ChildPlan {
+    /// Put the command in fresh PID and mount namespaces (and a user namespace when not root).
+    pub namespaces: bool,
+    /// Mount a fresh /proc for the new PID namespace.
+    pub private_proc: bool,
+    /// Also a fresh network namespace (only loopback, brought up).
+    pub network_namespace: bool,
+    /// Landlock ruleset to restrict the shell with (owned by the closure; close-on-exec).
+    pub landlock_fd: RawFd,
+    /// The agent's environment block `[start, end)`, wiped in PID 1 (a fork of the agent that
+    /// a command could otherwise read through `/proc/1/environ`).
+    pub env_region: Option<(usize, usize)>,
+    /// Where step failures are reported (the command's stderr, or a probe's pipe).
+    pub message_fd: RawFd,
+    /// A probe: B exits 0 instead of returning to exec.
+    pub probe: bool,
+}
+
+const FORWARDED: [c_int; 7] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGWINCH,
+];
+
+static PARENT: AtomicI32 = AtomicI32::new(0);
+static SELF_PID: AtomicI32 = AtomicI32::new(0);
+
+/// Exit status used when a sandbox step fails before the command starts.
+pub(crate) const SETUP_FAILED: c_int = 126;
+
+fn errno() -> c_int {
+    // SAFETY: reading the thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+fn write_all(fd: RawFd, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: valid buffer.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 {
+            if errno() == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        bytes = &bytes[n as usize..];
+    }
+}
+
+/// Writes `n` in decimal into `buf`, returns the digits.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
+/// A human name for the errnos these steps can hit.
+pub(crate) fn errno_text(err: c_int) -> &'static [u8] {
+    match err {
+        libc::EPERM => b"operation not permitted (EPERM)",
+        libc::EACCES => b"permission denied (EACCES)",
+        libc::EINVAL => b"invalid argument (EINVAL)",
+        libc::ENOSPC => b"namespace limit reached (ENOSPC)",
+        libc::EUSERS => b"user namespace nesting limit reached (EUSERS)",
+        libc::ENOMEM => b"out of memory (ENOMEM)",
+        libc::ENOSYS => b"not implemented by this kernel (ENOSYS)",
+        libc::EOPNOTSUPP => b"not enabled in this kernel (EOPNOTSUPP)",
+        libc::EAGAIN => b"process limit reached (EAGAIN)",
+        libc::ENOENT => b"no such file (ENOENT)",
+        libc::EBUSY => b"busy (EBUSY)",
+        _ => b"error",
+    }
+}
+
+/// Reports a failed step on the message fd and ends this process with [`SETUP_FAILED`].
+fn fail(fd: RawFd, step: &[u8], err: c_int) -> ! {
+    let mut buf = [0u8; 20];
+    write_all(fd, b"acp-bash sandbox: ");
+    write_all(fd, step);
+    write_all(fd, b" failed: ");
+    write_all(fd, errno_text(err));
+    write_all(fd, b" [errno ");
+    write_all(fd, decimal(err.max(0) as u64, &mut buf));
+    write_all(
+        fd,
+        b"]; the command did not run. `acp-bash doctor` shows which sandbox layers work here.\n",
+    );
+    // SAFETY: ending the child without running atexit handlers.
+    unsafe { libc::_exit(SETUP_FAILED) }
+}
+
+fn check(fd: RawFd, step: &[u8], result: c_int) {
+    if result < 0 {
+        fail(fd, step, errno());
+    }
+}
+
+/// Closes every fd >= 3 except `keep` (or none, with -1).
+fn close_other_fds(keep: RawFd) {
+    // SAFETY: closing fds this process does not use; close_range where the kernel has it.
+    unsafe {
+        let ranges: [(u32, u32); 2] = if keep >= 3 {
+            [(3, keep as u32 - 1), (keep as u32 + 1, u32::MAX)]
+        } else {
+            [(3, u32::MAX), (1, 0)]
+        };
+        for (first, last) in ranges {
+            if first > last {
+                continue;
+            }
+            let r = libc::syscall(libc::SYS_close_range, first, last, 0u32);
+            if r < 0 {
+                let mut limit: libc::rlimit = std::mem::zeroed();
+                let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                    limit.rlim_cur.min(65536) as u32
+                } else {
+                    4096
+                };
+                let mut fd = first;
+                while fd <= last && fd < max {
+                    libc::close(fd as c_int);
+                    fd += 1;
+                }
+            }
+        }
+    }
+}
+
+fn write_file(path: &[u8], contents: &[u8]) -> c_int {
+    // SAFETY: `path` is NUL-terminated by the callers.
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return -1;
+        }
+        let n = libc::write(fd, contents.as_ptr().cast(), contents.len());
+        let err = errno();
+        libc::close(fd);
+        if n != contents.len() as isize {
+            *libc::__errno_location() = err;
+            return -1;
+        }
+        0
+    }
+}
+
+/// `"<id> <id> 1\n"`: maps our own id to itself in the new user namespace.
+fn write_identity_map(path: &[u8], id: u32) -> c_int {
+    let mut line = [0u8; 48];
+    let mut digits = [0u8; 20];
+    let d = decimal(id as u64, &mut digits);
+    let mut len = 0;
+    for part in [d, b" ", d, b" 1\n"] {
+        line[len..len + part.len()].copy_from_slice(part);
+        len += part.len();
+    }
+    write_file(path, &line[..len])
+}
+
+/// Brings up `lo` in a fresh network namespace so a command can still talk to itself.
+fn loopback_up() {
+    // SAFETY: plain ioctls on a socket we own.
+    unsafe {
+        let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if sock < 0 {
+            return;
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        if libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) == 0 {
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            libc::ioctl(sock, libc::SIOCSIFFLAGS, &mut req);
+        }
+        libc::close(sock);
+    }
+}
+
+/// Landlock, in the process that is about to exec.
+fn restrict(plan: &ChildPlan) {
+    if plan.landlock_fd < 0 {
+        return;
+    }
+    let fd = plan.message_fd;
+    // SAFETY: raw prctl and landlock syscalls on a ruleset fd the parent prepared.
+    unsafe {
+        check(
+            fd,
+            b"setting no_new_privs (needed by Landlock)",
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
+        );
+        let r = libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32);
+        if r < 0 {
+            fail(fd, b"applying the Landlock ruleset", errno());
+        }
+        libc::close(plan.landlock_fd);
+    }
+}
+
+extern "C" fn forward_to_group(sig: c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: reading the siginfo the kernel handed us; kill is async-signal-safe.
+    unsafe {
+        let saved = errno();
+        let from = (*info).si_pid();
+        let me = SELF_PID.load(Ordering::Relaxed);
+        // The engine signals the whole process group, which reaches the shell directly; only
+        // signals someone else sent to this process alone are passed on (to the same group).
+        if from != PARENT.load(Ordering::Relaxed) && from != me && libc::getpgrp() == me {
+            libc::kill(-me, sig);
+        }
+        *libc::__errno_location() = saved;
+    }
+}
+
+/// Ends this process the way the shell ended: same exit code, or the same signal.
+fn exit_like(status: c_int) -> ! {
+    // SAFETY: plain process-ending syscalls.
+    unsafe {
+        if libc::WIFSIGNALED(status) {
+            let sig = libc::WTERMSIG(status);
+            let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig);
+        }
+        libc::_exit(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 1 })
+    }
+}
+
+/// W: waits for PID 1, then exits like the shell did. Never returns.
+fn waiter(init: libc::pid_t, status_read: RawFd) -> ! {
+    close_other_fds(status_read);
+    // SAFETY: sigaction with a handler that only calls async-signal-safe functions.
+    unsafe {
+        PARENT.store(libc::getppid(), Ordering::Relaxed);
+        SELF_PID.store(libc::getpid(), Ordering::Relaxed);
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = forward_to_group as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        for sig in FORWARDED {
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+        let mut status: c_int = 0;
+        loop {
+            let r = libc::waitpid(init, &mut status, 0);
+            if r == init {
+                break;
+            }
+            if r < 0 && errno() != libc::EINTR {
+                libc::_exit(SETUP_FAILED);
+            }
+        }
+        // The shell's own status, written by PID 1 (which cannot die of most signals itself).
+        let mut shell: c_int = 0;
+        let mut got = 0usize;
+        while got < 4 {
+            let n = libc::read(
+                status_read,
+                (&mut shell as *mut c_int).cast::<u8>().add(got).cast(),
+                4 - got,
+            );
+            if n > 0 {
+                got += n as usize;
+            } else if n < 0 && errno() == libc::EINTR {
+                continue;
+            } else {
+                break;
+            }
+        }
+        exit_like(if got == 4 { shell } else { status })
+    }
+}
+
+/// I: PID 1 of the namespace. Reaps everything; when the shell exits, hands its status to W
+/// and exits, which makes the kernel kill whatever the command left behind. Never returns.
+fn init_loop(shell: libc::pid_t, status_write: RawFd, env_region: Option<(usize, usize)>) -> ! {
+    close_other_fds(status_write);
+    // SAFETY: raw syscalls; the wiped range is this process's own copy of the agent's
+    // environment block (the kernel serves /proc/1/environ from it).
+    unsafe {
+        if let Some((start, end)) = env_region {
+            if end > start {
+                std::ptr::write_bytes(start as *mut u8, 0, end - start);
+            }
+        }
+        let mut status: c_int = 0;
+        loop {
+            let r = libc::waitpid(-1, &mut status, 0);
+            if r == shell {
+                write_all(status_write, &status.to_ne_bytes());
+                libc::_exit(0);
+            }
+            if r < 0 && errno() != libc::EINTR {
+                libc::_exit(SETUP_FAILED);
+            }
+        }
+    }
+}
+
+/// Runs in the child the engine spawns, as the last step before exec. Returns only in the
+/// process that goes on to exec the command.
+pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
+    let fd = plan.message_fd;
+    if !plan.namespaces {
+        restrict(plan);
+        return probe_done(plan);
+    }
+    // SAFETY: raw syscalls only, as required between fork and exec.
+    unsafe {
+        let uid = libc::geteuid();
+        let gid = libc::getegid();
+        let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+        if plan.network_namespace {
+            flags |= libc::CLONE_NEWNET;
+        }
+        let user_ns = uid != 0;
+        if user_ns {
+            flags |= libc::CLONE_NEWUSER;
+        }
+        check(fd, b"creating namespaces (unshare)", libc::unshare(flags));
+        if user_ns {
+            check(fd, b"writing /proc/self/setgroups", write_file(b"/proc/self/setgroups\0", b"deny"));
+            check(fd, b"writing /proc/self/uid_map", write_identity_map(b"/proc/self/uid_map\0", uid));
+            check(fd, b"writing /proc/self/gid_map", write_identity_map(b"/proc/self/gid_map\0", gid));
+        }
+        check(
+            fd,
+            b"making mounts private",
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ),
+        );
+        if plan.network_namespace {
+            loopback_up();
+        }
+        let mut pipe = [-1 as c_int; 2];
+        check(fd, b"creating a pipe", libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC));
+        let init = libc::fork();
+        check(fd, b"starting the namespace's init (fork)", init);
+        if init > 0 {
+            libc::close(pipe[1]);
+            waiter(init, pipe[0]);
+        }
+
+        // I: PID 1.
+        libc::close(pipe[0]);
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // If W died before the line above, nobody would wait for us: the pipe tells.
+        let mut poll = libc::pollfd { fd: pipe[1], events: libc::POLLOUT, revents: 0 };
+        if libc::poll(&mut poll, 1, 0) > 0 && poll.revents & libc::POLLERR != 0 {
+            libc::_exit(SETUP_FAILED);
+        }
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        libc::prctl(libc::PR_SET_NAME, c"acp-bash-init".as_ptr(), 0, 0, 0);
+        if plan.private_proc {
+            check(
+                fd,
+                b"mounting a private /proc",
+                libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                ),
+            );
+        }
+        let shell = libc::fork();
+        check(fd, b"starting the shell (fork)", shell);
+        if shell > 0 {
+            init_loop(shell, pipe[1], plan.env_region);
+        }
+    }
+    // B: the shell-to-be, PID 2.
+    restrict(plan);
+    probe_done(plan)
+}
+
+fn probe_done(plan: &ChildPlan) -> io::Result<()> {
+    if plan.probe {
+        // SAFETY: ending a probe child.
+        unsafe { libc::_exit(0) }
+    }
+    Ok(())
+}
