@@ -324,7 +324,7 @@ impl DoctorReport {
         let abi = support.landlock_abi();
         let landlock = |min: u32, what: &str| match &support.landlock {
             Ok(v) if *v >= min => Ok(format!("Landlock ABI {v}")),
-            Ok(v) => Err(format!("this kernel has Landlock ABI {v}; {what} need ABI {min} (a newer kernel)")),
+            Ok(v) => Err(format!("this kernel has Landlock ABI {v}; {what} needs ABI {min} or newer (a newer kernel)")),
             Err(why) => Err(why.clone()),
         };
         let mut fs = landlock(1, "");
@@ -347,17 +347,17 @@ impl DoctorReport {
             LayerReport {
                 name: "Landlock TCP rules",
                 purpose: "read-only: blocks TCP when there is no network namespace",
-                status: landlock(4, "TCP rules"),
+                status: landlock(4, "blocking TCP"),
             },
             LayerReport {
                 name: "Landlock Unix-socket rules",
                 purpose: "read-only: blocks connecting to Unix sockets on disk (Docker, D-Bus)",
-                status: landlock(9, "Unix-socket rules"),
+                status: landlock(9, "blocking Unix sockets"),
             },
             LayerReport {
                 name: "Landlock signal scope",
                 purpose: "workspace / read-only: commands can't signal processes outside their sandbox",
-                status: landlock(6, "the signal scope does; it"),
+                status: landlock(6, "the signal scope"),
             },
             LayerReport {
                 name: "PID + mount namespaces",
