@@ -272,20 +272,19 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
     } else {
         off.push("killing background processes a command leaves behind (no PID namespace)".to_string());
     }
-    let landlock_here = landlock && mode != Mode::Full;
     // SAFETY (Unix): plain getter.
     #[cfg(unix)]
     let root = unsafe { libc::geteuid() } == 0;
     #[cfg(not(unix))]
     let root = false;
-    if support.private_proc.is_ok() || landlock_here {
-        if mode == Mode::Full && root && !landlock_here {
+    if support.private_proc.is_ok() {
+        if mode == Mode::Full && root {
             on.push("other processes' environments hidden (a root command could unmount the private /proc)".to_string());
         } else {
             on.push("other processes' environments hidden".to_string());
         }
     } else {
-        off.push("hiding other processes' environments (no private /proc)".to_string());
+        off.push("hiding other processes' environments from /proc (no private /proc)".to_string());
     }
     if support.user_namespace && support.namespaces.is_ok() && !on.iter().any(|s| s.starts_with("sudo")) {
         on.push("sudo and other setuid programs don't gain privileges".to_string());
