@@ -20,13 +20,16 @@ fn namespaces() -> bool {
     ok
 }
 
-/// Starts three escapees tagged with `mark`, waits until they run, writes `ready`, then runs `tail`.
+/// Starts three escapees tagged with `mark`, waits until they run, writes `ready`, then runs
+/// `tail`. The marker is assembled at run time so the script's own command line doesn't hold it.
 fn script(mark: &str, dir: &Path, tail: &str) -> String {
+    let (head, rest) = mark.split_at(4);
     format!(
-        r#"setsid bash -c 'exec -a {mark}-setsid sleep 1000' &
-( ( exec -a {mark}-double sleep 1000 ) & )
-nohup bash -c 'exec -a {mark}-nohup sleep 1000' >/dev/null 2>&1 &
-until [ "$(grep -l {mark} /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -ge 3 ]; do sleep 0.01; done
+        r#"P={head}; P="${{P}}{rest}"
+setsid bash -c "exec -a $P-setsid sleep 1000" &
+( ( exec -a "$P-double" sleep 1000 ) & )
+nohup bash -c "exec -a $P-nohup sleep 1000" >/dev/null 2>&1 &
+until [ "$(grep -l "$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -ge 3 ]; do sleep 0.01; done
 echo ready > {ready}
 {tail}"#,
         ready = dir.join("ready").display()
@@ -125,7 +128,8 @@ fn signals_sent_to_the_spawned_process_alone_reach_the_shell() {
     assert!(status.success());
     let (status, output) = running.finish();
     assert_eq!(status.code(), Some(3), "{output}");
-    assert_eq!(output, "got-usr1\n");
+    // The foreground `sleep` gets it too (same group), as without a sandbox.
+    assert!(output.ends_with("got-usr1\n"), "{output}");
 }
 
 #[test]
@@ -140,3 +144,4 @@ fn zombies_are_reaped_and_exit_statuses_come_through() {
     assert_eq!(output, "zombies=0\n");
     assert_eq!(status.signal(), Some(libc::SIGTERM));
 }
+

@@ -44,7 +44,8 @@ pub(crate) struct ChildPlan {
     pub probe: bool,
 }
 
-const FORWARDED: [c_int; 7] = [
+/// Signals W passes on to the command's process group.
+const FORWARDED: [c_int; 10] = [
     libc::SIGTERM,
     libc::SIGINT,
     libc::SIGHUP,
@@ -52,10 +53,13 @@ const FORWARDED: [c_int; 7] = [
     libc::SIGUSR1,
     libc::SIGUSR2,
     libc::SIGWINCH,
+    libc::SIGALRM,
+    libc::SIGCONT,
+    libc::SIGTSTP,
 ];
 
-static PARENT: AtomicI32 = AtomicI32::new(0);
-static SELF_PID: AtomicI32 = AtomicI32::new(0);
+/// The process group of PID 1 and the shell (PID 1's outer pid), for W's signal handler.
+static COMMAND_GROUP: AtomicI32 = AtomicI32::new(0);
 
 /// Exit status used when a sandbox step fails before the command starts.
 pub(crate) const SETUP_FAILED: c_int = 126;
@@ -237,16 +241,13 @@ fn restrict(plan: &ChildPlan) {
     }
 }
 
-extern "C" fn forward_to_group(sig: c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    // SAFETY: reading the siginfo the kernel handed us; kill is async-signal-safe.
+extern "C" fn forward_to_group(sig: c_int) {
+    // SAFETY: kill is async-signal-safe; errno is preserved for the interrupted code.
     unsafe {
         let saved = errno();
-        let from = (*info).si_pid();
-        let me = SELF_PID.load(Ordering::Relaxed);
-        // The engine signals the whole process group, which reaches the shell directly; only
-        // signals someone else sent to this process alone are passed on (to the same group).
-        if from != PARENT.load(Ordering::Relaxed) && from != me && libc::getpgrp() == me {
-            libc::kill(-me, sig);
+        let group = COMMAND_GROUP.load(Ordering::Relaxed);
+        if group > 0 {
+            libc::kill(-group, sig);
         }
         *libc::__errno_location() = saved;
     }
@@ -277,11 +278,14 @@ fn waiter(init: libc::pid_t, status_read: RawFd) -> ! {
     close_other_fds(status_read);
     // SAFETY: sigaction with a handler that only calls async-signal-safe functions.
     unsafe {
-        PARENT.store(libc::getppid(), Ordering::Relaxed);
-        SELF_PID.store(libc::getpid(), Ordering::Relaxed);
+        // The command runs in its own process group (both sides call setpgid, so it holds
+        // before either goes on): the engine's signals to W's group reach only W, which passes
+        // each on exactly once.
+        libc::setpgid(init, init);
+        COMMAND_GROUP.store(init, Ordering::Relaxed);
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = forward_to_group as *const () as usize;
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        action.sa_flags = libc::SA_RESTART;
         libc::sigemptyset(&mut action.sa_mask);
         for sig in FORWARDED {
             libc::sigaction(sig, &action, std::ptr::null_mut());
@@ -392,7 +396,8 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
             waiter(init, pipe[0]);
         }
 
-        // I: PID 1.
+        // I: PID 1, leader of the command's process group.
+        libc::setpgid(0, 0);
         libc::close(pipe[0]);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         // If W died before the line above, nobody would wait for us: the pipe tells.
