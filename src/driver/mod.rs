@@ -1,1 +1,203 @@
-//! (in progress)
+//! Drivers: turning what the user typed into bash tool calls.
+//!
+//! Owns the shell driver, [`call_from_prompt`]: the prompt IS the script, one call per prompt,
+//! with an optional first line `# what it does` as the call's description. This is the seam where
+//! a model-driven driver (one prompt, many tool calls) can later plug in without touching the
+//! layers below. Must not touch: running commands, presentation, ACP.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::tool::BashCall;
+
+/// Why a prompt does not make a bash call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriverError {
+    /// The prompt is empty, blank, or only comments (a description with nothing to run).
+    NoCommand,
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverError::NoCommand => write!(
+                f,
+                "the prompt holds no command to run: send a bash script such as `ls -la`, \
+                 optionally after a first line `# what it does`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DriverError {}
+
+/// The bash call a prompt asks for, to run in `cwd` (the session's current directory).
+///
+/// If the first non-blank line is `# words` (a `#`, a space, then text), the words are the
+/// description and the command is the rest; otherwise the whole prompt is the command. A shebang
+/// (`#!…`) or a `#comment` without the space is part of the command. The command is trimmed of
+/// blank lines before and after it, and Windows line endings become `\n` (bash would otherwise
+/// see a `\r` at the end of every word that ends a line). A command made only of comments and
+/// blank lines is no command.
+pub fn call_from_prompt(
+    prompt_text: &str,
+    cwd: PathBuf,
+    timeout: Option<Duration>,
+) -> Result<BashCall, DriverError> {
+    let text = prompt_text.replace("\r\n", "\n");
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    drop_blank_ends(&mut lines);
+
+    let description = lines.first().and_then(|first| description_of(first));
+    if description.is_some() {
+        lines.remove(0);
+        drop_blank_ends(&mut lines);
+    }
+
+    let runs_something = lines.iter().any(|line| {
+        let line = line.trim_start();
+        !line.is_empty() && !line.starts_with('#')
+    });
+    if !runs_something {
+        return Err(DriverError::NoCommand);
+    }
+    Ok(BashCall {
+        command: lines.join("\n"),
+        description,
+        cwd,
+        timeout,
+    })
+}
+
+/// `Some("words")` for a line `# words`.
+fn description_of(line: &str) -> Option<String> {
+    let words = line.trim().strip_prefix("# ")?.trim();
+    (!words.is_empty()).then(|| words.to_string())
+}
+
+fn drop_blank_ends(lines: &mut Vec<&str>) {
+    while lines.last().is_some_and(|line| line.trim().is_empty()) {
+        lines.pop();
+    }
+    let leading = lines
+        .iter()
+        .take_while(|line| line.trim().is_empty())
+        .count();
+    lines.drain(..leading);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(prompt: &str) -> Result<BashCall, DriverError> {
+        call_from_prompt(prompt, PathBuf::from("/proj"), None)
+    }
+
+    fn command_and_description(prompt: &str) -> (String, Option<String>) {
+        let call = call(prompt).unwrap_or_else(|error| panic!("{prompt:?}: {error}"));
+        (call.command, call.description)
+    }
+
+    #[test]
+    fn the_prompt_is_the_script() {
+        assert_eq!(
+            command_and_description("ls -la"),
+            ("ls -la".to_string(), None)
+        );
+    }
+
+    #[test]
+    fn a_first_comment_line_is_the_description() {
+        assert_eq!(
+            command_and_description("# Run the unit tests\ncargo test\n"),
+            (
+                "cargo test".to_string(),
+                Some("Run the unit tests".to_string())
+            )
+        );
+    }
+
+    #[test]
+    fn blank_lines_around_the_description_and_command_are_dropped() {
+        assert_eq!(
+            command_and_description("\n  \n# List files  \n\n\nls\n  cat x\n\n \n"),
+            ("ls\n  cat x".to_string(), Some("List files".to_string()))
+        );
+    }
+
+    #[test]
+    fn blank_lines_and_indentation_inside_the_script_are_kept() {
+        let script = "for f in *; do\n\n    echo \"$f\"\ndone";
+        assert_eq!(command_and_description(script), (script.to_string(), None));
+    }
+
+    #[test]
+    fn only_the_first_comment_is_the_description() {
+        assert_eq!(
+            command_and_description("# Build\n# release mode\ncargo build --release"),
+            (
+                "# release mode\ncargo build --release".to_string(),
+                Some("Build".to_string())
+            )
+        );
+    }
+
+    #[test]
+    fn a_shebang_is_part_of_the_command() {
+        let script = "#!/usr/bin/env bash\necho hi";
+        assert_eq!(command_and_description(script), (script.to_string(), None));
+    }
+
+    #[test]
+    fn a_comment_without_a_space_is_part_of_the_command() {
+        let script = "#TODO\necho hi";
+        assert_eq!(command_and_description(script), (script.to_string(), None));
+    }
+
+    #[test]
+    fn windows_line_endings_become_newlines() {
+        assert_eq!(
+            command_and_description("# Two steps\r\necho a\r\necho b\r\n"),
+            ("echo a\necho b".to_string(), Some("Two steps".to_string()))
+        );
+    }
+
+    #[test]
+    fn the_call_carries_the_cwd_and_timeout() {
+        let timeout = Some(Duration::from_secs(30));
+        let call = call_from_prompt("make", PathBuf::from("/src/app"), timeout).unwrap();
+        assert_eq!(
+            call,
+            BashCall {
+                command: "make".to_string(),
+                description: None,
+                cwd: PathBuf::from("/src/app"),
+                timeout,
+            }
+        );
+    }
+
+    #[test]
+    fn a_prompt_with_nothing_to_run_is_refused() {
+        for prompt in [
+            "",
+            "   ",
+            "\n\n \t\n",
+            "# Just a description",
+            "# Words\n\n",
+            "#!/bin/bash\n",
+        ] {
+            assert_eq!(call(prompt), Err(DriverError::NoCommand), "{prompt:?}");
+        }
+    }
+
+    #[test]
+    fn the_refusal_says_what_to_send_instead() {
+        let message = DriverError::NoCommand.to_string();
+        assert!(message.contains("no command"), "{message}");
+        assert!(message.contains("`ls -la`"), "{message}");
+        assert!(message.contains("`# what it does`"), "{message}");
+    }
+}

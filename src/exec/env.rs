@@ -39,3 +39,409 @@ pub struct PreparedEnv {
     pub vars: Vec<(OsString, OsString)>,
     pub removed: Vec<Scrubbed>,
 }
+
+impl EnvPolicy {
+    /// The default: scrub on, nothing extra kept or set.
+    pub fn standard() -> Self {
+        EnvPolicy {
+            scrub: true,
+            keep: Vec::new(),
+            set: Vec::new(),
+        }
+    }
+}
+
+/// Variables every command gets, before the policy's own set-list (which can override them).
+pub const ALWAYS_SET: &[(&str, &str)] = &[
+    ("PAGER", "cat"),
+    ("GIT_PAGER", "cat"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    // Tells scripts they run under acp-bash (and which version).
+    ("ACP_BASH", env!("CARGO_PKG_VERSION")),
+];
+
+/// Names that look like secrets by the word rule but are ordinary shell state.
+const NEVER_SECRET_NAMES: &[&str] = &["PWD", "OLDPWD"];
+
+/// Words that mark a secret when a name holds them as a whole word (`DB_PASSWORD`, `apiKey`).
+const SECRET_WORDS: &[&str] = &[
+    "key",
+    "keys",
+    "apikey",
+    "secret",
+    "secrets",
+    "token",
+    "tokens",
+    "password",
+    "passwords",
+    "passwd",
+    "pwd",
+    "pass",
+    "passphrase",
+    "credential",
+    "credentials",
+    "creds",
+    "private",
+    "privatekey",
+    "auth",
+    "oauth",
+    "authtoken",
+    "cookie",
+    "cookies",
+    "jwt",
+    "bearer",
+    "pat",
+];
+
+/// Pairs of consecutive words that mark a secret together (`SESSION_TOKEN` is caught by `token`
+/// alone; these catch names whose parts are harmless one by one).
+const SECRET_WORD_PAIRS: &[(&str, &str)] = &[("session", "id"), ("signing", "salt")];
+
+/// Stems that mark a secret even inside a longer word (`DBPASSWORD`, `MYSECRETVALUE`).
+const SECRET_STEMS: &[&str] = &[
+    "password",
+    "passwd",
+    "secret",
+    "credential",
+    "apikey",
+    "privatekey",
+    "accesskey",
+    "authtoken",
+];
+
+/// Splits a variable name into lower-case words at `_`, `-`, `.`, digits-to-letters and
+/// camelCase boundaries: `GITHUB_API_KEY` → github, api, key; `apiKey` → api, key.
+fn name_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut previous: Option<char> = None;
+    for ch in name.chars() {
+        if !ch.is_alphanumeric() {
+            if !current.is_empty() {
+                words.push(std::mem::take(&mut current));
+            }
+            previous = None;
+            continue;
+        }
+        let camel_boundary = matches!(previous, Some(p) if p.is_lowercase() && ch.is_uppercase());
+        if camel_boundary && !current.is_empty() {
+            words.push(std::mem::take(&mut current));
+        }
+        current.extend(ch.to_lowercase());
+        previous = Some(ch);
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    words
+}
+
+/// The word or stem that makes `name` a secret's name, if any.
+pub fn secret_name_match(name: &str) -> Option<String> {
+    if NEVER_SECRET_NAMES.contains(&name) {
+        return None;
+    }
+    let words = name_words(name);
+    if let Some(word) = words.iter().find(|w| SECRET_WORDS.contains(&w.as_str())) {
+        return Some(word.clone());
+    }
+    for pair in words.windows(2) {
+        if SECRET_WORD_PAIRS.contains(&(pair[0].as_str(), pair[1].as_str())) {
+            return Some(format!("{}_{}", pair[0], pair[1]));
+        }
+    }
+    let squashed: String = words.concat();
+    SECRET_STEMS
+        .iter()
+        .find(|stem| squashed.contains(*stem))
+        .map(|stem| stem.to_string())
+}
+
+/// Credential shapes recognised in values, with the name given in the scrub report.
+const SECRET_VALUE_PATTERNS: &[(&str, &str)] = &[
+    (
+        "GitHub token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
+    ),
+    (
+        "GitLab token",
+        r"\bgl(?:pat|dt|rt|ptt|cbt|ft|imt|oas|soat)-[A-Za-z0-9_\-]{20,}",
+    ),
+    ("Slack token", r"\b(?:xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}"),
+    ("Anthropic API key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
+    (
+        "OpenAI API key",
+        r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
+    ),
+    (
+        "AWS access key id",
+        r"\b(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[A-Z0-9]{16}\b",
+    ),
+    (
+        "Stripe key",
+        r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|\bwhsec_[A-Za-z0-9]{10,}",
+    ),
+    ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    (
+        "JSON Web Token",
+        r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*",
+    ),
+    (
+        "PEM private key",
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----",
+    ),
+    (
+        "URL with a password",
+        r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:[^/\s@]+@",
+    ),
+];
+
+fn secret_value_regexes() -> &'static [(&'static str, regex::Regex)] {
+    static COMPILED: std::sync::OnceLock<Vec<(&'static str, regex::Regex)>> =
+        std::sync::OnceLock::new();
+    COMPILED.get_or_init(|| {
+        SECRET_VALUE_PATTERNS
+            .iter()
+            .map(|(kind, pattern)| (*kind, regex::Regex::new(pattern).expect("valid pattern")))
+            .collect()
+    })
+}
+
+/// What kind of credential `value` looks like, if any.
+pub fn secret_value_match(value: &str) -> Option<&'static str> {
+    secret_value_regexes()
+        .iter()
+        .find(|(_, re)| re.is_match(value))
+        .map(|(kind, _)| *kind)
+}
+
+/// Applies `policy` to `vars` (usually this process's environment).
+pub fn prepare(
+    policy: &EnvPolicy,
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> PreparedEnv {
+    let mut prepared = PreparedEnv::default();
+    let overridden = |name: &str| {
+        ALWAYS_SET.iter().any(|(set, _)| *set == name)
+            || policy.set.iter().any(|(set, _)| set == name)
+    };
+    for (name, value) in vars {
+        let name_text = name.to_string_lossy();
+        if overridden(&name_text) {
+            continue;
+        }
+        let kept = policy.keep.iter().any(|keep| *keep == name_text);
+        if policy.scrub && !kept {
+            let reason = secret_name_match(&name_text)
+                .map(ScrubReason::Name)
+                .or_else(|| secret_value_match(&value.to_string_lossy()).map(ScrubReason::Value));
+            if let Some(reason) = reason {
+                prepared.removed.push(Scrubbed {
+                    name: name_text.into_owned(),
+                    reason,
+                });
+                continue;
+            }
+        }
+        prepared.vars.push((name, value));
+    }
+    for (name, value) in ALWAYS_SET {
+        if !policy.set.iter().any(|(set, _)| set == name) {
+            prepared.vars.push((name.into(), value.into()));
+        }
+    }
+    for (name, value) in &policy.set {
+        prepared.vars.push((name.into(), value.into()));
+    }
+    prepared.removed.sort_by(|a, b| a.name.cmp(&b.name));
+    prepared
+}
+
+impl std::fmt::Display for ScrubReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScrubReason::Name(word) => write!(f, "its name holds `{word}`"),
+            ScrubReason::Value(kind) => write!(f, "its value looks like a {kind}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_split_at_separators_and_camel_case() {
+        assert_eq!(name_words("GITHUB_API_KEY"), ["github", "api", "key"]);
+        assert_eq!(name_words("apiKey"), ["api", "key"]);
+        assert_eq!(name_words("my-db.password2"), ["my", "db", "password2"]);
+        assert_eq!(name_words("KEYBOARD"), ["keyboard"]);
+    }
+
+    #[test]
+    fn secret_names_are_recognised_word_by_word() {
+        for name in [
+            "OPENAI_API_KEY",
+            "AWS_SECRET_ACCESS_KEY",
+            "GITHUB_TOKEN",
+            "DB_PASSWORD",
+            "MYSQL_PWD",
+            "SMTP_PASS",
+            "SSH_PRIVATE_KEY",
+            "NPM_AUTH",
+            "apiKey",
+            "SESSION_TOKEN",
+            "GOOGLE_CREDENTIALS",
+            "DBPASSWORD",
+            "COOKIE_JAR",
+            "SSH_AUTH_SOCK",
+            "HF_TOKEN",
+            "PHP_SESSION_ID",
+        ] {
+            assert!(
+                secret_name_match(name).is_some(),
+                "{name} should be scrubbed"
+            );
+        }
+    }
+
+    #[test]
+    fn ordinary_names_survive() {
+        for name in [
+            "PATH",
+            "HOME",
+            "LANG",
+            "PWD",
+            "OLDPWD",
+            "TOKENIZERS_PARALLELISM",
+            "KEYBOARD_LAYOUT",
+            "GIT_AUTHOR_NAME",
+            "CARGO_HOME",
+            "GOPATH",
+            "NVM_DIR",
+            "VIRTUAL_ENV",
+            "JAVA_HOME",
+            "TERM",
+            "SHELL",
+            "USER",
+            "XAUTHORITY",
+            "SESSION_MANAGER",
+            "PASSAGE_DIR",
+            "MONKEY",
+        ] {
+            assert_eq!(secret_name_match(name), None, "{name} should survive");
+        }
+    }
+
+    #[test]
+    fn credential_values_are_recognised_under_innocent_names() {
+        let cases = [
+            ("ghp_0123456789abcdefghijABCDEFGHIJ0123", "GitHub token"),
+            (
+                "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+                "GitHub token",
+            ),
+            ("glpat-abcdefghij0123456789", "GitLab token"),
+            ("xoxb-1234567890-abcdefghij", "Slack token"),
+            (
+                "sk-ant-api03-abcdefghijklmnopqrstuvwxyz",
+                "Anthropic API key",
+            ),
+            ("sk-proj-abcdefghijklmnopqrstuvwxyz012345", "OpenAI API key"),
+            ("AKIAIOSFODNN7EXAMPLE", "AWS access key id"),
+            ("sk_live_abcdefghij0123", "Stripe key"),
+            ("npm_abcdefghijklmnopqrstuvwxyz0123456789", "npm token"),
+            (
+                "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+                "Hugging Face token",
+            ),
+            (
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig-nature_",
+                "JSON Web Token",
+            ),
+            (
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nabc",
+                "PEM private key",
+            ),
+            (
+                "postgres://app:hunter2@db.internal:5432/app",
+                "URL with a password",
+            ),
+            (
+                "Bearer ghp_0123456789abcdefghijABCDEFGHIJ0123",
+                "GitHub token",
+            ),
+        ];
+        for (value, kind) in cases {
+            assert_eq!(secret_value_match(value), Some(kind), "{value}");
+        }
+    }
+
+    #[test]
+    fn ordinary_values_survive() {
+        for value in [
+            "/usr/local/bin:/usr/bin:/bin",
+            "en_US.UTF-8",
+            "https://example.com/path",
+            "http://proxy.local:3128",
+            "https://user@example.com/repo.git",
+            "sk-short",
+            "xterm-256color",
+            "ghp_short",
+            "risk-assessment-document-for-the-quarter",
+        ] {
+            assert_eq!(secret_value_match(value), None, "{value}");
+        }
+    }
+
+    #[test]
+    fn prepare_scrubs_keeps_and_sets() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("GITHUB_TOKEN", "x"),
+            ("INNOCENT", "ghp_0123456789abcdefghijABCDEFGHIJ0123"),
+            ("KEPT_SECRET", "y"),
+            ("PAGER", "less"),
+        ]
+        .map(|(n, v)| (OsString::from(n), OsString::from(v)));
+        let policy = EnvPolicy {
+            scrub: true,
+            keep: vec!["KEPT_SECRET".into()],
+            set: vec![
+                ("EXTRA".into(), "1".into()),
+                ("GIT_PAGER".into(), "more".into()),
+            ],
+        };
+        let prepared = prepare(&policy, vars);
+        let get = |name: &str| {
+            prepared
+                .vars
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(get("PATH").as_deref(), Some("/usr/bin"));
+        assert_eq!(get("KEPT_SECRET").as_deref(), Some("y"));
+        assert_eq!(get("GITHUB_TOKEN"), None);
+        assert_eq!(get("INNOCENT"), None);
+        assert_eq!(get("PAGER").as_deref(), Some("cat"));
+        assert_eq!(get("GIT_PAGER").as_deref(), Some("more"));
+        assert_eq!(get("EXTRA").as_deref(), Some("1"));
+        assert_eq!(get("GIT_TERMINAL_PROMPT").as_deref(), Some("0"));
+        let removed: Vec<_> = prepared.removed.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(removed, ["GITHUB_TOKEN", "INNOCENT"]);
+        assert_eq!(
+            prepared.removed[1].reason,
+            ScrubReason::Value("GitHub token")
+        );
+    }
+
+    #[test]
+    fn scrub_off_keeps_secrets_but_still_sets() {
+        let vars = [(OsString::from("GITHUB_TOKEN"), OsString::from("x"))];
+        let prepared = prepare(&EnvPolicy::default(), vars);
+        assert!(prepared.vars.iter().any(|(n, _)| n == "GITHUB_TOKEN"));
+        assert!(prepared.vars.iter().any(|(n, _)| n == "PAGER"));
+    }
+}

@@ -6,13 +6,20 @@
 //! retention with a full log on disk ([`capture`]), timeouts and cancellation that kill the whole
 //! process group. Must not touch: presentation, markers text, ACP.
 
+pub mod capture;
+pub mod chunk;
 pub mod env;
+mod prelude;
+mod process;
+mod run;
 pub mod status;
 
 pub use status::{signal_name, signal_number, Exit, RunStatus, Truncation};
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -51,6 +58,67 @@ struct EngineInner {
     config: EngineConfig,
     /// The scrubbed environment every command starts from, computed once.
     env: env::PreparedEnv,
+    /// The bash that runs every command.
+    bash: PathBuf,
+    private_dir: OnceLock<Result<PrivateDir, String>>,
+    /// Numbers runs, for unique per-run file names.
+    runs: AtomicU64,
+}
+
+/// A directory only this process's user can enter, removed when the engine is dropped.
+struct PrivateDir {
+    path: PathBuf,
+    prelude: PathBuf,
+}
+
+impl PrivateDir {
+    fn create() -> Result<PrivateDir, String> {
+        let path = std::env::temp_dir().join(format!(
+            "acp-bash-{}-{}",
+            std::process::id(),
+            unique_suffix()
+        ));
+        let made = std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .and_then(|()| prelude::install(&path));
+        match made {
+            Ok(prelude) => Ok(PrivateDir { path, prelude }),
+            Err(error) => Err(format!(
+                "acp-bash could not create its private directory {}: {error}; set TMPDIR to a writable directory",
+                path.display()
+            )),
+        }
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+fn unique_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// `/bin/bash` when it exists (the common case), else the first `bash` on the commands' PATH.
+fn find_bash(vars: &[(std::ffi::OsString, std::ffi::OsString)]) -> PathBuf {
+    let standard = PathBuf::from("/bin/bash");
+    if standard.is_file() {
+        return standard;
+    }
+    vars.iter()
+        .find(|(name, _)| name == "PATH")
+        .and_then(|(_, path)| {
+            std::env::split_paths(path)
+                .map(|dir| dir.join("bash"))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| PathBuf::from("bash"))
 }
 
 /// One working context: a root directory and the current directory that `cd` moves.
@@ -89,7 +157,26 @@ pub struct RunOutcome {
 impl Engine {
     /// An engine whose commands start from this process's environment, scrubbed by `config.env`.
     pub fn new(config: EngineConfig) -> Self {
-        todo!("{config:?}")
+        Engine::with_environment(config, std::env::vars_os())
+    }
+
+    /// An engine whose commands start from `vars` (instead of this process's environment),
+    /// scrubbed by `config.env`.
+    pub fn with_environment(
+        config: EngineConfig,
+        vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+    ) -> Self {
+        let env = env::prepare(&config.env, vars);
+        let bash = find_bash(&env.vars);
+        Engine {
+            inner: Arc::new(EngineInner {
+                config,
+                env,
+                bash,
+                private_dir: OnceLock::new(),
+                runs: AtomicU64::new(0),
+            }),
+        }
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -103,7 +190,28 @@ impl Engine {
 
     /// A session rooted at `root`, which must be an absolute path to an existing directory.
     pub fn session(&self, root: &Path) -> Result<Session, SessionError> {
-        todo!("{root:?}")
+        if !root.is_absolute() {
+            return Err(SessionError::NotAbsolute(root.to_path_buf()));
+        }
+        if !root.is_dir() {
+            return Err(SessionError::NotADirectory(root.to_path_buf()));
+        }
+        Ok(Session {
+            engine: self.clone(),
+            root: root.to_path_buf(),
+            cwd: Mutex::new(root.to_path_buf()),
+            mode: Mutex::new(self.inner.config.sandbox_mode),
+        })
+    }
+
+    /// The private directory (mode 0700) holding the prelude and the per-run cwd files,
+    /// made on first use.
+    fn private_dir(&self) -> Result<&PrivateDir, String> {
+        self.inner
+            .private_dir
+            .get_or_init(PrivateDir::create)
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
@@ -121,7 +229,11 @@ impl std::fmt::Display for SessionError {
                 write!(f, "cwd must be an absolute path, got {:?}", path)
             }
             SessionError::NotADirectory(path) => {
-                write!(f, "cwd must be an existing directory, {:?} is not one", path)
+                write!(
+                    f,
+                    "cwd must be an existing directory, {:?} is not one",
+                    path
+                )
             }
         }
     }
@@ -157,6 +269,23 @@ impl Session {
         on_output: &mut (dyn FnMut(&str) + Send),
         cancel: &CancellationToken,
     ) -> RunOutcome {
-        todo!("{request:?} {:?} {:?}", on_output as *const _, cancel)
+        run::run(self, request, on_output, cancel).await
+    }
+}
+
+impl Default for EngineConfig {
+    /// The agent's defaults: 10-minute timeout, 32 KiB head + 32 KiB tail kept, scrub on,
+    /// `workspace` sandbox, logs under the temp dir.
+    fn default() -> Self {
+        EngineConfig {
+            default_timeout: Duration::from_secs(600),
+            env: env::EnvPolicy::standard(),
+            keep_head_bytes: 32 * 1024,
+            keep_tail_bytes: 32 * 1024,
+            log_dir: std::env::temp_dir().join("acp-bash-logs"),
+            kill_grace: Duration::from_secs(1),
+            pipe_grace: Duration::from_secs(1),
+            sandbox_mode: sandbox::Mode::default(),
+        }
     }
 }

@@ -41,7 +41,12 @@ pub struct RunStatus {
 
 impl RunStatus {
     pub fn exited(code: i32) -> Self {
-        RunStatus { exit: Exit::Code(code), timed_out_after: None, cancelled: false, truncation: None }
+        RunStatus {
+            exit: Exit::Code(code),
+            timed_out_after: None,
+            cancelled: false,
+            truncation: None,
+        }
     }
 }
 

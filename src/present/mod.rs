@@ -1,1 +1,351 @@
-//! (in progress)
+//! Presentation: what a UI shows for a bash call and its result, as plain values.
+//!
+//! Owns the provider-neutral views: [`present_call`] (title, description, cwd, known before the
+//! run) and [`present_result`] (a terminal view with the output and the parsed exit, plus the
+//! fenced ```` ```console ```` block every client can show). Pure functions over values: no ACP
+//! types, no processes, no I/O, so a second UI (a TUI, a log) can use them too. Must not touch:
+//! running commands, the marker format (it only calls [`crate::tool::markers`]), ACP.
+
+pub mod ansi;
+
+use std::path::PathBuf;
+
+use crate::exec::{signal_name, Exit, RunStatus};
+use crate::tool::markers::{parse_result, render_result};
+use crate::tool::BashCall;
+
+/// How a call looks before it has run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallView {
+    /// The command text: execute cards hide raw input, so the command is the title.
+    pub title: String,
+    /// The human description, shown above the card.
+    pub description: Option<String>,
+    /// Where the command runs (the card's header).
+    pub cwd: PathBuf,
+}
+
+/// How a finished call looks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResultView {
+    /// The result text ended with a status line: a terminal, and the console block fallback.
+    Terminal {
+        terminal: TerminalView,
+        /// The fenced ```` ```console ```` block for clients without a terminal card.
+        console: String,
+    },
+    /// The result text had no status line the markers parser accepts; shown as text only.
+    Text {
+        /// The text, fenced as a console block.
+        console: String,
+    },
+}
+
+impl ResultView {
+    /// The console block: every view has one.
+    pub fn console(&self) -> &str {
+        match self {
+            ResultView::Terminal { console, .. } | ResultView::Text { console } => console,
+        }
+    }
+
+    pub fn terminal(&self) -> Option<&TerminalView> {
+        match self {
+            ResultView::Terminal { terminal, .. } => Some(terminal),
+            ResultView::Text { .. } => None,
+        }
+    }
+}
+
+/// A finished run, shaped like a terminal: where it ran, what it printed, how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TerminalView {
+    pub cwd: PathBuf,
+    /// The command's output as printed, escape sequences intact (a terminal renders them).
+    pub output: String,
+    pub exit: ExitView,
+    /// Everything the status line said (timeout, cancellation, truncation).
+    pub status: RunStatus,
+}
+
+/// How the process ended, in the shape terminal UIs take it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitView {
+    /// The exit code when it exited with a non-negative one.
+    pub exit_code: Option<u32>,
+    /// The signal's name (`SIGKILL`) when it was killed by one.
+    pub signal: Option<String>,
+    /// Exit code 0, and neither cancelled nor timed out.
+    pub success: bool,
+}
+
+impl ExitView {
+    pub fn of(status: &RunStatus) -> Self {
+        let (exit_code, signal) = match status.exit {
+            Exit::Code(code) => (u32::try_from(code).ok(), None),
+            Exit::Signal(signal) => (None, Some(signal_name(signal))),
+        };
+        let success =
+            status.exit.is_success() && !status.cancelled && status.timed_out_after.is_none();
+        ExitView {
+            exit_code,
+            signal,
+            success,
+        }
+    }
+}
+
+/// The view of `call` before it runs.
+pub fn present_call(call: &BashCall) -> CallView {
+    CallView {
+        title: call.command.clone(),
+        description: call.description.clone(),
+        cwd: call.cwd.clone(),
+    }
+}
+
+/// The view of `call`'s finished result, from the result text (output + status line) alone.
+pub fn present_result(call: &BashCall, result_text: &str) -> ResultView {
+    match parse_result(result_text) {
+        Ok((output, status)) => {
+            let console = console_block(&render_result(&ansi::to_plain_text(&output), &status));
+            let terminal = TerminalView {
+                cwd: call.cwd.clone(),
+                exit: ExitView::of(&status),
+                output,
+                status,
+            };
+            ResultView::Terminal { terminal, console }
+        }
+        Err(_) => ResultView::Text {
+            console: console_block(&ansi::to_plain_text(result_text)),
+        },
+    }
+}
+
+/// `content` in a ```` ```console ```` fence one backtick longer than the longest run of
+/// backticks inside it (at least three), so no line of the content can close the fence early.
+pub fn console_block(content: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(content).max(2) + 1);
+    let newline = if content.is_empty() || content.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    format!("{fence}console\n{content}{newline}{fence}")
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::Truncation;
+    use std::time::Duration;
+
+    fn call(command: &str) -> BashCall {
+        BashCall {
+            command: command.to_string(),
+            description: Some("Say hi".to_string()),
+            cwd: PathBuf::from("/home/me/proj"),
+            timeout: None,
+        }
+    }
+
+    fn terminal(view: &ResultView) -> &TerminalView {
+        view.terminal()
+            .unwrap_or_else(|| panic!("expected a terminal view, got {view:?}"))
+    }
+
+    #[test]
+    fn a_call_is_titled_by_its_command() {
+        let view = present_call(&call("echo hi"));
+        assert_eq!(
+            view,
+            CallView {
+                title: "echo hi".to_string(),
+                description: Some("Say hi".to_string()),
+                cwd: PathBuf::from("/home/me/proj"),
+            }
+        );
+    }
+
+    #[test]
+    fn a_successful_run_is_a_terminal_and_a_console_block() {
+        let view = present_result(&call("echo hi"), "hi\n[exit code: 0]");
+        assert_eq!(
+            view,
+            ResultView::Terminal {
+                terminal: TerminalView {
+                    cwd: PathBuf::from("/home/me/proj"),
+                    output: "hi\n".to_string(),
+                    exit: ExitView {
+                        exit_code: Some(0),
+                        signal: None,
+                        success: true
+                    },
+                    status: RunStatus::exited(0),
+                },
+                console: "```console\nhi\n[exit code: 0]\n```".to_string(),
+            }
+        );
+    }
+
+    #[test]
+    fn the_terminal_keeps_escapes_and_the_console_block_drops_them() {
+        let text = "\u{1b}[32mok\u{1b}[0m\n10%\r100%\n[exit code: 0]";
+        let view = present_result(&call("make"), text);
+        assert_eq!(terminal(&view).output, "\u{1b}[32mok\u{1b}[0m\n10%\r100%\n");
+        assert_eq!(view.console(), "```console\nok\n100%\n[exit code: 0]\n```");
+    }
+
+    #[test]
+    fn output_without_a_final_newline_keeps_its_marker_in_the_console_block() {
+        let view = present_result(
+            &call("printf hi"),
+            "hi\n[no newline at end of output] [exit code: 0]",
+        );
+        assert_eq!(terminal(&view).output, "hi");
+        assert_eq!(
+            view.console(),
+            "```console\nhi\n[no newline at end of output] [exit code: 0]\n```"
+        );
+    }
+
+    #[test]
+    fn an_empty_run_shows_only_its_status() {
+        let view = present_result(&call("true"), "[exit code: 0]");
+        assert_eq!(terminal(&view).output, "");
+        assert_eq!(view.console(), "```console\n[exit code: 0]\n```");
+    }
+
+    #[test]
+    fn a_failing_exit_code_is_not_success() {
+        let view = present_result(&call("false"), "[exit code: 1]");
+        assert_eq!(
+            terminal(&view).exit,
+            ExitView {
+                exit_code: Some(1),
+                signal: None,
+                success: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_signal_is_reported_by_name_without_an_exit_code() {
+        let view = present_result(&call("sleep 9"), "[killed by signal: SIGKILL]");
+        assert_eq!(
+            terminal(&view).exit,
+            ExitView {
+                exit_code: None,
+                signal: Some("SIGKILL".to_string()),
+                success: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_negative_exit_code_has_no_unsigned_form() {
+        let exit = ExitView::of(&RunStatus::exited(-2));
+        assert_eq!(
+            exit,
+            ExitView {
+                exit_code: None,
+                signal: None,
+                success: false
+            }
+        );
+    }
+
+    #[test]
+    fn cancelled_or_timed_out_is_never_success_even_with_exit_code_zero() {
+        let cancelled = RunStatus {
+            cancelled: true,
+            ..RunStatus::exited(0)
+        };
+        assert!(!ExitView::of(&cancelled).success);
+        let timed_out = RunStatus {
+            timed_out_after: Some(Duration::from_secs(5)),
+            ..RunStatus::exited(0)
+        };
+        assert!(!ExitView::of(&timed_out).success);
+    }
+
+    #[test]
+    fn truncation_alone_does_not_make_a_run_fail() {
+        let truncated = RunStatus {
+            truncation: Some(Truncation {
+                dropped_bytes: 9,
+                full_output: None,
+            }),
+            ..RunStatus::exited(0)
+        };
+        assert!(ExitView::of(&truncated).success);
+    }
+
+    #[test]
+    fn the_whole_status_reaches_the_terminal_view() {
+        let text = "partial\n[timed out after 2.5s] [killed by signal: SIGTERM]";
+        let view = present_result(&call("sleep 9"), text);
+        assert_eq!(
+            terminal(&view).status,
+            RunStatus {
+                exit: Exit::Signal(15),
+                timed_out_after: Some(Duration::from_millis(2500)),
+                cancelled: false,
+                truncation: None,
+            }
+        );
+    }
+
+    #[test]
+    fn text_without_a_status_line_is_shown_as_text() {
+        let view = present_result(&call("echo hi"), "\u{1b}[1msomething went wrong\u{1b}[0m\n");
+        assert_eq!(
+            view,
+            ResultView::Text {
+                console: "```console\nsomething went wrong\n```".to_string()
+            }
+        );
+    }
+
+    #[test]
+    fn backticks_in_the_output_lengthen_the_fence() {
+        let view = present_result(
+            &call("cat README.md"),
+            "```rust\nfn main() {}\n```\n[exit code: 0]",
+        );
+        assert_eq!(
+            view.console(),
+            "````console\n```rust\nfn main() {}\n```\n[exit code: 0]\n````"
+        );
+        assert!(console_block("a ````` b").starts_with("``````console\n"));
+        assert!(console_block("one ` two `` three").starts_with("```console\n"));
+    }
+
+    #[test]
+    fn the_console_block_content_is_itself_a_result_text() {
+        // A client (or a test) can parse the status back out of the console block.
+        let view = present_result(
+            &call("ls"),
+            "\u{1b}[34ma\u{1b}[0m\n[cancelled] [exit code: 130]",
+        );
+        let content = view
+            .console()
+            .strip_prefix("```console\n")
+            .and_then(|rest| rest.strip_suffix("\n```"))
+            .expect("a console fence");
+        let (output, status) = parse_result(content).expect("a status line");
+        assert_eq!(output, "a\n");
+        assert_eq!(
+            status,
+            RunStatus {
+                cancelled: true,
+                ..RunStatus::exited(130)
+            }
+        );
+    }
+}

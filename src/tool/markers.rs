@@ -1,0 +1,695 @@
+//! The status markers: how a run's [`RunStatus`] is written at the end of the bash tool's result
+//! text, and how it is read back.
+//!
+//! Owns the marker format and both directions of it, in one file, because the presentation layer
+//! recovers the exit status by parsing what the tool rendered: [`parse_result`] is the exact
+//! inverse of [`render_result`], and the tests pin the round trip. Must not touch: running
+//! commands, presentation, ACP. The format and its reasons are recorded in
+//! `notes/2026-11-29-status-markers.md`.
+//!
+//! The format: the LAST line of the result text is the status line; everything before it is the
+//! command's output. The status line is space-separated tokens in this fixed order, each
+//! optional except the last:
+//!
+//! ```text
+//! [no newline at end of output]
+//! [output truncated: N bytes dropped]   or   [output truncated: N bytes dropped, full output: "PATH"]
+//! [timed out after D]
+//! [cancelled]
+//! [exit code: N]   or   [killed by signal: NAME]     (exactly one, always last)
+//! ```
+//!
+//! `echo hi` renders as `hi\n[exit code: 0]`; a run with no output renders as the status line
+//! alone. Because only the last line is parsed, output that prints marker-like lines (even a
+//! whole fake status line) comes back unchanged.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::exec::{signal_name, signal_number, Exit, RunStatus, Truncation};
+
+const NO_NEWLINE: &str = "[no newline at end of output]";
+const TRUNCATED: &str = "[output truncated: ";
+const BYTES_DROPPED: &str = " bytes dropped";
+const FULL_OUTPUT: &str = ", full output: ";
+const TIMED_OUT: &str = "[timed out after ";
+const CANCELLED: &str = "[cancelled]";
+const EXIT_CODE: &str = "[exit code: ";
+const KILLED_BY: &str = "[killed by signal: ";
+
+/// The result text of a run: `output`, then the status line.
+///
+/// Output that does not end with a newline gets one, plus the `[no newline at end of output]`
+/// token so the parser can take it away again. Timeouts are written to the millisecond: a
+/// sub-millisecond part of `timed_out_after` is dropped (the engine never produces one).
+pub fn render_result(output: &str, status: &RunStatus) -> String {
+    let mut text = String::with_capacity(output.len() + 64);
+    text.push_str(output);
+    let no_newline = !output.is_empty() && !output.ends_with('\n');
+    if no_newline {
+        text.push('\n');
+    }
+    text.push_str(&status_line(no_newline, status));
+    text
+}
+
+/// Splits a result text into the command's output and its status, undoing [`render_result`].
+///
+/// Accepts exactly the texts [`render_result`] produces: a status line it would not have
+/// written (tokens out of order, `07` for `7`, an unknown signal name, …) is an error that says
+/// which part is wrong.
+pub fn parse_result(text: &str) -> Result<(String, RunStatus), MarkerError> {
+    let (before, line) = match text.rfind('\n') {
+        Some(newline) => (&text[..=newline], &text[newline + 1..]),
+        None => ("", text),
+    };
+    let (no_newline, status) = parse_status_line(line)?;
+    let output = if no_newline {
+        match before.strip_suffix('\n') {
+            Some(output) if !output.is_empty() && !output.ends_with('\n') => output,
+            _ => {
+                return Err(MarkerError::new(
+                    line,
+                    "it says [no newline at end of output], but the output before it is empty \
+                     or already ends with a newline",
+                ))
+            }
+        }
+    } else {
+        before
+    };
+    Ok((output.to_string(), status))
+}
+
+/// Why a text is not a result text: which line was read as the status line and what is wrong
+/// with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerError {
+    /// The last line of the text, where the status line should be.
+    pub last_line: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl MarkerError {
+    fn new(line: &str, problem: impl Into<String>) -> Self {
+        MarkerError {
+            last_line: line.to_string(),
+            problem: problem.into(),
+        }
+    }
+}
+
+impl fmt::Display for MarkerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 200;
+        let line = &self.last_line;
+        let shown = match line.char_indices().nth(SHOWN) {
+            Some((cut, _)) => format!("{:?}… ({} bytes)", &line[..cut], line.len()),
+            None => format!("{line:?}"),
+        };
+        write!(
+            f,
+            "the last line is not a status line: {}: {shown} (a result text ends with a line \
+             like `[exit code: 0]` or `[killed by signal: SIGKILL]`, written by render_result)",
+            self.problem
+        )
+    }
+}
+
+impl std::error::Error for MarkerError {}
+
+/// The status line alone (no newline), as [`render_result`] writes it.
+fn status_line(no_newline: bool, status: &RunStatus) -> String {
+    let mut tokens: Vec<String> = Vec::with_capacity(5);
+    if no_newline {
+        tokens.push(NO_NEWLINE.to_string());
+    }
+    if let Some(truncation) = &status.truncation {
+        let mut token = format!("{TRUNCATED}{}{BYTES_DROPPED}", truncation.dropped_bytes);
+        if let Some(path) = &truncation.full_output {
+            token.push_str(FULL_OUTPUT);
+            token.push_str(&json_string(path));
+        }
+        token.push(']');
+        tokens.push(token);
+    }
+    if let Some(after) = status.timed_out_after {
+        tokens.push(format!("{TIMED_OUT}{}]", render_duration(after)));
+    }
+    if status.cancelled {
+        tokens.push(CANCELLED.to_string());
+    }
+    tokens.push(match status.exit {
+        Exit::Code(code) => format!("{EXIT_CODE}{code}]"),
+        Exit::Signal(signal) => format!("{KILLED_BY}{}]", signal_name(signal)),
+    });
+    tokens.join(" ")
+}
+
+/// `text` as a JSON string literal: any UTF-8 text on one line, quotes and all.
+fn json_string(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
+}
+
+/// `5s`, `2.5s`, `0.125s`: whole seconds, then up to three decimals with trailing zeros trimmed.
+fn render_duration(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    let millis = duration.subsec_millis();
+    if millis == 0 {
+        format!("{secs}s")
+    } else {
+        let decimals = format!("{millis:03}");
+        format!("{secs}.{}s", decimals.trim_end_matches('0'))
+    }
+}
+
+fn parse_status_line(line: &str) -> Result<(bool, RunStatus), MarkerError> {
+    let error = |problem: String| MarkerError::new(line, problem);
+    if !line.ends_with(']') || !(line.contains(EXIT_CODE) || line.contains(KILLED_BY)) {
+        return Err(error(
+            "it does not end with [exit code: N] or [killed by signal: NAME]".to_string(),
+        ));
+    }
+
+    let mut rest = line;
+    let no_newline = take_token(&mut rest, NO_NEWLINE);
+
+    let truncation = if let Some(after) = rest.strip_prefix(TRUNCATED) {
+        let (truncation, remaining) = parse_truncation(after).map_err(error)?;
+        rest = remaining;
+        expect_separator(&mut rest).map_err(error)?;
+        Some(truncation)
+    } else {
+        None
+    };
+
+    let timed_out_after = if let Some(after) = rest.strip_prefix(TIMED_OUT) {
+        let (value, remaining) = after
+            .split_once(']')
+            .ok_or_else(|| error("the [timed out after D] token is not closed".to_string()))?;
+        let duration = parse_duration(value).map_err(error)?;
+        rest = remaining;
+        expect_separator(&mut rest).map_err(error)?;
+        Some(duration)
+    } else {
+        None
+    };
+
+    let cancelled = take_token(&mut rest, CANCELLED);
+
+    let exit = if let Some(value) = rest.strip_prefix(EXIT_CODE).and_then(closed) {
+        Exit::Code(parse_canonical_int(value).ok_or_else(|| {
+            error(format!(
+                "the exit code {value:?} is not a whole number in plain decimal"
+            ))
+        })?)
+    } else if let Some(name) = rest.strip_prefix(KILLED_BY).and_then(closed) {
+        Exit::Signal(signal_number(name).ok_or_else(|| {
+            error(format!(
+                "{name:?} is not a signal name (expected e.g. SIGKILL or SIG99)"
+            ))
+        })?)
+    } else {
+        let found = rest.split_inclusive(']').next().unwrap_or(rest);
+        return Err(error(format!(
+            "expected the exit marker here but found {found:?}; tokens must come in the order \
+             [no newline at end of output] [output truncated: …] [timed out after D] \
+             [cancelled] [exit code: N]|[killed by signal: NAME], each at most once"
+        )));
+    };
+
+    Ok((
+        no_newline,
+        RunStatus {
+            exit,
+            timed_out_after,
+            cancelled,
+            truncation,
+        },
+    ))
+}
+
+/// Consumes `token` and the space after it when `rest` starts with them.
+fn take_token(rest: &mut &str, token: &str) -> bool {
+    match rest
+        .strip_prefix(token)
+        .and_then(|after| after.strip_prefix(' '))
+    {
+        Some(after) => {
+            *rest = after;
+            true
+        }
+        None => false,
+    }
+}
+
+fn expect_separator(rest: &mut &str) -> Result<(), String> {
+    match rest.strip_prefix(' ') {
+        Some(after) => {
+            *rest = after;
+            Ok(())
+        }
+        None => Err("a token is not followed by a space and the exit marker".to_string()),
+    }
+}
+
+/// The inside of the final token: `value` when `rest` is exactly `value]`.
+fn closed(rest: &str) -> Option<&str> {
+    rest.strip_suffix(']').filter(|value| !value.contains(']'))
+}
+
+/// After `[output truncated: `: `N bytes dropped]` or `N bytes dropped, full output: "PATH"]`.
+fn parse_truncation(after: &str) -> Result<(Truncation, &str), String> {
+    let (count, rest) = after.split_once(BYTES_DROPPED).ok_or_else(|| {
+        "the [output truncated: …] token does not say `N bytes dropped`".to_string()
+    })?;
+    let dropped_bytes = parse_canonical_int(count)
+        .ok_or_else(|| format!("the dropped byte count {count:?} is not a plain decimal number"))?;
+    if let Some(rest) = rest.strip_prefix(']') {
+        return Ok((
+            Truncation {
+                dropped_bytes,
+                full_output: None,
+            },
+            rest,
+        ));
+    }
+    let quoted = rest.strip_prefix(FULL_OUTPUT).ok_or_else(|| {
+        "the [output truncated: …] token goes on with something other than `]` or \
+         `, full output: \"PATH\"]`"
+            .to_string()
+    })?;
+    let mut strings = serde_json::Deserializer::from_str(quoted).into_iter::<String>();
+    let path = match strings.next() {
+        Some(Ok(path)) => path,
+        _ => return Err("the full output path is not a JSON string literal".to_string()),
+    };
+    let (literal, rest) = quoted.split_at(strings.byte_offset());
+    if json_string(&path) != literal {
+        return Err(format!(
+            "the full output path {literal} is not written the way the renderer writes it"
+        ));
+    }
+    let rest = rest.strip_prefix(']').ok_or_else(|| {
+        "the [output truncated: …] token is not closed after the path".to_string()
+    })?;
+    Ok((
+        Truncation {
+            dropped_bytes,
+            full_output: Some(path),
+        },
+        rest,
+    ))
+}
+
+/// The inverse of [`render_duration`]; anything else (`5.0s`, `1.2345s`, `5`) is refused.
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    let bad = || format!("the timeout {value:?} is not seconds like 5s, 2.5s or 0.125s");
+    let number = value.strip_suffix('s').ok_or_else(bad)?;
+    let (whole, decimals) = match number.split_once('.') {
+        Some((whole, decimals)) => (whole, Some(decimals)),
+        None => (number, None),
+    };
+    let secs: u64 = parse_canonical_int(whole).ok_or_else(bad)?;
+    let millis = match decimals {
+        None => 0,
+        Some(decimals) => {
+            let valid = (1..=3).contains(&decimals.len())
+                && decimals.bytes().all(|byte| byte.is_ascii_digit())
+                && !decimals.ends_with('0');
+            if !valid {
+                return Err(bad());
+            }
+            format!("{decimals:0<3}")
+                .parse::<u32>()
+                .map_err(|_| bad())?
+        }
+    };
+    Ok(Duration::new(secs, millis * 1_000_000))
+}
+
+/// An integer written the way `Display` writes it: no `+`, no leading zeros, no `-0`.
+fn parse_canonical_int<T: std::str::FromStr + ToString>(text: &str) -> Option<T> {
+    let value: T = text.parse().ok()?;
+    (value.to_string() == text).then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn status(exit: Exit) -> RunStatus {
+        RunStatus {
+            exit,
+            timed_out_after: None,
+            cancelled: false,
+            truncation: None,
+        }
+    }
+
+    fn round_trips(output: &str, status: &RunStatus) -> String {
+        let text = render_result(output, status);
+        assert_eq!(
+            parse_result(&text),
+            Ok((output.to_string(), status.clone())),
+            "rendered as {text:?}"
+        );
+        text
+    }
+
+    #[test]
+    fn a_successful_echo_ends_with_exit_code_zero() {
+        assert_eq!(
+            round_trips("hi\n", &RunStatus::exited(0)),
+            "hi\n[exit code: 0]"
+        );
+    }
+
+    #[test]
+    fn empty_output_is_the_status_line_alone() {
+        assert_eq!(round_trips("", &RunStatus::exited(3)), "[exit code: 3]");
+    }
+
+    #[test]
+    fn output_without_a_final_newline_says_so() {
+        assert_eq!(
+            round_trips("hi", &RunStatus::exited(0)),
+            "hi\n[no newline at end of output] [exit code: 0]"
+        );
+    }
+
+    #[test]
+    fn negative_exit_codes_are_written_as_is() {
+        assert_eq!(round_trips("", &RunStatus::exited(-1)), "[exit code: -1]");
+    }
+
+    #[test]
+    fn a_signal_is_written_by_name() {
+        assert_eq!(
+            round_trips("", &status(Exit::Signal(9))),
+            "[killed by signal: SIGKILL]"
+        );
+        assert_eq!(
+            round_trips("", &status(Exit::Signal(15))),
+            "[killed by signal: SIGTERM]"
+        );
+    }
+
+    #[test]
+    fn a_timeout_is_written_in_seconds_with_trimmed_decimals() {
+        for (millis, written) in [
+            (5_000, "5s"),
+            (2_500, "2.5s"),
+            (125, "0.125s"),
+            (100, "0.1s"),
+            (1_010, "1.01s"),
+            (0, "0s"),
+        ] {
+            let timed_out = RunStatus {
+                timed_out_after: Some(Duration::from_millis(millis)),
+                ..status(Exit::Signal(9))
+            };
+            assert_eq!(
+                round_trips("", &timed_out),
+                format!("[timed out after {written}] [killed by signal: SIGKILL]")
+            );
+        }
+    }
+
+    #[test]
+    fn a_cancelled_run_says_so_before_its_exit() {
+        let cancelled = RunStatus {
+            cancelled: true,
+            ..status(Exit::Signal(15))
+        };
+        assert_eq!(
+            round_trips("", &cancelled),
+            "[cancelled] [killed by signal: SIGTERM]"
+        );
+    }
+
+    #[test]
+    fn truncation_says_how_much_was_dropped_and_where_the_rest_is() {
+        let truncated = RunStatus {
+            truncation: Some(Truncation {
+                dropped_bytes: 1234,
+                full_output: None,
+            }),
+            ..RunStatus::exited(0)
+        };
+        assert_eq!(
+            round_trips("head\ntail\n", &truncated),
+            "head\ntail\n[output truncated: 1234 bytes dropped] [exit code: 0]"
+        );
+        let with_path = RunStatus {
+            truncation: Some(Truncation {
+                dropped_bytes: 7,
+                full_output: Some("/tmp/logs/run \"1\"].log".to_string()),
+            }),
+            ..RunStatus::exited(0)
+        };
+        assert_eq!(
+            round_trips("", &with_path),
+            r#"[output truncated: 7 bytes dropped, full output: "/tmp/logs/run \"1\"].log"] [exit code: 0]"#
+        );
+    }
+
+    #[test]
+    fn every_token_at_once_comes_in_the_fixed_order() {
+        let everything = RunStatus {
+            exit: Exit::Signal(9),
+            timed_out_after: Some(Duration::from_millis(30_000)),
+            cancelled: true,
+            truncation: Some(Truncation {
+                dropped_bytes: 10,
+                full_output: Some("/l.log".to_string()),
+            }),
+        };
+        assert_eq!(
+            round_trips("partial", &everything),
+            "partial\n[no newline at end of output] [output truncated: 10 bytes dropped, full \
+             output: \"/l.log\"] [timed out after 30s] [cancelled] [killed by signal: SIGKILL]"
+        );
+    }
+
+    #[test]
+    fn output_that_prints_a_fake_status_line_round_trips() {
+        let output = "[exit code: 0]\n[cancelled] [killed by signal: SIGKILL]\n";
+        assert_eq!(
+            round_trips(output, &RunStatus::exited(1)),
+            "[exit code: 0]\n[cancelled] [killed by signal: SIGKILL]\n[exit code: 1]"
+        );
+        let (parsed, status) =
+            parse_result(&render_result("[exit code: 0]", &RunStatus::exited(2)))
+                .expect("a fake status line without newline round-trips");
+        assert_eq!(
+            (parsed.as_str(), status.exit),
+            ("[exit code: 0]", Exit::Code(2))
+        );
+    }
+
+    #[test]
+    fn crlf_output_round_trips() {
+        round_trips("a\r\nb\r\n", &RunStatus::exited(0));
+        round_trips("a\r\nb\r", &RunStatus::exited(0));
+    }
+
+    fn parse_error(text: &str) -> String {
+        match parse_result(text) {
+            Ok(parsed) => panic!("{text:?} parsed as {parsed:?}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn text_without_a_status_line_is_refused_with_the_line_it_read() {
+        let message = parse_error("hello\nworld");
+        assert!(
+            message.starts_with("the last line is not a status line"),
+            "{message}"
+        );
+        assert!(message.contains("\"world\""), "{message}");
+        assert!(parse_error("").contains("does not end with [exit code: N]"));
+        assert!(parse_error("hi\n").contains("does not end with [exit code: N]"));
+    }
+
+    #[test]
+    fn a_status_line_the_renderer_would_not_write_is_refused() {
+        for (text, complaint) in [
+            ("[exit code: 07]", "not a whole number"),
+            ("[exit code: +7]", "not a whole number"),
+            ("[exit code: -0]", "not a whole number"),
+            ("[exit code: 99999999999]", "not a whole number"),
+            ("[exit code: ]", "not a whole number"),
+            ("[killed by signal: KILL]", "not a signal name"),
+            ("[killed by signal: SIG009]", "not a signal name"),
+            (
+                "[cancelled] [timed out after 5s] [exit code: 1]",
+                "expected the exit marker",
+            ),
+            (
+                "[cancelled] [cancelled] [exit code: 1]",
+                "expected the exit marker",
+            ),
+            ("[exit code: 0] [exit code: 0]", "expected the exit marker"),
+            ("[cancelled][exit code: 1]", "expected the exit marker"),
+            ("[timed out after 5.0s] [exit code: 1]", "not seconds"),
+            ("[timed out after 1.2345s] [exit code: 1]", "not seconds"),
+            ("[timed out after 5] [exit code: 1]", "not seconds"),
+            (
+                "[timed out after 5s][exit code: 1]",
+                "not followed by a space",
+            ),
+            (
+                "[output truncated: 5 bytes] [exit code: 0]",
+                "bytes dropped",
+            ),
+            (
+                "[output truncated: 05 bytes dropped] [exit code: 0]",
+                "plain decimal",
+            ),
+            (
+                "[output truncated: 5 bytes dropped, full output: /x] [exit code: 0]",
+                "JSON",
+            ),
+            (
+                "[output truncated: 5 bytes dropped, full output: \"\\u0041\"] [exit code: 0]",
+                "the way the renderer writes it",
+            ),
+            (" [exit code: 0]", "expected the exit marker"),
+            ("[exit code: 0] ", "does not end with"),
+            ("[no newline at end of output] [exit code: 0]", "no newline"),
+            (
+                "a\n\n[no newline at end of output] [exit code: 0]",
+                "no newline",
+            ),
+        ] {
+            let message = parse_error(text);
+            assert!(message.contains(complaint), "{text:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_huge_garbage_line_is_shortened_in_the_message() {
+        let message = parse_error(&"x".repeat(10_000));
+        assert!(message.len() < 600, "{message}");
+        assert!(message.contains("(10000 bytes)"), "{message}");
+    }
+
+    /// Lines that look like markers, so that generated outputs probe the parser's confusion.
+    fn marker_like_line() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("[exit code: 0]".to_string()),
+            Just("[killed by signal: SIGKILL]".to_string()),
+            Just("[no newline at end of output] [exit code: 1]".to_string()),
+            Just("[cancelled]".to_string()),
+            Just("[timed out after 5s] [cancelled] [exit code: 124]".to_string()),
+            Just("[output truncated: 3 bytes dropped, full output: \"/a\"]".to_string()),
+            Just("".to_string()),
+            Just("\r".to_string()),
+            "[a-z \\[\\]:0-9]{0,20}",
+            "\\PC{0,12}",
+        ]
+    }
+
+    fn output() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            "(\\PC|\r|\n|\t|\u{1b}){0,40}",
+            prop::collection::vec((marker_like_line(), "\n|\r\n"), 0..6).prop_map(|lines| {
+                lines
+                    .into_iter()
+                    .map(|(line, end)| line + &end)
+                    .collect::<String>()
+            }),
+            (prop::collection::vec(marker_like_line(), 1..6)).prop_map(|lines| lines.join("\n")),
+        ]
+    }
+
+    fn exit() -> impl Strategy<Value = Exit> {
+        prop_oneof![
+            any::<i32>().prop_map(Exit::Code),
+            (0..=255i32).prop_map(Exit::Code),
+            (1..=64i32).prop_map(Exit::Signal),
+            any::<i32>().prop_map(Exit::Signal),
+        ]
+    }
+
+    fn run_status() -> impl Strategy<Value = RunStatus> {
+        (
+            exit(),
+            prop::option::of(any::<u64>().prop_map(Duration::from_millis)),
+            any::<bool>(),
+            prop::option::of((any::<u64>(), prop::option::of(any::<String>()))),
+        )
+            .prop_map(|(exit, timed_out_after, cancelled, truncation)| RunStatus {
+                exit,
+                timed_out_after,
+                cancelled,
+                truncation: truncation.map(|(dropped_bytes, full_output)| Truncation {
+                    dropped_bytes,
+                    full_output,
+                }),
+            })
+    }
+
+    /// Texts built from valid and almost-valid tokens, output shapes and separators.
+    fn near_result_text() -> impl Strategy<Value = String> {
+        let before = prop::sample::select(vec!["", "a\n", "a", "a\n\n", "\n", "[exit code: 0]\n"]);
+        let token = prop::sample::select(vec![
+            NO_NEWLINE,
+            "[output truncated: 5 bytes dropped]",
+            "[output truncated: 5 bytes dropped, full output: \"/a b\"]",
+            "[output truncated: 5 bytes dropped, full output: \"\\u00e9\"]",
+            "[timed out after 2.5s]",
+            "[timed out after 2.50s]",
+            "[timed out after 02s]",
+            "[cancelled]",
+            "[exit code: 0]",
+            "[exit code: 00]",
+            "[exit code: -12]",
+            "[killed by signal: SIGKILL]",
+            "[killed by signal: SIG34]",
+            "[killed by signal: SIGRTMIN+0]",
+        ]);
+        let separator = prop::sample::select(vec![" ", " ", " ", "", "  "]);
+        (before, prop::collection::vec((token, separator), 1..6)).prop_map(|(before, tokens)| {
+            let mut text = before.to_string();
+            for (index, (token, separator)) in tokens.iter().enumerate() {
+                if index > 0 {
+                    text.push_str(separator);
+                }
+                text.push_str(token);
+            }
+            text
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn parse_undoes_render(output in output(), status in run_status()) {
+            let text = render_result(&output, &status);
+            prop_assert_eq!(parse_result(&text), Ok((output, status)), "rendered as {:?}", text);
+        }
+
+        #[test]
+        fn render_undoes_parse(text in near_result_text()) {
+            // Whatever the parser accepts is exactly what the renderer writes.
+            if let Ok((output, status)) = parse_result(&text) {
+                prop_assert_eq!(render_result(&output, &status), text);
+            }
+        }
+
+        #[test]
+        fn the_status_line_is_always_one_line(output in output(), status in run_status()) {
+            let text = render_result(&output, &status);
+            let last = text.rsplit('\n').next().unwrap_or_default();
+            prop_assert!(text.len() - last.len() >= output.len());
+            prop_assert!(last.ends_with(']'));
+        }
+    }
+}

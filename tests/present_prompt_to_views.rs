@@ -1,0 +1,117 @@
+//! From a prompt to what a UI shows, through the layers' public API: the driver makes the call,
+//! the markers render the result, the presentation turns both into views.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use acp_bash::driver::{call_from_prompt, DriverError};
+use acp_bash::exec::{Exit, RunStatus, Truncation};
+use acp_bash::present::{present_call, present_result, CallView, ExitView, ResultView};
+use acp_bash::tool::{parse_result, render_result};
+
+fn cwd() -> PathBuf {
+    PathBuf::from("/home/me/proj")
+}
+
+#[test]
+fn a_described_prompt_becomes_a_titled_call_and_a_terminal_result() {
+    let call = call_from_prompt("# Say hello\necho hello\n", cwd(), None).unwrap();
+    assert_eq!(
+        present_call(&call),
+        CallView {
+            title: "echo hello".to_string(),
+            description: Some("Say hello".to_string()),
+            cwd: cwd()
+        }
+    );
+
+    let text = render_result("hello\n", &RunStatus::exited(0));
+    let view = present_result(&call, &text);
+    let terminal = view.terminal().expect("a terminal view");
+    assert_eq!(
+        (terminal.cwd.clone(), terminal.output.as_str()),
+        (cwd(), "hello\n")
+    );
+    assert_eq!(
+        terminal.exit,
+        ExitView {
+            exit_code: Some(0),
+            signal: None,
+            success: true
+        }
+    );
+    assert_eq!(view.console(), "```console\nhello\n[exit code: 0]\n```");
+}
+
+#[test]
+fn a_timed_out_run_is_a_failure_with_its_signal_and_timeout() {
+    let call = call_from_prompt("sleep 60", cwd(), Some(Duration::from_secs(5))).unwrap();
+    let status = RunStatus {
+        exit: Exit::Signal(9),
+        timed_out_after: Some(Duration::from_secs(5)),
+        cancelled: false,
+        truncation: None,
+    };
+    let view = present_result(&call, &render_result("", &status));
+    let terminal = view.terminal().expect("a terminal view");
+    assert_eq!(
+        terminal.exit,
+        ExitView {
+            exit_code: None,
+            signal: Some("SIGKILL".to_string()),
+            success: false
+        }
+    );
+    assert_eq!(terminal.status, status);
+    assert_eq!(
+        view.console(),
+        "```console\n[timed out after 5s] [killed by signal: SIGKILL]\n```"
+    );
+}
+
+#[test]
+fn a_program_that_prints_markers_and_fences_cannot_fool_either_view() {
+    let call = call_from_prompt("cat tricky.md", cwd(), None).unwrap();
+    let printed = "````\n[exit code: 0]\n\u{1b}[1m[cancelled] [killed by signal: SIGKILL]\u{1b}[0m";
+    let status = RunStatus {
+        truncation: Some(Truncation {
+            dropped_bytes: 4096,
+            full_output: Some("/tmp/acp-bash/log 1.txt".to_string()),
+        }),
+        ..RunStatus::exited(3)
+    };
+    let view = present_result(&call, &render_result(printed, &status));
+    let terminal = view.terminal().expect("a terminal view");
+    assert_eq!(terminal.output, printed);
+    assert_eq!(terminal.status, status);
+    assert_eq!(
+        view.console(),
+        "`````console\n````\n[exit code: 0]\n[cancelled] [killed by signal: SIGKILL]\n\
+         [no newline at end of output] [output truncated: 4096 bytes dropped, full output: \
+         \"/tmp/acp-bash/log 1.txt\"] [exit code: 3]\n`````"
+    );
+    let content = view
+        .console()
+        .trim_start_matches("`````console\n")
+        .trim_end_matches("\n`````");
+    let (_, parsed) = parse_result(content).expect("the console block is a result text");
+    assert_eq!(parsed, status);
+}
+
+#[test]
+fn a_result_without_a_status_line_is_shown_as_text() {
+    let call = call_from_prompt("ls", cwd(), None).unwrap();
+    assert_eq!(
+        present_result(&call, "the engine said something odd\n"),
+        ResultView::Text {
+            console: "```console\nthe engine said something odd\n```".to_string()
+        }
+    );
+}
+
+#[test]
+fn a_prompt_with_only_a_description_asks_for_a_command() {
+    let error = call_from_prompt("# Deploy\n\n", cwd(), None).unwrap_err();
+    assert_eq!(error, DriverError::NoCommand);
+    assert!(error.to_string().contains("send a bash script"), "{error}");
+}
