@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use acp_bash::sandbox::{Mode, Support};
-use sandbox_util::{marker, processes_with, spawn, wait_for_file, HANG_GUARD};
+use sandbox_util::{marker, processes_with, spawn, wait_for_file, wait_until_gone};
 
 fn namespaces() -> bool {
     let ok = Support::current().namespaces.is_ok();
@@ -36,14 +36,6 @@ echo ready > {ready}
     )
 }
 
-fn wait_until_gone(mark: &str) {
-    let start = Instant::now();
-    while !processes_with(mark).is_empty() {
-        assert!(start.elapsed() < HANG_GUARD, "escapees survive: {:?}", processes_with(mark));
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 fn check(mode: Mode, tail: &str, act: impl FnOnce(&sandbox_util::Running, &Path)) -> std::process::ExitStatus {
     let dir = tempfile::tempdir().unwrap();
     let mark = marker("esc");
@@ -52,9 +44,8 @@ fn check(mode: Mode, tail: &str, act: impl FnOnce(&sandbox_util::Running, &Path)
     assert_eq!(processes_with(&mark).len(), 3, "the escapees should be running");
     act(&running, dir.path());
     let (status, _output) = running.finish();
-    // The kernel tears the namespace down before PID 1's parent can reap it: nothing is left
-    // by the time the run is over.
-    assert_eq!(processes_with(&mark), Vec::<i32>::new(), "escapees survive the run");
+    // The engine's final SIGKILL of the group reaches PID 1; the kernel takes the rest.
+    wait_until_gone(&mark);
     status
 }
 
@@ -113,23 +104,48 @@ fn nothing_survives_the_agent_dying() {
 }
 
 #[test]
-fn signals_sent_to_the_spawned_process_alone_reach_the_shell() {
+fn nothing_survives_long_without_the_engines_final_kill() {
+    if !namespaces() {
+        return;
+    }
+    // If nobody SIGKILLs the group after the shell exits (the agent died right then), PID 1
+    // still ends the namespace once the linger time is over.
+    let dir = tempfile::tempdir().unwrap();
+    let mark = marker("linger");
+    let running = spawn(&script(&mark, dir.path(), "exit 0"), Mode::Workspace, dir.path());
+    wait_for_file(&dir.path().join("ready"));
+    let (status, _) = running.finish_without_group_kill();
+    assert_eq!(status.code(), Some(0));
+    let ended = Instant::now();
+    wait_until_gone(&mark);
+    assert!(ended.elapsed() < Duration::from_secs(10), "{:?}", ended.elapsed());
+}
+
+#[test]
+fn a_background_job_can_still_print_after_the_shell_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (status, output) =
+        spawn("(sleep 0.2; echo late) & echo early", Mode::Workspace, dir.path()).finish();
+    assert!(status.success());
+    assert_eq!(output, "early\nlate\n");
+}
+
+#[test]
+fn a_group_signal_reaches_the_shell_once() {
     if !namespaces() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let ready = dir.path().join("ready");
-    let script = format!("trap 'echo got-usr1; exit 3' USR1; echo ready > {}; while :; do sleep 0.02; done", ready.display());
-    let running = spawn(&script, Mode::Workspace, dir.path());
-    wait_for_file(&ready);
-    // From a process other than its parent, as `kill <pid>` from a terminal would.
-    let pid = running.pid();
-    let status = std::process::Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap();
-    assert!(status.success());
+    let script = "trap 'n=$((n+1)); echo $n >> count' USR1; echo ready > ready; \
+                  until [ -e go ]; do sleep 0.01; done; echo n=$n";
+    let running = spawn(script, Mode::Workspace, dir.path());
+    wait_for_file(&dir.path().join("ready"));
+    running.signal_group(libc::SIGUSR1);
+    wait_for_file(&dir.path().join("count"));
+    std::fs::write(dir.path().join("go"), "").unwrap();
     let (status, output) = running.finish();
-    assert_eq!(status.code(), Some(3), "{output}");
-    // The foreground `sleep` gets it too (same group), as without a sandbox.
-    assert!(output.ends_with("got-usr1\n"), "{output}");
+    assert!(status.success());
+    assert!(output.ends_with("n=1\n"), "{output}");
 }
 
 #[test]

@@ -80,11 +80,28 @@ pub fn spawn_with(
     Running { child, output: rx, notices: confined.notices }
 }
 
+/// The engine's wait for grandchildren holding the output pipe after the shell exits.
+pub const PIPE_GRACE: Duration = Duration::from_secs(1);
+
 impl Running {
-    /// Waits for the command (hang guard: kills the group after [`HANG_GUARD`]).
-    pub fn finish(mut self) -> (ExitStatus, String) {
+    /// Ends the run the way the engine does: wait for the shell, read until the pipe closes
+    /// (at most [`PIPE_GRACE`] after the shell exited), then SIGKILL the process group.
+    pub fn finish(self) -> (ExitStatus, String) {
+        self.finish_with(true)
+    }
+
+    /// [`Running::finish`] without the final SIGKILL of the group (an embedder that skips it,
+    /// or an agent that died right after the shell exited).
+    pub fn finish_without_group_kill(self) -> (ExitStatus, String) {
+        self.finish_with(false)
+    }
+
+    fn finish_with(mut self, group_kill: bool) -> (ExitStatus, String) {
         let status = wait_guarded(&mut self.child);
-        let output = self.output.recv_timeout(HANG_GUARD).expect("output pipe closed");
+        let output = self.output.recv_timeout(PIPE_GRACE).unwrap_or_default();
+        if group_kill {
+            self.signal_group(libc::SIGKILL);
+        }
         (status, output)
     }
 
@@ -92,8 +109,7 @@ impl Running {
         self.child.id() as i32
     }
 
-    /// Waits until the command prints a line equal to `line` (reading is by a thread; lines
-    /// come from a file the script writes, see [`wait_for_file`]).
+    /// Signals the process group, as the engine does on timeout and cancel.
     pub fn signal_group(&self, sig: i32) {
         unsafe { libc::kill(-self.pid(), sig) };
     }
@@ -140,6 +156,15 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
         }
     }
     found
+}
+
+/// Waits (hang guard only) until no live process carries `marker`.
+pub fn wait_until_gone(marker: &str) {
+    let start = Instant::now();
+    while !processes_with(marker).is_empty() {
+        assert!(start.elapsed() < HANG_GUARD, "escapees survive: {:?}", processes_with(marker));
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// A unique marker for leftover-process checks.

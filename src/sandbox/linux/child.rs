@@ -3,23 +3,25 @@
 //! Everything here runs in the forked child of a multi-threaded process, so it uses raw
 //! syscalls through `libc` and never allocates, locks or touches Rust's std I/O. All inputs
 //! (the Landlock ruleset fd, the memory range of the environment to wipe) are prepared by the
-//! parent in [`super::prepare`] before the fork.
+//! parent (`super::Prepared`) before the fork.
 //!
 //! Process shape when namespaces are on (see `notes/2026-11-29-sandbox-design.md`):
 //!
 //! ```text
-//! engine ── W (the spawned child; outside; waits, reports the shell's exit, forwards signals)
-//!            └─ I (PID 1 of the new PID namespace: mounts /proc, reaps, exits with the shell)
+//! engine ── W (the spawned child, outside: ignores the group's TERM/INT/…, exits like the shell)
+//!            └─ I (PID 1 of the new PID namespace: mounts /proc, reaps, hands W the shell's
+//!                 │  status, lingers ≤ LINGER for background jobs, exits)
 //!                 └─ B (PID 2: applies Landlock, returns to std, which execs bash)
 //! ```
 //!
-//! When I exits the kernel SIGKILLs everything else in the namespace, so nothing the command
-//! started survives the run; W's parent-death signal (set by the engine) and I's (set here)
-//! chain the agent's death down to I.
+//! All three stay in the engine's process group: the engine's signals reach the shell (and
+//! its children) directly, exactly as without a sandbox, and its final SIGKILL of the group
+//! reaches I. When I exits the kernel SIGKILLs everything else in the namespace (setsid and
+//! double-forked processes included). W's parent-death signal (set by the engine) and I's (set
+//! here, while the shell runs) chain the agent's death down to I.
 
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 use libc::c_int;
 
@@ -44,22 +46,24 @@ pub(crate) struct ChildPlan {
     pub probe: bool,
 }
 
-/// Signals W passes on to the command's process group.
-const FORWARDED: [c_int; 10] = [
+/// Signals the engine sends to the whole process group: W ignores them (the shell, in the same
+/// group, gets them directly) so that W lives to report how the shell ended.
+const GROUP_SIGNALS: [c_int; 7] = [
     libc::SIGTERM,
     libc::SIGINT,
     libc::SIGHUP,
     libc::SIGQUIT,
     libc::SIGUSR1,
     libc::SIGUSR2,
-    libc::SIGWINCH,
     libc::SIGALRM,
-    libc::SIGCONT,
-    libc::SIGTSTP,
 ];
 
-/// The process group of PID 1 and the shell (PID 1's outer pid), for W's signal handler.
-static COMMAND_GROUP: AtomicI32 = AtomicI32::new(0);
+/// How long PID 1 keeps the namespace alive after the shell exits while other processes of
+/// the command still run, so output a background job prints just after the shell ends is not
+/// lost. The engine normally ends this sooner: after its own pipe grace it SIGKILLs the
+/// process group, PID 1 included. It bounds how long leftovers live if nobody does (the agent
+/// died right after the shell exited).
+pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Exit status used when a sandbox step fails before the command starts.
 pub(crate) const SETUP_FAILED: c_int = 126;
@@ -241,18 +245,6 @@ fn restrict(plan: &ChildPlan) {
     }
 }
 
-extern "C" fn forward_to_group(sig: c_int) {
-    // SAFETY: kill is async-signal-safe; errno is preserved for the interrupted code.
-    unsafe {
-        let saved = errno();
-        let group = COMMAND_GROUP.load(Ordering::Relaxed);
-        if group > 0 {
-            libc::kill(-group, sig);
-        }
-        *libc::__errno_location() = saved;
-    }
-}
-
 /// Ends this process the way the shell ended: same exit code, or the same signal.
 fn exit_like(status: c_int) -> ! {
     // SAFETY: plain process-ending syscalls.
@@ -273,34 +265,16 @@ fn exit_like(status: c_int) -> ! {
     }
 }
 
-/// W: waits for PID 1, then exits like the shell did. Never returns.
+/// W: waits for the shell's status from PID 1, then exits the same way. Never returns.
 fn waiter(init: libc::pid_t, status_read: RawFd) -> ! {
     close_other_fds(status_read);
-    // SAFETY: sigaction with a handler that only calls async-signal-safe functions.
+    // SAFETY: raw syscalls only.
     unsafe {
-        // The command runs in its own process group (both sides call setpgid, so it holds
-        // before either goes on): the engine's signals to W's group reach only W, which passes
-        // each on exactly once.
-        libc::setpgid(init, init);
-        COMMAND_GROUP.store(init, Ordering::Relaxed);
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = forward_to_group as *const () as usize;
-        action.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut action.sa_mask);
-        for sig in FORWARDED {
-            libc::sigaction(sig, &action, std::ptr::null_mut());
+        for sig in GROUP_SIGNALS {
+            libc::signal(sig, libc::SIG_IGN);
         }
-        let mut status: c_int = 0;
-        loop {
-            let r = libc::waitpid(init, &mut status, 0);
-            if r == init {
-                break;
-            }
-            if r < 0 && errno() != libc::EINTR {
-                libc::_exit(SETUP_FAILED);
-            }
-        }
-        // The shell's own status, written by PID 1 (which cannot die of most signals itself).
+        // The shell's own status, written by PID 1 when the shell ends (PID 1 may outlive it
+        // briefly, see LINGER, and cannot die of most signals itself).
         let mut shell: c_int = 0;
         let mut got = 0usize;
         while got < 4 {
@@ -317,12 +291,35 @@ fn waiter(init: libc::pid_t, status_read: RawFd) -> ! {
                 break;
             }
         }
-        exit_like(if got == 4 { shell } else { status })
+        if got == 4 {
+            exit_like(shell);
+        }
+        // PID 1 ended before the shell did (killed, or a setup step failed): report that.
+        let mut status: c_int = 0;
+        loop {
+            let r = libc::waitpid(init, &mut status, 0);
+            if r == init {
+                exit_like(status);
+            }
+            if r < 0 && errno() != libc::EINTR {
+                libc::_exit(SETUP_FAILED);
+            }
+        }
     }
 }
 
-/// I: PID 1 of the namespace. Reaps everything; when the shell exits, hands its status to W
-/// and exits, which makes the kernel kill whatever the command left behind. Never returns.
+fn monotonic_ms() -> i64 {
+    // SAFETY: clock_gettime into a local.
+    unsafe {
+        let mut now: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+        now.tv_sec * 1000 + now.tv_nsec / 1_000_000
+    }
+}
+
+/// I: PID 1 of the namespace. Reaps everything; when the shell exits, hands its status to W,
+/// lingers while the command's other processes run (at most [`LINGER`]), then exits, which
+/// makes the kernel kill whatever is left. Never returns.
 fn init_loop(shell: libc::pid_t, status_write: RawFd, env_region: Option<(usize, usize)>) -> ! {
     close_other_fds(status_write);
     // SAFETY: raw syscalls; the wiped range is this process's own copy of the agent's
@@ -337,12 +334,30 @@ fn init_loop(shell: libc::pid_t, status_write: RawFd, env_region: Option<(usize,
         loop {
             let r = libc::waitpid(-1, &mut status, 0);
             if r == shell {
-                write_all(status_write, &status.to_ne_bytes());
-                libc::_exit(0);
+                break;
             }
             if r < 0 && errno() != libc::EINTR {
                 libc::_exit(SETUP_FAILED);
             }
+        }
+        // W exits as soon as it has the status: don't die with it.
+        libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
+        write_all(status_write, &status.to_ne_bytes());
+        libc::close(status_write);
+        for fd in 0..3 {
+            libc::close(fd);
+        }
+        let deadline = monotonic_ms() + LINGER.as_millis() as i64;
+        loop {
+            let r = libc::waitpid(-1, &mut status, libc::WNOHANG);
+            if r > 0 || (r < 0 && errno() == libc::EINTR) {
+                continue;
+            }
+            if r < 0 || monotonic_ms() >= deadline {
+                libc::_exit(0); // no one left (ECHILD), or time is up
+            }
+            let pause = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };
+            libc::nanosleep(&pause, std::ptr::null_mut());
         }
     }
 }
@@ -396,8 +411,7 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
             waiter(init, pipe[0]);
         }
 
-        // I: PID 1, leader of the command's process group.
-        libc::setpgid(0, 0);
+        // I: PID 1.
         libc::close(pipe[0]);
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         // If W died before the line above, nobody would wait for us: the pipe tells.
