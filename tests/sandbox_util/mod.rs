@@ -98,10 +98,14 @@ impl Running {
 
     fn finish_with(mut self, group_kill: bool) -> (ExitStatus, String) {
         let status = wait_guarded(&mut self.child);
-        let output = self.output.recv_timeout(PIPE_GRACE).unwrap_or_default();
+        let early = self.output.recv_timeout(PIPE_GRACE).ok();
         if group_kill {
             self.signal_group(libc::SIGKILL);
         }
+        let output = match early {
+            Some(output) => output,
+            None => self.output.recv_timeout(HANG_GUARD).expect("the output pipe never closed"),
+        };
         (status, output)
     }
 
