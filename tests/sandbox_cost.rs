@@ -28,7 +28,10 @@ fn sandbox_cost_per_command() {
     for mode in Mode::ALL {
         let confine: Vec<Duration> = (0..N)
             .map(|_| {
-                let launch = Launch { program: sandbox_util::bash(), args: vec!["-c".into(), "true".into()] };
+                let launch = Launch {
+                    program: sandbox_util::bash(),
+                    args: vec!["-c".into(), "true".into()],
+                };
                 let start = Instant::now();
                 let confined = sandbox::confine(launch, mode, &roots);
                 let took = start.elapsed();
@@ -41,7 +44,8 @@ fn sandbox_cost_per_command() {
     let baseline: Vec<Duration> = (0..N)
         .map(|_| {
             let start = Instant::now();
-            let _ = sandbox_util::spawn_with("true", Mode::Full, dir.path(), &none, |_| {}).finish();
+            let _ =
+                sandbox_util::spawn_with("true", Mode::Full, dir.path(), &none, |_| {}).finish();
             start.elapsed()
         })
         .collect();
@@ -51,11 +55,16 @@ fn sandbox_cost_per_command() {
         let samples: Vec<Duration> = (0..N)
             .map(|_| {
                 let start = Instant::now();
-                let _ = sandbox_util::spawn_with("true", mode, dir.path(), Support::current(), |_| {}).finish();
+                let _ =
+                    sandbox_util::spawn_with("true", mode, dir.path(), Support::current(), |_| {})
+                        .finish();
                 start.elapsed()
             })
             .collect();
         let m = median(samples);
-        println!("{mode:>10}: confine + spawn + run {m:?} (+{:?})", m.saturating_sub(base));
+        println!(
+            "{mode:>10}: confine + spawn + run {m:?} (+{:?})",
+            m.saturating_sub(base)
+        );
     }
 }

@@ -29,22 +29,37 @@ async fn run_with(
     timeout: Option<Duration>,
     cancel: &CancellationToken,
 ) -> RunOutcome {
-    let request = RunRequest { script: script.into(), timeout };
-    tokio::time::timeout(Duration::from_secs(60), session.run(request, &mut |_: &str| {}, cancel))
-        .await
-        .expect("the run hung")
+    let request = RunRequest {
+        script: script.into(),
+        timeout,
+    };
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        session.run(request, &mut |_: &str| {}, cancel),
+    )
+    .await
+    .expect("the run hung")
 }
 
 /// A workspace outside the temp dir (which every mode may write).
 fn workspace() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("acpbash-engine-").tempdir_in("/var/tmp").unwrap()
+    tempfile::Builder::new()
+        .prefix("acpbash-engine-")
+        .tempdir_in("/var/tmp")
+        .unwrap()
 }
 
 fn fully_supported() -> bool {
     let s = Support::current();
-    let ok = s.landlock.is_ok() && s.namespaces.is_ok() && s.private_proc.is_ok() && s.network_namespace.is_ok();
+    let ok = s.landlock.is_ok()
+        && s.namespaces.is_ok()
+        && s.private_proc.is_ok()
+        && s.network_namespace.is_ok();
     if !ok {
-        eprintln!("skipping: not every sandbox layer works here:\n{}", acp_bash::sandbox::doctor_report());
+        eprintln!(
+            "skipping: not every sandbox layer works here:\n{}",
+            acp_bash::sandbox::doctor_report()
+        );
     }
     ok
 }
@@ -58,9 +73,17 @@ async fn the_default_mode_confines_writes_to_the_workspace_and_says_nothing_when
     let outside = workspace();
     let session = engine().session(ws.path()).unwrap();
     assert_eq!(session.mode(), Mode::Workspace);
-    let outcome = run(&session, &format!("echo in > f && echo x > {}/f", outside.path().display())).await;
+    let outcome = run(
+        &session,
+        &format!("echo in > f && echo x > {}/f", outside.path().display()),
+    )
+    .await;
     assert_eq!(outcome.status.exit, Exit::Code(1));
-    assert!(outcome.output.contains("Permission denied"), "{}", outcome.output);
+    assert!(
+        outcome.output.contains("Permission denied"),
+        "{}",
+        outcome.output
+    );
     assert!(outcome.notices.is_empty(), "{:?}", outcome.notices);
     assert!(ws.path().join("f").exists());
     assert!(!outside.path().join("f").exists());
@@ -77,12 +100,19 @@ async fn set_mode_changes_what_the_next_command_may_do_and_cd_still_carries_over
     session.set_mode(Mode::ReadOnly);
     let outcome = run(&session, "cd sub && echo x > f").await;
     assert_ne!(outcome.status.exit, Exit::Code(0));
-    assert!(outcome.output.contains("Permission denied"), "{}", outcome.output);
+    assert!(
+        outcome.output.contains("Permission denied"),
+        "{}",
+        outcome.output
+    );
     // The cwd record lives in the temp dir, which stays writable.
     assert_eq!(session.cwd(), ws.path().join("sub").canonicalize().unwrap());
     session.set_mode(Mode::Workspace);
     let outcome = run(&session, "echo y > f && cat f").await;
-    assert_eq!((outcome.status.exit, outcome.output.as_str()), (Exit::Code(0), "y\n"));
+    assert_eq!(
+        (outcome.status.exit, outcome.output.as_str()),
+        (Exit::Code(0), "y\n")
+    );
     assert!(ws.path().join("sub/f").exists());
 }
 
@@ -142,9 +172,22 @@ async fn nothing_survives_a_timeout_or_a_cancel() {
 
     let mark = marker("engine-timeout");
     let script = format!("{}\nsleep 1000", escapees(&mark));
-    let outcome = run_with(&session, &script, Some(Duration::from_secs(3)), &CancellationToken::new()).await;
+    let outcome = run_with(
+        &session,
+        &script,
+        Some(Duration::from_secs(3)),
+        &CancellationToken::new(),
+    )
+    .await;
     assert!(outcome.status.timed_out_after.is_some());
-    assert!(matches!(outcome.status.exit, Exit::Signal(libc::SIGTERM | libc::SIGKILL)), "{:?}", outcome.status);
+    assert!(
+        matches!(
+            outcome.status.exit,
+            Exit::Signal(libc::SIGTERM | libc::SIGKILL)
+        ),
+        "{:?}",
+        outcome.status
+    );
     wait_until_gone(&mark);
 
     let mark = marker("engine-cancel");
@@ -157,7 +200,10 @@ async fn nothing_survives_a_timeout_or_a_cancel() {
     // Cancel once the escapees are up (seen from outside, by their marker).
     let start = std::time::Instant::now();
     while processes_with(&mark).len() < 3 {
-        assert!(start.elapsed() < Duration::from_secs(60), "escapees never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "escapees never started"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     cancel.cancel();

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use acp_bash::sandbox::{Mode, Support};
-use sandbox_util::{marker, processes_with, spawn, wait_for_file, wait_until_gone};
+use sandbox_util::{marker, processes_with, spawn, spawn_with, wait_for_file, wait_until_gone};
 
 fn namespaces() -> bool {
     let ok = Support::current().namespaces.is_ok();
@@ -36,12 +36,35 @@ echo ready > {ready}
     )
 }
 
-fn check(mode: Mode, tail: &str, act: impl FnOnce(&sandbox_util::Running, &Path)) -> std::process::ExitStatus {
+fn check(
+    mode: Mode,
+    tail: &str,
+    act: impl FnOnce(&sandbox_util::Running, &Path),
+) -> std::process::ExitStatus {
+    check_with(Support::current(), mode, tail, act)
+}
+
+fn check_with(
+    support: &Support,
+    mode: Mode,
+    tail: &str,
+    act: impl FnOnce(&sandbox_util::Running, &Path),
+) -> std::process::ExitStatus {
     let dir = tempfile::tempdir().unwrap();
     let mark = marker("esc");
-    let running = spawn(&script(&mark, dir.path(), tail), mode, dir.path());
+    let running = spawn_with(
+        &script(&mark, dir.path(), tail),
+        mode,
+        dir.path(),
+        support,
+        |_| {},
+    );
     wait_for_file(&dir.path().join("ready"));
-    assert_eq!(processes_with(&mark).len(), 3, "the escapees should be running");
+    assert_eq!(
+        processes_with(&mark).len(),
+        3,
+        "the escapees should be running"
+    );
     act(&running, dir.path());
     let (status, _output) = running.finish();
     // The engine's final SIGKILL of the group reaches PID 1; the kernel takes the rest.
@@ -55,10 +78,18 @@ fn nothing_survives_a_normal_end() {
         return;
     }
     for mode in Mode::ALL {
-        let status = check(mode, "until [ -e go ]; do sleep 0.01; done; exit 7", |_, dir| {
-            std::fs::write(dir.join("go"), "").unwrap();
-        });
-        assert_eq!(status.code(), Some(7), "{mode}: the shell's exit code comes through");
+        let status = check(
+            mode,
+            "until [ -e go ]; do sleep 0.01; done; exit 7",
+            |_, dir| {
+                std::fs::write(dir.join("go"), "").unwrap();
+            },
+        );
+        assert_eq!(
+            status.code(),
+            Some(7),
+            "{mode}: the shell's exit code comes through"
+        );
     }
 }
 
@@ -68,7 +99,9 @@ fn nothing_survives_a_timeout_or_cancel() {
         return;
     }
     // The engine's kill: SIGTERM to the process group; the shell dies of it.
-    let status = check(Mode::Workspace, "sleep 1000", |running, _| running.signal_group(libc::SIGTERM));
+    let status = check(Mode::Workspace, "sleep 1000", |running, _| {
+        running.signal_group(libc::SIGTERM)
+    });
     assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
 }
 
@@ -78,10 +111,14 @@ fn nothing_survives_a_shell_that_ignores_sigterm() {
         return;
     }
     // A shell that traps TERM outlives the grace; the engine's SIGKILL to the group ends it.
-    let status = check(Mode::Workspace, "trap '' TERM; while :; do sleep 0.05; done", |running, _| {
-        running.signal_group(libc::SIGTERM);
-        running.signal_group(libc::SIGKILL);
-    });
+    let status = check(
+        Mode::Workspace,
+        "trap '' TERM; while :; do sleep 0.05; done",
+        |running, _| {
+            running.signal_group(libc::SIGTERM);
+            running.signal_group(libc::SIGKILL);
+        },
+    );
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
 }
 
@@ -94,7 +131,11 @@ fn nothing_survives_the_agent_dying() {
     // here we SIGKILL that process alone: the namespace's init follows it, and everything with it.
     let dir = tempfile::tempdir().unwrap();
     let mark = marker("agent");
-    let running = spawn(&script(&mark, dir.path(), "sleep 1000"), Mode::Full, dir.path());
+    let running = spawn(
+        &script(&mark, dir.path(), "sleep 1000"),
+        Mode::Full,
+        dir.path(),
+    );
     wait_for_file(&dir.path().join("ready"));
     assert_eq!(processes_with(&mark).len(), 3);
     unsafe { libc::kill(running.pid(), libc::SIGKILL) };
@@ -112,20 +153,32 @@ fn nothing_survives_long_without_the_engines_final_kill() {
     // still ends the namespace once the linger time is over.
     let dir = tempfile::tempdir().unwrap();
     let mark = marker("linger");
-    let running = spawn(&script(&mark, dir.path(), "exit 0"), Mode::Workspace, dir.path());
+    let running = spawn(
+        &script(&mark, dir.path(), "exit 0"),
+        Mode::Workspace,
+        dir.path(),
+    );
     wait_for_file(&dir.path().join("ready"));
     let (status, _) = running.finish_without_group_kill();
     assert_eq!(status.code(), Some(0));
     let ended = Instant::now();
     wait_until_gone(&mark);
-    assert!(ended.elapsed() < Duration::from_secs(10), "{:?}", ended.elapsed());
+    assert!(
+        ended.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        ended.elapsed()
+    );
 }
 
 #[test]
 fn a_background_job_can_still_print_after_the_shell_exits() {
     let dir = tempfile::tempdir().unwrap();
-    let (status, output) =
-        spawn("(sleep 0.2; echo late) & echo early", Mode::Workspace, dir.path()).finish();
+    let (status, output) = spawn(
+        "(sleep 0.2; echo late) & echo early",
+        Mode::Workspace,
+        dir.path(),
+    )
+    .finish();
     assert!(status.success());
     assert_eq!(output, "early\nlate\n");
 }
@@ -161,3 +214,71 @@ fn zombies_are_reaped_and_exit_statuses_come_through() {
     assert_eq!(status.signal(), Some(libc::SIGTERM));
 }
 
+/// The fallback where namespaces don't work: a subreaper between the engine and the shell.
+fn without_namespaces() -> Support {
+    let mut support = Support::current().clone();
+    support.namespaces = Err("test: pretend there are none".into());
+    support.private_proc = Err("test: off".into());
+    support.network_namespace = Err("test: off".into());
+    support
+}
+
+#[test]
+fn without_namespaces_nothing_survives_a_normal_end_or_a_timeout() {
+    let support = without_namespaces();
+    let status = check_with(&support, Mode::Workspace, "exit 7", |_, _| {});
+    assert_eq!(status.code(), Some(7));
+    let status = check_with(&support, Mode::Full, "sleep 1000", |running, _| {
+        running.signal_group(libc::SIGTERM)
+    });
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+}
+
+#[test]
+fn without_namespaces_nothing_survives_the_agent_dying() {
+    // The agent's death reaches the subreaper as SIGPWR (its parent-death signal); sent here
+    // by hand, since this test process is the "agent" and must live on.
+    let support = without_namespaces();
+    let status = check_with(
+        &support,
+        Mode::Workspace,
+        "sleep 1000",
+        |running, _| unsafe {
+            libc::kill(running.pid(), libc::SIGPWR);
+        },
+    );
+    assert_eq!(status.code(), Some(128 + libc::SIGKILL), "{status:?}");
+}
+
+#[test]
+fn without_namespaces_a_background_job_can_still_print_after_the_shell_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (status, output) = spawn_with(
+        "(sleep 0.1; echo late) & echo early",
+        Mode::Workspace,
+        dir.path(),
+        &without_namespaces(),
+        |_| {},
+    )
+    .finish();
+    assert!(status.success());
+    assert_eq!(output, "early\nlate\n");
+}
+
+#[test]
+fn without_namespaces_nothing_survives_a_shell_that_ignores_sigterm() {
+    // The engine sends SIGTERM twice before SIGKILL; at the second the subreaper kills
+    // everything itself (a SIGKILL would end it before it could).
+    let support = without_namespaces();
+    let status = check_with(
+        &support,
+        Mode::Workspace,
+        "trap '' TERM; while :; do sleep 0.05; done",
+        |running, _| {
+            running.signal_group(libc::SIGTERM);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            running.signal_group(libc::SIGTERM);
+        },
+    );
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+}

@@ -10,7 +10,10 @@ use sandbox_util::{spawn, spawn_with};
 
 /// A workspace and an "outside" folder, both outside the temp dir (which is always writable).
 fn dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
-    let base = tempfile::Builder::new().prefix("acpbash-fs-").tempdir_in("/var/tmp").unwrap();
+    let base = tempfile::Builder::new()
+        .prefix("acpbash-fs-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
     let workspace = base.path().join("workspace");
     let outside = base.path().join("outside");
     std::fs::create_dir(&workspace).unwrap();
@@ -66,8 +69,15 @@ fn workspace_mode_writes_inside_and_is_denied_outside() {
             "{attempt}: {output}"
         );
     }
-    assert_eq!(std::fs::read_to_string(out.join("existing")).unwrap(), "keep\n");
-    let left: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(
+        std::fs::read_to_string(out.join("existing")).unwrap(),
+        "keep\n"
+    );
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("existing")]);
 }
 
@@ -86,7 +96,11 @@ fn read_only_mode_denies_the_workspace_but_not_the_temp_dir() {
     assert_eq!(std::fs::read_to_string(ws.join("file")).unwrap(), "orig\n");
 
     let tmp = tempfile::tempdir().unwrap();
-    let script = format!("echo ok > {}/t && cat {}/t && cat file", tmp.path().display(), tmp.path().display());
+    let script = format!(
+        "echo ok > {}/t && cat {}/t && cat file",
+        tmp.path().display(),
+        tmp.path().display()
+    );
     let (code, output) = run(&script, Mode::ReadOnly, &ws);
     assert_eq!((code, output.as_str()), (0, "ok\norig\n"));
 }

@@ -55,11 +55,20 @@ fn read_only_mode_without_a_network_namespace_blocks_tcp_with_landlock() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
-    let running = spawn_with(&connect_script(port), Mode::ReadOnly, dir.path(), &support, |_| {});
+    let running = spawn_with(
+        &connect_script(port),
+        Mode::ReadOnly,
+        dir.path(),
+        &support,
+        |_| {},
+    );
     assert!(running.notices.is_empty(), "{:?}", running.notices);
     let (status, output) = running.finish();
     assert!(status.success());
-    assert!(output.contains("Permission denied") && output.ends_with("refused\n"), "{output}");
+    assert!(
+        output.contains("Permission denied") && output.ends_with("refused\n"),
+        "{output}"
+    );
     assert!(!accepted(&listener));
 }
 
@@ -71,7 +80,8 @@ fn read_only_mode_keeps_a_private_loopback() {
     }
     let dir = tempfile::tempdir().unwrap();
     // The loopback inside is up: binding a port works (nothing outside can see it).
-    let script = "ip -o link show lo 2>/dev/null | grep -q UP && echo lo-up || cat /sys/class/net/lo/flags";
+    let script =
+        "ip -o link show lo 2>/dev/null | grep -q UP && echo lo-up || cat /sys/class/net/lo/flags";
     let (status, output) = spawn(script, Mode::ReadOnly, dir.path()).finish();
     assert!(status.success(), "{output}");
     assert!(output == "lo-up\n" || output.trim() == "0x9", "{output}");

@@ -49,7 +49,10 @@ fn assert_hidden(output: &str) {
     assert!(output.ends_with("end\n"), "{output}");
     assert!(!output.contains(SECRET), "a secret leaked:\n{output}");
     // This test process's own environment (cargo sets these) must not leak via PID 1.
-    assert!(!output.contains("CARGO_PKG_NAME"), "the agent's environment leaked:\n{output}");
+    assert!(
+        !output.contains("CARGO_PKG_NAME"),
+        "the agent's environment leaked:\n{output}"
+    );
 }
 
 #[test]
@@ -66,7 +69,12 @@ fn no_other_environment_is_readable_in_any_mode() {
         assert!(status.success(), "{mode}");
         assert_hidden(&output);
         // The command's own (scrubbed) environment is still there.
-        let (_, own) = spawn("cat /proc/self/environ | tr '\\0' '\\n' | grep ^PATH=", mode, dir.path()).finish();
+        let (_, own) = spawn(
+            "cat /proc/self/environ | tr '\\0' '\\n' | grep ^PATH=",
+            mode,
+            dir.path(),
+        )
+        .finish();
         assert!(own.starts_with("PATH="), "{mode}: {own}");
     }
 }
@@ -77,6 +85,9 @@ fn without_a_private_proc_the_description_says_environments_are_readable() {
     support.private_proc = Err("test: off".into());
     for mode in Mode::ALL {
         let line = acp_bash::sandbox::describe_with(mode, &support);
-        assert!(line.contains("Not enforced on this machine") && line.contains("environments"), "{line}");
+        assert!(
+            line.contains("Not enforced on this machine") && line.contains("environments"),
+            "{line}"
+        );
     }
 }

@@ -20,8 +20,22 @@ fn degraded_support_still_runs_commands_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let none = Support::none("test: pretend nothing works");
     let running = sandbox_util::spawn_with("echo hi", Mode::ReadOnly, dir.path(), &none, |_| {});
-    assert!(running.notices.iter().any(|n| n.contains("writes are NOT restricted")), "{:?}", running.notices);
-    assert!(running.notices.iter().any(|n| n.contains("network is NOT blocked")), "{:?}", running.notices);
+    assert!(
+        running
+            .notices
+            .iter()
+            .any(|n| n.contains("writes are NOT restricted")),
+        "{:?}",
+        running.notices
+    );
+    assert!(
+        running
+            .notices
+            .iter()
+            .any(|n| n.contains("network is NOT blocked")),
+        "{:?}",
+        running.notices
+    );
     let (status, output) = running.finish();
     assert!(status.success());
     assert_eq!(output, "hi\n");

@@ -20,7 +20,14 @@ fn as_root_with_user_namespaces() -> bool {
     }
     // Probe as nobody: can this machine give an unprivileged user a PID namespace?
     let dir = open_dir();
-    let (status, output) = spawn_with("echo $$", Mode::Full, dir.path(), Support::current(), as_nobody).finish();
+    let (status, output) = spawn_with(
+        "echo $$",
+        Mode::Full,
+        dir.path(),
+        Support::current(),
+        as_nobody,
+    )
+    .finish();
     if !(status.success() && output == "2\n") {
         eprintln!("skipping: unprivileged user namespaces don't work here: {output}");
         return false;
@@ -42,7 +49,10 @@ fn as_nobody(cmd: &mut std::process::Command) {
 }
 
 fn open_dir() -> tempfile::TempDir {
-    let dir = tempfile::Builder::new().prefix("acpbash-nobody-").tempdir_in("/var/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("acpbash-nobody-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     dir
 }
@@ -68,8 +78,14 @@ echo ready > {ready}"#,
         outside = outside.path().display(),
         ready = ws.path().join("ready").display(),
     );
-    let (status, output) =
-        spawn_with(&script, Mode::Workspace, ws.path(), Support::current(), as_nobody).finish();
+    let (status, output) = spawn_with(
+        &script,
+        Mode::Workspace,
+        ws.path(),
+        Support::current(),
+        as_nobody,
+    )
+    .finish();
     assert!(status.success(), "{output}");
     assert_eq!(output, "65534\n2\nwrote-inside\ndenied-outside\n0\n");
     wait_for_file(&ws.path().join("ready"));
@@ -87,7 +103,14 @@ fn read_only_mode_for_a_non_root_agent_has_no_network() {
     let port = listener.local_addr().unwrap().port();
     let ws = open_dir();
     let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected || echo refused");
-    let (_, output) = spawn_with(&script, Mode::ReadOnly, ws.path(), Support::current(), as_nobody).finish();
+    let (_, output) = spawn_with(
+        &script,
+        Mode::ReadOnly,
+        ws.path(),
+        Support::current(),
+        as_nobody,
+    )
+    .finish();
     assert!(output.ends_with("refused\n"), "{output}");
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err());

@@ -186,12 +186,20 @@ pub fn confine_with(launch: Launch, mode: Mode, roots: &Roots, support: &Support
         } else {
             Some(Box::new(move || prepared.enter()))
         };
-        Confined { launch, pre_exec, notices }
+        Confined {
+            launch,
+            pre_exec,
+            notices,
+        }
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = roots;
-        Confined { launch, pre_exec: None, notices }
+        Confined {
+            launch,
+            pre_exec: None,
+            notices,
+        }
     }
 }
 
@@ -202,12 +210,19 @@ fn headline_gaps(mode: Mode, support: &Support) -> Vec<String> {
         return gaps;
     }
     if let Err(why) = &support.landlock {
-        gaps.push(format!("{} mode: writes are NOT restricted here ({why})", mode.name()));
+        gaps.push(format!(
+            "{} mode: writes are NOT restricted here ({why})",
+            mode.name()
+        ));
     }
     if mode == Mode::ReadOnly && !network_blocked(support) {
         gaps.push(format!(
             "Read-only mode: the network is NOT blocked here ({})",
-            support.network_namespace.as_ref().err().map_or("", |s| s.as_str())
+            support
+                .network_namespace
+                .as_ref()
+                .err()
+                .map_or("", |s| s.as_str())
         ));
     }
     gaps
@@ -258,19 +273,34 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
                 on.push("no network (a private loopback only)".to_string());
             } else if abi >= 4 {
                 on.push("no TCP (Landlock)".to_string());
-                off.push("blocking UDP and other non-TCP traffic (no network namespace)".to_string());
+                off.push(
+                    "blocking UDP and other non-TCP traffic (no network namespace)".to_string(),
+                );
             } else {
-                off.push("blocking the network (no network namespace, Landlock < ABI 4)".to_string());
+                off.push(
+                    "blocking the network (no network namespace, Landlock < ABI 4)".to_string(),
+                );
             }
             if abi < 9 {
-                off.push("Unix sockets on disk such as Docker's or D-Bus's stay reachable".to_string());
+                off.push(
+                    "Unix sockets on disk such as Docker's or D-Bus's stay reachable".to_string(),
+                );
             }
         }
     }
     if support.namespaces.is_ok() {
         on.push("nothing a command starts outlives it".to_string());
+    } else if cfg!(target_os = "linux") {
+        on.push("what a command leaves running is killed when it ends (a subreaper)".to_string());
+        off.push(
+            "containing daemons started through systemd or D-Bus, or surviving an agent killed \
+             with SIGKILL mid-run (no PID namespace)"
+                .to_string(),
+        );
     } else {
-        off.push("killing background processes a command leaves behind (no PID namespace)".to_string());
+        off.push(
+            "killing background processes a command leaves behind (no PID namespace)".to_string(),
+        );
     }
     // SAFETY (Unix): plain getter.
     #[cfg(unix)]
@@ -286,12 +316,19 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
     } else {
         off.push("hiding other processes' environments from /proc (no private /proc)".to_string());
     }
-    if support.user_namespace && support.namespaces.is_ok() && !on.iter().any(|s| s.starts_with("sudo")) {
+    if support.user_namespace
+        && support.namespaces.is_ok()
+        && !on.iter().any(|s| s.starts_with("sudo"))
+    {
         on.push("sudo and other setuid programs don't gain privileges".to_string());
     }
     let mut line = format!("{}: {}.", mode.name(), on.join("; "));
     if !off.is_empty() {
-        let _ = write!(line, " Not enforced on this machine: {} — run `acp-bash doctor`.", off.join("; "));
+        let _ = write!(
+            line,
+            " Not enforced on this machine: {} — run `acp-bash doctor`.",
+            off.join("; ")
+        );
     }
     line
 }
@@ -321,22 +358,30 @@ impl DoctorReport {
 
     pub fn from_support(support: &Support) -> DoctorReport {
         let abi = support.landlock_abi();
-        let landlock = |min: u32, what: &str| match &support.landlock {
+        let landlock = |min: u32, what: &str| {
+            match &support.landlock {
             Ok(v) if *v >= min => Ok(format!("Landlock ABI {v}")),
             Ok(v) => Err(format!("this kernel has Landlock ABI {v}; {what} needs ABI {min} or newer (a newer kernel)")),
             Err(why) => Err(why.clone()),
+        }
         };
         let mut fs = landlock(1, "");
         if let Ok(details) = &mut fs {
             if abi < 3 {
-                details.push_str("; truncating files outside the allowed folders is not blocked (ABI < 3)");
+                details.push_str(
+                    "; truncating files outside the allowed folders is not blocked (ABI < 3)",
+                );
             }
             if abi < 5 {
                 details.push_str("; device ioctls are not blocked (ABI < 5)");
             }
         }
         let ok = |r: &Result<(), String>, details: &str| r.clone().map(|()| details.to_string());
-        let how = if support.user_namespace { "in a user namespace (not root)" } else { "as root" };
+        let how = if support.user_namespace {
+            "in a user namespace (not root)"
+        } else {
+            "as root"
+        };
         let layers = vec![
             LayerReport {
                 name: "Landlock filesystem rules",
@@ -364,6 +409,19 @@ impl DoctorReport {
                 status: ok(&support.namespaces, how),
             },
             LayerReport {
+                name: "subreaper fallback",
+                purpose: "every mode, when the namespaces don't work: kills what a command leaves running",
+                status: if cfg!(target_os = "linux") {
+                    Ok(if support.namespaces.is_ok() {
+                        "available; not needed here".to_string()
+                    } else {
+                        "in use instead of the PID namespace".to_string()
+                    })
+                } else {
+                    Err("Linux only".to_string())
+                },
+            },
+            LayerReport {
                 name: "private /proc",
                 purpose: "every mode: other processes' environments (/proc/<pid>/environ) are out of sight",
                 status: ok(&support.private_proc, "fresh /proc for the command's PID namespace"),
@@ -374,7 +432,10 @@ impl DoctorReport {
                 status: ok(&support.network_namespace, how),
             },
         ];
-        let modes = Mode::ALL.into_iter().map(|m| (m, describe_with(m, support))).collect();
+        let modes = Mode::ALL
+            .into_iter()
+            .map(|m| (m, describe_with(m, support)))
+            .collect();
         DoctorReport { layers, modes }
     }
 }

@@ -16,11 +16,18 @@ use acp_bash::sandbox::{self, Launch, Mode, Roots, Support};
 pub const HANG_GUARD: Duration = Duration::from_secs(60);
 
 pub fn bash() -> PathBuf {
-    ["/bin/bash", "/usr/bin/bash"].iter().map(PathBuf::from).find(|p| p.exists()).expect("bash")
+    ["/bin/bash", "/usr/bin/bash"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("bash")
 }
 
 pub fn roots(workspace: &Path) -> Roots {
-    Roots { workspace: workspace.to_path_buf(), temp: std::env::temp_dir() }
+    Roots {
+        workspace: workspace.to_path_buf(),
+        temp: std::env::temp_dir(),
+    }
 }
 
 /// A running confined command: its child (the process the engine would hold) and its output.
@@ -41,7 +48,10 @@ pub fn spawn_with(
     support: &Support,
     tweak: impl FnOnce(&mut Command),
 ) -> Running {
-    let launch = Launch { program: bash(), args: vec!["-c".into(), script.into()] };
+    let launch = Launch {
+        program: bash(),
+        args: vec!["-c".into(), script.into()],
+    };
     let confined = sandbox::confine_with(launch, mode, &roots(workspace), support);
     let mut fds = [0; 2];
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
@@ -64,8 +74,8 @@ pub fn spawn_with(
             }
             Ok(())
         });
-        if let Some(mut pre) = confined.pre_exec {
-            cmd.pre_exec(move || pre());
+        if let Some(pre) = confined.pre_exec {
+            cmd.pre_exec(pre);
         }
     }
     let child = cmd.spawn().expect("spawn");
@@ -77,7 +87,11 @@ pub fn spawn_with(
         let _ = file.read_to_end(&mut out);
         let _ = tx.send(String::from_utf8_lossy(&out).into_owned());
     });
-    Running { child, output: rx, notices: confined.notices }
+    Running {
+        child,
+        output: rx,
+        notices: confined.notices,
+    }
 }
 
 /// The engine's wait for grandchildren holding the output pipe after the shell exits.
@@ -104,7 +118,10 @@ impl Running {
         }
         let output = match early {
             Some(output) => output,
-            None => self.output.recv_timeout(HANG_GUARD).expect("the output pipe never closed"),
+            None => self
+                .output
+                .recv_timeout(HANG_GUARD)
+                .expect("the output pipe never closed"),
         };
         (status, output)
     }
@@ -142,7 +159,11 @@ pub fn wait_for_file(path: &Path) -> String {
                 return text;
             }
         }
-        assert!(start.elapsed() < HANG_GUARD, "{} never appeared", path.display());
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -151,10 +172,17 @@ pub fn wait_for_file(path: &Path) -> String {
 pub fn processes_with(marker: &str) -> Vec<i32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
         let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let zombie = state.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'));
+        let zombie = state
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'));
         if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
             found.push(pid);
         }
@@ -166,7 +194,11 @@ pub fn processes_with(marker: &str) -> Vec<i32> {
 pub fn wait_until_gone(marker: &str) {
     let start = Instant::now();
     while !processes_with(marker).is_empty() {
-        assert!(start.elapsed() < HANG_GUARD, "escapees survive: {:?}", processes_with(marker));
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "escapees survive: {:?}",
+            processes_with(marker)
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -175,5 +207,9 @@ pub fn wait_until_gone(marker: &str) {
 pub fn marker(tag: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    format!("acpbash-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "acpbash-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }

@@ -33,7 +33,12 @@ pub(crate) const WRITABLE_DEVICE_DIRS: [&str; 2] = ["/dev/pts", "/dev/shm"];
 pub(crate) fn landlock_abi() -> Result<u32, String> {
     // SAFETY: the documented version query: no attr, size 0, LANDLOCK_CREATE_RULESET_VERSION.
     let v = unsafe {
-        libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32)
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
     };
     if v > 0 {
         return Ok(v as u32);
@@ -52,7 +57,11 @@ pub(crate) fn landlock_abi() -> Result<u32, String> {
 
 /// A Landlock ruleset for `mode`, as an fd the child applies; `Ok(None)` when `mode` handles
 /// nothing. Errors say which path or step failed.
-pub(crate) fn ruleset(mode: Mode, roots: &Roots, tcp_rules: bool) -> Result<Option<OwnedFd>, String> {
+pub(crate) fn ruleset(
+    mode: Mode,
+    roots: &Roots,
+    tcp_rules: bool,
+) -> Result<Option<OwnedFd>, String> {
     let (writable, unix_sockets): (Vec<&Path>, bool) = match mode {
         Mode::Full => return Ok(None),
         Mode::Workspace => (vec![roots.workspace.as_path(), roots.temp.as_path()], false),
@@ -145,13 +154,14 @@ impl Prepared {
                 env_region: if namespaces { env_region() } else { None },
                 message_fd: 2,
                 probe: false,
+                reaper: !namespaces,
             },
             _ruleset: ruleset,
         }
     }
 
     pub(crate) fn is_noop(&self) -> bool {
-        !self.plan.namespaces && self.plan.landlock_fd < 0
+        !self.plan.namespaces && !self.plan.reaper && self.plan.landlock_fd < 0
     }
 
     /// The pre-exec step: async-signal-safe.
@@ -167,7 +177,10 @@ fn probe(mut plan: ChildPlan) -> Result<(), String> {
     // SAFETY: pipe2/fork/waitpid; the child only runs the async-signal-safe `child::enter`.
     unsafe {
         if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            return Err(format!("could not probe: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "could not probe: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         plan.message_fd = fds[1];
         plan.probe = true;
@@ -180,7 +193,10 @@ fn probe(mut plan: ChildPlan) -> Result<(), String> {
         libc::close(fds[1]);
         if pid < 0 {
             libc::close(fds[0]);
-            return Err(format!("could not probe: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "could not probe: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         let mut message = Vec::new();
         let mut buf = [0u8; 512];
@@ -188,7 +204,9 @@ fn probe(mut plan: ChildPlan) -> Result<(), String> {
             let n = libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len());
             if n > 0 {
                 message.extend_from_slice(&buf[..n as usize]);
-            } else if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            } else if n < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
                 continue;
             } else {
                 break;
@@ -212,11 +230,20 @@ fn probe(mut plan: ChildPlan) -> Result<(), String> {
             .next()
             .unwrap_or_default()
             .to_string();
-        Err(if text.is_empty() { format!("the probe ended with wait status {status}") } else { text })
+        Err(if text.is_empty() {
+            format!("the probe ended with wait status {status}")
+        } else {
+            text
+        })
     }
 }
 
-fn plan(namespaces: bool, private_proc: bool, network_namespace: bool, landlock_fd: RawFd) -> ChildPlan {
+fn plan(
+    namespaces: bool,
+    private_proc: bool,
+    network_namespace: bool,
+    landlock_fd: RawFd,
+) -> ChildPlan {
     ChildPlan {
         namespaces,
         private_proc,
@@ -225,6 +252,7 @@ fn plan(namespaces: bool, private_proc: bool, network_namespace: bool, landlock_
         env_region: None,
         message_fd: 2,
         probe: true,
+        reaper: false,
     }
 }
 
@@ -234,9 +262,10 @@ fn namespace_advice(step: String, user_ns: bool) -> String {
         return step;
     }
     let mut why = step;
-    let apparmor = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
-        .map(|v| v.trim() == "1")
-        .unwrap_or(false);
+    let apparmor =
+        std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+            .map(|v| v.trim() == "1")
+            .unwrap_or(false);
     let clone = std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
         .map(|v| v.trim() == "0")
         .unwrap_or(false);
@@ -250,7 +279,9 @@ fn namespace_advice(step: String, user_ns: bool) -> String {
              for acp-bash or set that sysctl to 0",
         );
     } else if clone {
-        why.push_str(" — unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)");
+        why.push_str(
+            " — unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)",
+        );
     } else if max {
         why.push_str(" — user namespaces are off (user.max_user_namespaces=0)");
     } else {
@@ -267,7 +298,10 @@ pub(crate) fn probe_support() -> Support {
     // SAFETY: plain getter.
     let user_namespace = unsafe { libc::geteuid() } != 0;
     let landlock = landlock_abi().and_then(|abi| {
-        let roots = Roots { workspace: PathBuf::from("/"), temp: std::env::temp_dir() };
+        let roots = Roots {
+            workspace: PathBuf::from("/"),
+            temp: std::env::temp_dir(),
+        };
         let fd = ruleset(Mode::ReadOnly, &roots, false)?
             .ok_or_else(|| "the ruleset came out empty".to_string())?;
         probe(plan(false, false, false, fd.as_raw_fd())).map(|()| abi)
@@ -287,5 +321,11 @@ pub(crate) fn probe_support() -> Support {
         Err(_) => Err("needs the namespaces, which do not work here".to_string()),
         Ok(()) => probe(plan(true, false, true, -1)),
     };
-    Support { landlock, namespaces, private_proc, network_namespace, user_namespace }
+    Support {
+        landlock,
+        namespaces,
+        private_proc,
+        network_namespace,
+        user_namespace,
+    }
 }
