@@ -1,5 +1,6 @@
 //! The sandbox's probes and descriptions on this machine.
 
+#[cfg(target_os = "linux")]
 mod sandbox_util;
 
 use acp_bash::sandbox::{self, Mode, Support};
@@ -16,6 +17,20 @@ fn doctor_probes_every_layer() {
 }
 
 #[test]
+fn with_nothing_enforced_every_mode_says_so() {
+    let none = Support::none("test: pretend nothing works");
+    for mode in [Mode::Workspace, Mode::ReadOnly] {
+        let line = sandbox::describe_with(mode, &none);
+        assert!(line.starts_with(mode.name()), "{line}");
+        assert!(line.contains("Not enforced on this machine"), "{line}");
+        assert!(line.contains("write restrictions"), "{line}");
+    }
+    let report = sandbox::DoctorReport::from_support(&none).to_string();
+    assert!(report.contains("[missing] Landlock filesystem rules: test: pretend nothing works"), "{report}");
+}
+
+#[test]
+#[cfg(target_os = "linux")]
 fn degraded_support_still_runs_commands_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let none = Support::none("test: pretend nothing works");
