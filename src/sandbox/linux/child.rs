@@ -45,7 +45,7 @@ pub(crate) struct ChildPlan {
     /// A probe: B exits 0 instead of returning to exec.
     pub probe: bool,
     /// Without namespaces: keep a subreaper between the engine and the shell that kills what
-    /// the command leaves behind (see [`reaper`]).
+    /// the command leaves behind (see `reaper_fork`).
     pub reaper: bool,
 }
 
@@ -646,6 +646,8 @@ fn reaper_fork(plan: &ChildPlan) {
         let shell = libc::fork();
         check(fd, b"starting the shell (fork)", shell);
         if shell == 0 {
+            // If W is SIGKILLed alone, the shell goes with it.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             return;
         }
         close_other_fds(-1);
