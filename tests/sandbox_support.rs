@@ -26,7 +26,10 @@ fn with_nothing_enforced_every_mode_says_so() {
         assert!(line.contains("write restrictions"), "{line}");
     }
     let report = sandbox::DoctorReport::from_support(&none).to_string();
-    assert!(report.contains("[missing] Landlock filesystem rules: test: pretend nothing works"), "{report}");
+    assert!(
+        report.contains("[missing] Landlock filesystem rules: test: pretend nothing works"),
+        "{report}"
+    );
 }
 
 #[test]

@@ -245,20 +245,26 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
     let landlock = support.landlock.is_ok();
     match mode {
         Mode::Workspace | Mode::ReadOnly => {
+            let temp = std::env::temp_dir();
             let what = if mode == Mode::Workspace {
-                "writes only in the session folder, the temp dir and /dev/null-like devices; reads anywhere"
+                format!(
+                    "writes only in the session folder, the temp dir ({}) and /dev/null-like devices; reads anywhere",
+                    temp.display()
+                )
             } else {
-                "no writes except the temp dir and /dev/null-like devices; reads anywhere"
+                format!(
+                    "no writes except the temp dir ({}) and /dev/null-like devices; reads anywhere",
+                    temp.display()
+                )
             };
             if landlock {
-                on.push(what.to_string());
+                on.push(what);
                 if abi < 3 {
                     off.push("truncating files outside (needs Landlock ABI 3)".to_string());
                 }
                 if abi < 5 {
                     off.push("ioctls on devices (needs Landlock ABI 5)".to_string());
                 }
-                on.push("sudo and other setuid programs don't gain privileges".to_string());
             } else {
                 off.push("write restrictions (no Landlock)".to_string());
             }
@@ -282,9 +288,7 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
                 );
             }
             if abi < 9 {
-                off.push(
-                    "Unix sockets on disk such as Docker's or D-Bus's stay reachable".to_string(),
-                );
+                off.push("blocking Unix sockets on disk (Docker's, D-Bus's)".to_string());
             }
         }
     }
@@ -316,10 +320,7 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
     } else {
         off.push("hiding other processes' environments from /proc (no private /proc)".to_string());
     }
-    if support.user_namespace
-        && support.namespaces.is_ok()
-        && !on.iter().any(|s| s.starts_with("sudo"))
-    {
+    if (landlock && mode != Mode::Full) || (support.user_namespace && support.namespaces.is_ok()) {
         on.push("sudo and other setuid programs don't gain privileges".to_string());
     }
     let mut line = format!("{}: {}.", mode.name(), on.join("; "));
