@@ -119,15 +119,19 @@ pub(crate) fn ruleset(
     Ok(Option::<OwnedFd>::from(created))
 }
 
-/// `[env_start, env_end)` of this process, from /proc/self/stat (fields 50 and 51).
+/// `[env_start, env_end)` of this process, from /proc/self/stat (fields 50 and 51); fixed for
+/// the life of the process, so read once.
 pub(crate) fn env_region() -> Option<(usize, usize)> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    // After the comm, the first field is field 3.
-    let start = fields.get(50 - 3)?.parse::<usize>().ok()?;
-    let end = fields.get(51 - 3)?.parse::<usize>().ok()?;
-    (start != 0 && end > start).then_some((start, end))
+    static REGION: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
+    *REGION.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let after_comm = &stat[stat.rfind(')')? + 1..];
+        let fields: Vec<&str> = after_comm.split_whitespace().collect();
+        // After the comm, the first field is field 3.
+        let start = fields.get(50 - 3)?.parse::<usize>().ok()?;
+        let end = fields.get(51 - 3)?.parse::<usize>().ok()?;
+        (start != 0 && end > start).then_some((start, end))
+    })
 }
 
 /// The per-command plan the pre-exec closure runs.
