@@ -12,9 +12,14 @@
 //!   shell, so the kernel kills everything the command left behind; a fresh `/proc` shows only
 //!   the command's own processes, so no other process's environment is readable.
 //! - **Network namespace** in `read-only` mode: only a private loopback.
+//! - **Subreaper** where namespaces don't work: kills what the command leaves running.
 //!
 //! Each layer degrades on its own: when the kernel or the host forbids it, commands still run and
 //! [`describe`] / [`doctor_report`] say what is not enforced and why.
+//!
+//! For embedders: the process you spawn is not bash itself but a small waiter that exits with
+//! bash's exit code or signal; signal the process group (as the engine does), not that pid,
+//! and SIGKILL the group when the run is over.
 
 #[cfg(target_os = "linux")]
 mod linux;
@@ -90,7 +95,9 @@ pub type PreExec = Box<dyn FnMut() -> std::io::Result<()> + Send + Sync>;
 /// A launch with its confinement applied.
 pub struct Confined {
     pub launch: Launch,
-    /// Run in the child after the engine's own pre-exec steps (it must be the last one).
+    /// Run in the child after the engine's own pre-exec steps (it must be the last one). It
+    /// may fork: the spawned process then waits and exits exactly like the shell, which runs
+    /// as its grandchild (see the module docs).
     pub pre_exec: Option<PreExec>,
     /// What this mode promises but this launch does not enforce, in words a person can act on.
     /// Empty when everything the mode promises is enforced.
