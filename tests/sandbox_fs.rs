@@ -44,11 +44,21 @@ fn workspace_mode_writes_inside_and_is_denied_outside() {
     let tmp = tempfile::tempdir().unwrap();
     let script = format!(
         "set -e; echo a > inside; mkdir sub; mv inside sub/moved; echo b > {tmp}/t; \
-         echo to-null > /dev/null; echo to-stderr > /dev/stderr; echo done",
+         echo to-null > /dev/null; echo to-stderr > /dev/stderr; \
+         cat <(echo from-procsub) > >(cat > procsub.out); echo done",
         tmp = tmp.path().display()
     );
     let (code, output) = run(&script, Mode::Workspace, &ws);
     assert_eq!((code, output.as_str()), (0, "to-stderr\ndone\n"));
+    // Process substitution writes through /dev/fd (a pipe), which Landlock leaves alone.
+    let start = std::time::Instant::now();
+    while std::fs::read_to_string(ws.join("procsub.out")).unwrap_or_default() != "from-procsub\n" {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "process substitution failed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     assert!(ws.join("sub/moved").exists());
     assert!(tmp.path().join("t").exists());
 
