@@ -115,3 +115,36 @@ fn read_only_mode_for_a_non_root_agent_has_no_network() {
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err());
 }
+
+#[test]
+fn a_sandbox_step_that_fails_at_run_time_says_which_and_why() {
+    if unsafe { libc::geteuid() } != 0 || Support::current().namespaces.is_err() {
+        eprintln!("skipping: needs root and namespaces");
+        return;
+    }
+    // Dropping root without restoring dumpability leaves /proc/self owned by root, so the
+    // user-namespace setup fails: the command must not run, and the output must say why.
+    let ws = open_dir();
+    let (status, output) = spawn_with(
+        "echo ran",
+        Mode::Workspace,
+        ws.path(),
+        Support::current(),
+        |cmd| {
+            cmd.uid(NOBODY).gid(NOBODY);
+        },
+    )
+    .finish();
+    assert_eq!(status.code(), Some(126), "{output}");
+    assert!(!output.contains("ran"), "{output}");
+    assert!(
+        output.starts_with(
+            "acp-bash sandbox: writing /proc/self/setgroups failed: permission denied (EACCES)"
+        ),
+        "{output}"
+    );
+    assert!(
+        output.contains("the command did not run") && output.contains("acp-bash doctor"),
+        "{output}"
+    );
+}
