@@ -263,7 +263,11 @@ fn plan(
 /// Why namespaces fail, in words a user can act on.
 fn namespace_advice(step: String, user_ns: bool) -> String {
     if !user_ns {
-        return step;
+        return format!(
+            "{step} — root without CAP_SYS_ADMIN, or a seccomp profile that forbids unshare \
+             (typical of containers: run it with --cap-add SYS_ADMIN, or as a normal user where \
+             user namespaces are allowed)"
+        );
     }
     let mut why = step;
     let apparmor =
