@@ -282,3 +282,68 @@ fn without_namespaces_nothing_survives_a_shell_that_ignores_sigterm() {
     );
     assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
 }
+
+/// Run by [`nothing_survives_a_real_agent_being_killed`] in a child process of the test: plays
+/// the agent, starts a confined command with escapees, then waits to be killed.
+#[test]
+#[ignore]
+fn fake_agent() {
+    let Some(dir) = std::env::var_os("ACPBASH_FAKE_AGENT_DIR") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let mark = std::env::var("ACPBASH_FAKE_AGENT_MARK").unwrap();
+    let support = if std::env::var_os("ACPBASH_FAKE_AGENT_NO_NS").is_some() {
+        without_namespaces()
+    } else {
+        Support::current().clone()
+    };
+    let _running = spawn_with(
+        &script(&mark, &dir, "sleep 1000"),
+        Mode::Workspace,
+        &dir,
+        &support,
+        |_| {},
+    );
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+fn kill_a_real_agent(no_namespaces: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = marker("realagent");
+    let mut agent = std::process::Command::new(std::env::current_exe().unwrap());
+    agent
+        .args([
+            "--exact",
+            "fake_agent",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ACPBASH_FAKE_AGENT_DIR", dir.path())
+        .env("ACPBASH_FAKE_AGENT_MARK", &mark)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    if no_namespaces {
+        agent.env("ACPBASH_FAKE_AGENT_NO_NS", "1");
+    }
+    let mut agent = agent.spawn().unwrap();
+    wait_for_file(&dir.path().join("ready"));
+    assert_eq!(processes_with(&mark).len(), 3);
+    agent.kill().unwrap(); // SIGKILL: no cleanup code of the agent runs
+    agent.wait().unwrap();
+    wait_until_gone(&mark);
+}
+
+#[test]
+fn nothing_survives_a_real_agent_being_killed() {
+    if !namespaces() {
+        return;
+    }
+    kill_a_real_agent(false);
+}
+
+#[test]
+fn without_namespaces_nothing_survives_a_real_agent_being_killed() {
+    kill_a_real_agent(true);
+}
