@@ -400,7 +400,10 @@ async fn cancelling_kills_the_run_at_once() {
         "{:?}",
         outcome.status
     );
-    assert_eq!(outcome.output, "started\n");
+    // bash may live long enough to report its foreground child's death ("Terminated"), as it
+    // would in a terminal; nothing else may follow.
+    let rest = outcome.output.strip_prefix("started\n").expect("the output so far is kept");
+    assert!(rest.is_empty() || rest.trim_end().ends_with("Terminated"), "{:?}", outcome.output);
 }
 
 #[tokio::test]
