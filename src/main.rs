@@ -50,6 +50,9 @@ enum Command {
     Run(RunArgs),
     /// Print the settings.json snippet that adds this binary to Zed's agents.
     ZedConfig,
+    /// Check each sandbox layer on this machine (Landlock, namespaces, private /proc, network
+    /// isolation): whether it works here and, if not, why and what to do about it.
+    Doctor,
 }
 
 #[derive(Args, Debug)]
@@ -211,6 +214,10 @@ fn main() -> ExitCode {
         Command::Demo => runtime.block_on(demo(&cli.engine, cli.log_level.as_deref())),
         Command::Run(args) => runtime.block_on(run(&cli.engine, cli.log_level.as_deref(), args)),
         Command::ZedConfig => zed_config(&cli.engine),
+        Command::Doctor => {
+            print!("{}", sandbox::doctor_report());
+            ExitCode::SUCCESS
+        }
     };
     // Commands were cancelled and reaped before we got here; don't wait for stray blocking
     // threads (the stdin reader) on the way out.
@@ -219,6 +226,11 @@ fn main() -> ExitCode {
 }
 
 async fn serve(engine: &EngineArgs) -> ExitCode {
+    // Probe the sandbox layers off the start-up path: `initialize` must not wait for it, and
+    // the first session's mode descriptions and first command then find it done.
+    std::thread::spawn(|| {
+        sandbox::Support::current();
+    });
     let agent = AcpBashAgent::new(Engine::new(engine.config()));
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {

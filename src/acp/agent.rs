@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
     InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, SessionId, SessionNotification, SessionUpdate, StopReason, ToolCallId,
+    PromptResponse, SessionId, SessionNotification, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason, ToolCallId,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
@@ -35,6 +36,7 @@ use super::stream::{self, Coalescer, StreamLimits};
 use crate::driver::call_from_prompt;
 use crate::exec::{Engine, Session};
 use crate::present::{console_block, present_call, present_result, ResultView};
+use crate::sandbox;
 use crate::tool::{run_bash, BashCall, BashResult};
 
 /// How long [`AcpBashAgent::serve`] waits, after the client went away, for cancelled commands to
@@ -135,6 +137,14 @@ impl SessionState {
     }
 }
 
+fn unknown_session(session_id: &SessionId) -> Error {
+    Error::new(
+        ErrorCode::RESOURCE_NOT_FOUND,
+        format!("unknown session: {:?}", &*session_id.0),
+    )
+    .data(json!({ "sessionId": session_id }))
+}
+
 fn invalid_params(message: String, data: serde_json::Value) -> Error {
     Error::new(ErrorCode::INVALID_PARAMS, message).data(data)
 }
@@ -155,8 +165,8 @@ impl Connection {
         self: Arc<Self>,
         transport: impl ConnectTo<Agent>,
     ) -> agent_client_protocol::Result<()> {
-        let (on_init, on_new, on_prompt, on_cancel) =
-            (self.clone(), self.clone(), self.clone(), self);
+        let (on_init, on_new, on_prompt, on_mode, on_cancel) =
+            (self.clone(), self.clone(), self.clone(), self.clone(), self);
         Agent
             .v1()
             .name("acp-bash")
@@ -175,6 +185,12 @@ impl Connection {
             .on_receive_request(
                 async move |request: PromptRequest, responder, cx| {
                     on_prompt.clone().prompt(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: SetSessionModeRequest, responder, _cx| {
+                    on_mode.set_mode(request, responder)
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -225,6 +241,7 @@ impl Connection {
                 ));
             }
         };
+        let modes = bridge::session_modes(session.mode());
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
         let id = SessionId::new(format!("sess-{number}"));
         let state = SessionState {
@@ -240,7 +257,38 @@ impl Connection {
             .lock()
             .unwrap()
             .insert(id.clone(), Arc::new(state));
-        responder.respond(NewSessionResponse::new(id))
+        responder.respond(NewSessionResponse::new(id).modes(modes))
+    }
+
+    /// `session/set_mode`: the sandbox mode for the session's next commands.
+    fn set_mode(
+        &self,
+        request: SetSessionModeRequest,
+        responder: Responder<SetSessionModeResponse>,
+    ) -> agent_client_protocol::Result<()> {
+        let Some(state) = self
+            .sessions
+            .lock()
+            .unwrap()
+            .get(&request.session_id)
+            .cloned()
+        else {
+            return responder.respond_with_error(unknown_session(&request.session_id));
+        };
+        let Some(mode) = sandbox::Mode::from_id(&request.mode_id.0) else {
+            let ids: Vec<&str> = sandbox::Mode::ALL.iter().map(|m| m.id()).collect();
+            return responder.respond_with_error(invalid_params(
+                format!(
+                    "unknown mode {:?}: the modes are {}",
+                    &*request.mode_id.0,
+                    ids.join(", ")
+                ),
+                json!({ "modeId": request.mode_id, "availableModes": ids }),
+            ));
+        };
+        tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
+        state.session.set_mode(mode);
+        responder.respond(SetSessionModeResponse::new())
     }
 
     /// Validates the prompt, then runs the turn as a connection task and returns at once.
@@ -257,13 +305,7 @@ impl Connection {
             .get(&request.session_id)
             .cloned()
         else {
-            return responder.respond_with_error(
-                Error::new(
-                    ErrorCode::RESOURCE_NOT_FOUND,
-                    format!("unknown session: {:?}", &*request.session_id.0),
-                )
-                .data(json!({ "sessionId": request.session_id })),
-            );
+            return responder.respond_with_error(unknown_session(&request.session_id));
         };
         let text = prompt_text(&request.prompt);
         // The cwd is filled in when the turn starts (an earlier turn may still `cd`).

@@ -9,12 +9,13 @@
 //! (the presentation parses it).
 
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, Content, Meta, Terminal, ToolCall, ToolCallContent, ToolCallId,
-    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ClientCapabilities, Content, Meta, SessionMode, SessionModeState, Terminal, ToolCall,
+    ToolCallContent, ToolCallId, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use serde_json::{json, Value};
 
 use crate::present::{CallView, ResultView};
+use crate::sandbox;
 
 /// What the client said it can render, remembered per connection from `initialize`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -356,5 +357,32 @@ mod tests {
             update["content"][1]["content"]["text"],
             "```console\nengine said no\n```"
         );
+    }
+}
+
+/// The sandbox modes as ACP session modes (Zed shows them as a picker), `current` selected.
+/// Each description says what the mode enforces on this machine and what it does not.
+pub fn session_modes(current: sandbox::Mode) -> SessionModeState {
+    let modes = sandbox::Mode::ALL
+        .into_iter()
+        .map(|mode| SessionMode::new(mode.id(), mode.name()).description(sandbox::describe(mode)))
+        .collect();
+    SessionModeState::new(current.id(), modes)
+}
+
+#[cfg(test)]
+mod session_mode_tests {
+    use super::*;
+
+    #[test]
+    fn every_sandbox_mode_is_offered_with_the_current_one_selected() {
+        let state = session_modes(sandbox::Mode::ReadOnly);
+        assert_eq!(&*state.current_mode_id.0, "read-only");
+        let ids: Vec<&str> = state.available_modes.iter().map(|m| &*m.id.0).collect();
+        assert_eq!(ids, ["workspace", "read-only", "full"]);
+        assert!(state
+            .available_modes
+            .iter()
+            .all(|m| m.description.as_deref().is_some_and(|d| !d.is_empty())));
     }
 }

@@ -127,6 +127,9 @@ pub struct Session {
     root: PathBuf,
     cwd: Mutex<PathBuf>,
     mode: Mutex<sandbox::Mode>,
+    /// The mode whose sandbox notices the session's output last showed: what a mode does not
+    /// enforce is said on the first run in that mode, not on every run.
+    announced_mode: Mutex<Option<sandbox::Mode>>,
 }
 
 /// What to run.
@@ -201,6 +204,7 @@ impl Engine {
             root: root.to_path_buf(),
             cwd: Mutex::new(root.to_path_buf()),
             mode: Mutex::new(self.inner.config.sandbox_mode),
+            announced_mode: Mutex::new(None),
         })
     }
 

@@ -117,9 +117,13 @@ pub(super) async fn run(
         workspace: session.root.clone(),
         temp: std::env::temp_dir(),
     };
-    let confined = sandbox::confine(launch, session.mode(), &roots);
-    for notice in confined.notices {
-        output.notice(notice);
+    let mode = session.mode();
+    let confined = sandbox::confine(launch, mode, &roots);
+    let first_run_in_mode = session.announced_mode.lock().unwrap().replace(mode) != Some(mode);
+    if first_run_in_mode {
+        for notice in confined.notices {
+            output.notice(notice);
+        }
     }
     let env = engine.env.vars.iter().cloned().chain([
         (
