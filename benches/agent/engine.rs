@@ -144,3 +144,58 @@ fn reset_peak_rss() -> u64 {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     crate::stats::rss_kib(std::process::id()).unwrap().0
 }
+
+/// The engine's per-byte work alone, no processes: the throughput command's bytes, in 64 KiB
+/// pieces (the engine's read size), through a `Capture` (with its full log) and a `Chunker`, as
+/// `run` does;
+/// against one copy of the same bytes.
+pub fn chunk_capture(bench: &Bench) -> Vec<Row> {
+    use acp_bash::exec::capture::Capture;
+    use acp_bash::exec::chunk::Chunker;
+    const PIECE: usize = 64 * 1024;
+    let runs = if bench.quick { 3 } else { 5 };
+    let line: Vec<u8> = [&[b'x'; 63][..], b"\n"].concat();
+    let piece: Vec<u8> = line.iter().copied().cycle().take(PIECE).collect();
+    let pieces = (bench.bytes / PIECE as u64).max(1);
+    let bytes = pieces * PIECE as u64;
+    let (mut engine_s, mut copy_s) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let mut sink = vec![0u8; PIECE];
+        let started = Instant::now();
+        for _ in 0..pieces {
+            sink.copy_from_slice(std::hint::black_box(&piece));
+            std::hint::black_box(&mut sink);
+        }
+        copy_s.push(started.elapsed().as_secs_f64());
+
+        let started = Instant::now();
+        let mut chunker = Chunker::default();
+        let mut capture = Capture::new(32 * 1024, 32 * 1024, &bench.engine_log_dir());
+        let mut streamed = 0usize;
+        for _ in 0..pieces {
+            let piece = std::hint::black_box(&piece[..]);
+            capture.push(piece);
+            streamed += chunker.push_borrowed(piece).len();
+        }
+        streamed += chunker.finish().len();
+        let captured = capture.finish();
+        engine_s.push(started.elapsed().as_secs_f64());
+        assert_eq!(streamed as u64, bytes);
+        assert!(captured.truncation.is_some());
+        bench.clean_engine_logs();
+    }
+    let rate =
+        |seconds: &[f64]| -> Vec<f64> { seconds.iter().map(|s| bytes as f64 / s / 1e6).collect() };
+    vec![Row {
+        case: "engine-chunk-capture".into(),
+        metric: format!(
+            "{} MiB through Chunker + Capture (log on disk), MB/s",
+            bytes >> 20
+        ),
+        median: spread(&rate(&engine_s), "MB/s", 0),
+        baseline: format!("one memcpy: {}", spread(&rate(&copy_s), "MB/s", 0)),
+        ratio: ratio(median(&rate(&engine_s)), median(&rate(&copy_s))),
+        target: "(context: CPU per byte)".into(),
+        met: None,
+    }]
+}

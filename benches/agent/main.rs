@@ -92,6 +92,7 @@ const CASES: &[(&str, Case)] = &[
     ("concurrency", wire::concurrency),
     ("engine-overhead", |b| Ok(engine::overhead(b))),
     ("engine-throughput", |b| Ok(engine::throughput(b))),
+    ("engine-chunk-capture", |b| Ok(engine::chunk_capture(b))),
 ];
 
 fn machine() -> String {
