@@ -19,13 +19,28 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn session(bench: &Bench, mode: Mode) -> Session {
+fn session(bench: &Bench, mode: Mode) -> std::sync::Arc<Session> {
     let config = EngineConfig {
         sandbox_mode: mode,
         log_dir: bench.engine_log_dir(),
         ..EngineConfig::default()
     };
-    Engine::new(config).session(bench.session_dir()).unwrap()
+    std::sync::Arc::new(Engine::new(config).session(bench.session_dir()).unwrap())
+}
+
+/// Runs `script` on a runtime worker, as the agent does (it spawns each run as a task).
+fn run_on(
+    rt: &tokio::runtime::Runtime,
+    session: &std::sync::Arc<Session>,
+    script: &str,
+) -> (Duration, u64, Exit) {
+    let session = session.clone();
+    let script = script.to_string();
+    rt.block_on(async move {
+        tokio::spawn(async move { run(&session, &script).await })
+            .await
+            .unwrap()
+    })
 }
 
 /// Runs `script`; returns how long it took and how many bytes were streamed.
@@ -58,13 +73,16 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
                 run(&session, "true").await;
             }
         });
+        let mut paired = Vec::new();
         for _ in 0..count {
-            raw_ms.push(ms(raw::bash_to_devnull("true")));
-            let (elapsed, _, exit) = rt.block_on(run(&session, "true"));
+            let raw = ms(raw::bash_to_devnull("true"));
+            let (elapsed, _, exit) = run_on(&rt, &session, "true");
             assert_eq!(exit, Exit::Code(0));
+            raw_ms.push(raw);
             engine_ms.push(ms(elapsed));
+            paired.push(ms(elapsed) - raw);
         }
-        let overhead = median(&engine_ms) - median(&raw_ms);
+        let overhead = median(&paired);
         rows.push(Row {
             case: "engine-overhead".into(),
             metric: format!("`true` through Session::run, {mode}"),
@@ -93,7 +111,7 @@ pub fn throughput(bench: &Bench) -> Vec<Row> {
         null_s.push(raw::bash_to_devnull(&script).as_secs_f64());
         pipe_s.push(raw::bash_to_pipe_reader(&script).0.as_secs_f64());
         let before = reset_peak_rss();
-        let (elapsed, streamed, exit) = rt.block_on(run(&session, &script));
+        let (elapsed, streamed, exit) = run_on(&rt, &session, &script);
         assert_eq!(exit, Exit::Code(0));
         assert_eq!(streamed, bench.bytes);
         let (_, peak) = crate::stats::rss_kib(std::process::id()).unwrap();

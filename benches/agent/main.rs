@@ -52,10 +52,14 @@ impl Bench {
     }
 
     fn spawn_agent(&self, sandbox: Option<&str>) -> Result<Agent> {
-        let mut args = Vec::new();
-        if let Some(mode) = sandbox {
-            args.extend(["--sandbox".to_string(), mode.to_string()]);
+        match sandbox {
+            Some(mode) => self.spawn_agent_with(&["--sandbox", mode]),
+            None => self.spawn_agent_with(&[]),
         }
+    }
+
+    fn spawn_agent_with(&self, args: &[&str]) -> Result<Agent> {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         std::fs::create_dir_all(self.agent_tmp()).unwrap();
         let tmp = self.agent_tmp();
         Agent::spawn(

@@ -93,8 +93,18 @@ pub fn startup(bench: &Bench) -> Result<Vec<Row>> {
     }))
     .unwrap();
     let (mut agent_ms, mut agent_rss, mut cat_ms, mut cat_rss) = (vec![], vec![], vec![], vec![]);
+    // The same agent without the environment scrub: what the scrub costs at start-up.
+    let mut unscrubbed_ms = Vec::new();
     let mut answered_by = String::new();
     for _ in 0..runs {
+        let started = Instant::now();
+        if let Ok(mut agent) = bench.spawn_agent_with(&["--no-env-scrub"]) {
+            if let Ok((_, answer)) = agent.initialize() {
+                unscrubbed_ms.push(ms(answer.at - started));
+            }
+            agent.shutdown(Duration::from_secs(2));
+        }
+
         let (elapsed, rss) = raw::cat_echo(&line);
         cat_ms.push(ms(elapsed));
         cat_rss.push(mib(rss));
@@ -112,7 +122,7 @@ pub fn startup(bench: &Bench) -> Result<Vec<Row>> {
     }
     let time_median = median(&agent_ms);
     let rss_median = median(&agent_rss);
-    Ok(vec![
+    let mut rows = vec![
         Row {
             case: "startup".into(),
             metric: format!("spawn → initialize answered ({answered_by})"),
@@ -131,7 +141,19 @@ pub fn startup(bench: &Bench) -> Result<Vec<Row>> {
             target: "≤ 10 MiB".into(),
             met: Some(rss_median <= 10.0),
         },
-    ])
+    ];
+    if unscrubbed_ms.len() == runs {
+        rows.push(Row {
+            case: "startup".into(),
+            metric: "diagnosis: spawn → initialize answered with `--no-env-scrub`".into(),
+            median: spread(&unscrubbed_ms, "ms", 2),
+            baseline: format!("the default (scrub on): {}", spread(&agent_ms, "ms", 2)),
+            ratio: ratio(median(&unscrubbed_ms), time_median),
+            target: "(context)".into(),
+            met: None,
+        });
+    }
+    Ok(rows)
 }
 
 /// 2. Per-command overhead: sequential prompts of `true` against `bash -c true` spawned directly,
@@ -157,8 +179,7 @@ pub fn overhead(bench: &Bench) -> Result<Vec<Row>> {
                 "true",
             )?;
         }
-        let (mut agent_ms, mut raw_ms) = (Vec::new(), Vec::new());
-        let wall = Instant::now();
+        let (mut agent_ms, mut raw_ms, mut paired) = (Vec::new(), Vec::new(), Vec::new());
         let mut agent_total = Duration::ZERO;
         let mut raw_total = Duration::ZERO;
         for _ in 0..count {
@@ -169,10 +190,12 @@ pub fn overhead(bench: &Bench) -> Result<Vec<Row>> {
             check_completed(&turn, "true")?;
             agent_total += turn.elapsed;
             agent_ms.push(ms(turn.elapsed));
+            paired.push(ms(turn.elapsed) - ms(raw));
         }
-        let _ = wall;
         ready.agent.shutdown(Duration::from_secs(2));
-        let overhead = median(&agent_ms) - median(&raw_ms);
+        // Each prompt is paired with the raw spawn just before it (same load): the median of
+        // the differences is steadier than the difference of the medians.
+        let overhead = median(&paired);
         rows.push(Row {
             case: "overhead".into(),
             metric: format!(
