@@ -89,7 +89,7 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
             median: spread(&engine_ms, "ms", 2),
             baseline: format!("`bash -c true`: {}", spread(&raw_ms, "ms", 2)),
             ratio: format!(
-                "{} (+{overhead:.2} ms)",
+                "{}; paired Δ {overhead:+.2} ms",
                 ratio(median(&engine_ms), median(&raw_ms))
             ),
             target: format!("(agent: ≤ raw + {budget} ms)"),

@@ -36,15 +36,12 @@ struct Turn {
     elapsed: Duration,
     updates: u64,
     output_bytes: u64,
-    first_output: Option<Instant>,
-    first_output_matching: Option<Instant>,
-    last_output: String,
     stop_reason: String,
     final_status: Option<String>,
 }
 
-/// Sends `script` and waits for its answer; `needle` marks the update whose arrival is timed.
-fn prompt(ready: &mut Ready, script: &str, needle: &str, timeout: Duration) -> Result<Turn> {
+/// Sends `script` and waits for its answer, counting the updates and the output they carry.
+fn prompt(ready: &mut Ready, script: &str, timeout: Duration) -> Result<Turn> {
     let (id, sent) = ready.agent.send_prompt(&ready.session, script)?;
     let mut turn = Turn::default();
     let answer = ready.agent.wait_response(id, timeout, |line: &Line| {
@@ -52,13 +49,6 @@ fn prompt(ready: &mut Ready, script: &str, needle: &str, timeout: Duration) -> R
         turn.updates += 1;
         if let Some(data) = line.terminal_output() {
             turn.output_bytes += data.len() as u64;
-            turn.first_output.get_or_insert(line.at);
-            if turn.first_output_matching.is_none() && data.contains(needle) {
-                turn.first_output_matching = Some(line.at);
-            }
-            turn.last_output.clear();
-            turn.last_output
-                .push_str(&data[data.len().saturating_sub(200)..].to_string());
         }
         if let Some(status) = update.get("status").and_then(Value::as_str) {
             turn.final_status = Some(status.to_string());
@@ -175,7 +165,7 @@ pub fn overhead(bench: &Bench) -> Result<Vec<Row>> {
         };
         for _ in 0..5 {
             check_completed(
-                &prompt(&mut ready, "true", "", Duration::from_secs(10))?,
+                &prompt(&mut ready, "true", Duration::from_secs(10))?,
                 "true",
             )?;
         }
@@ -186,7 +176,7 @@ pub fn overhead(bench: &Bench) -> Result<Vec<Row>> {
             let raw = raw::bash_to_devnull("true");
             raw_total += raw;
             raw_ms.push(ms(raw));
-            let turn = prompt(&mut ready, "true", "", Duration::from_secs(10))?;
+            let turn = prompt(&mut ready, "true", Duration::from_secs(10))?;
             check_completed(&turn, "true")?;
             agent_total += turn.elapsed;
             agent_ms.push(ms(turn.elapsed));
@@ -206,7 +196,7 @@ pub fn overhead(bench: &Bench) -> Result<Vec<Row>> {
             median: spread(&agent_ms, "ms", 2),
             baseline: format!("`bash -c true`: {}", spread(&raw_ms, "ms", 2)),
             ratio: format!(
-                "{} (+{overhead:.2} ms)",
+                "{}; paired Δ {overhead:+.2} ms",
                 ratio(median(&agent_ms), median(&raw_ms))
             ),
             target: format!("≤ raw + {budget_ms} ms"),
@@ -235,7 +225,7 @@ pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
         pipe_s.push(elapsed.as_secs_f64());
 
         let mut ready = ready(bench, Some("full"))?;
-        let turn = prompt(&mut ready, &script, "", Duration::from_secs(300))?;
+        let turn = prompt(&mut ready, &script, Duration::from_secs(300))?;
         check_completed(&turn, &script)?;
         let (_, peak) = rss_kib(ready.agent.pid).unwrap_or((0, 0));
         ready.agent.shutdown(Duration::from_secs(5));
@@ -328,7 +318,7 @@ pub fn latency(bench: &Bench) -> Result<Vec<Row>> {
     let script = "echo ready; sleep 1";
     let mut ready = ready(bench, Some("full"))?;
     check_completed(
-        &prompt(&mut ready, "true", "", Duration::from_secs(10))?,
+        &prompt(&mut ready, "true", Duration::from_secs(10))?,
         "true",
     )?;
     let (mut agent_ms, mut raw_ms) = (Vec::new(), Vec::new());
