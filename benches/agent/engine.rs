@@ -74,13 +74,47 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
             }
         });
         let mut paired = Vec::new();
+        // Diagnosis (sandbox off only): the same `bash -c true` forked as the engine forks it,
+        // then also with the engine's prelude.
+        let diagnose = mode == Mode::Full;
+        let prelude = bench.work.path().join(".prelude.bash");
+        std::fs::write(&prelude, raw::engine_prelude()).unwrap();
+        let cwd_file = bench.work.path().join(".cwd");
+        let (mut forked, mut with_prelude) = (Vec::new(), Vec::new());
         for _ in 0..count {
             let raw = ms(raw::bash_to_devnull("true"));
+            if diagnose {
+                forked.push(ms(raw::bash_true_like_engine(None)) - raw);
+                with_prelude
+                    .push(ms(raw::bash_true_like_engine(Some((&prelude, &cwd_file)))) - raw);
+            }
             let (elapsed, _, exit) = run_on(&rt, &session, "true");
             assert_eq!(exit, Exit::Code(0));
             raw_ms.push(raw);
             engine_ms.push(ms(elapsed));
             paired.push(ms(elapsed) - raw);
+        }
+        if diagnose {
+            for (what, deltas) in [
+                (
+                    "forked with a pre_exec step, own group (as the engine spawns)",
+                    &forked,
+                ),
+                (
+                    "… and the engine's BASH_ENV prelude + cwd file",
+                    &with_prelude,
+                ),
+            ] {
+                rows.push(Row {
+                    case: "engine-overhead".into(),
+                    metric: format!("diagnosis: `bash -c true` {what}"),
+                    median: format!("paired Δ {:+.2} ms", median(deltas)),
+                    baseline: "`bash -c true` (posix_spawn)".into(),
+                    ratio: "-".into(),
+                    target: "(context)".into(),
+                    met: None,
+                });
+            }
         }
         let overhead = median(&paired);
         rows.push(Row {

@@ -118,3 +118,46 @@ pub fn cat_echo(line: &str) -> (Duration, u64) {
     let _ = child.wait();
     (elapsed, rss)
 }
+
+/// `bash -c true` started the way the engine starts its shell: by fork (a `pre_exec` step that
+/// arms the parent-death signal rules out std's posix_spawn/vfork path), in its own process
+/// group, optionally with the engine's `BASH_ENV` prelude writing its cwd file. Splits the
+/// engine's per-command overhead into its parts.
+pub fn bash_true_like_engine(prelude: Option<(&std::path::Path, &std::path::Path)>) -> Duration {
+    use std::os::unix::process::CommandExt;
+    let started = Instant::now();
+    let mut command = Command::new(BASH);
+    command
+        .args(["-c", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    if let Some((prelude, cwd_file)) = prelude {
+        command
+            .env("BASH_ENV", prelude)
+            .env("ACP_BASH_CWD_FILE", cwd_file);
+    }
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let status = command.status().expect("bash runs");
+    assert!(status.success());
+    if let Some((_, cwd_file)) = prelude {
+        let _ = std::fs::read(cwd_file);
+        let _ = std::fs::remove_file(cwd_file);
+    }
+    started.elapsed()
+}
+
+/// The engine's prelude, taken from its source so that the two never differ.
+pub fn engine_prelude() -> &'static str {
+    let source = include_str!("../../src/exec/prelude.rs");
+    let start = source.find("r#\"").expect("the prelude literal") + 3;
+    let end = start + source[start..].find("\"#;").expect("its end");
+    &source[start..end]
+}
