@@ -214,7 +214,7 @@ pub fn throughput_script(bytes: u64) -> String {
 /// 3. Throughput and memory: the command printing `bench.bytes` through the card path, against
 ///    the same command into /dev/null (and into a pipe drained by a reader that does nothing).
 pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
-    let runs = if bench.quick { 1 } else { 3 };
+    let runs = if bench.quick { 1 } else { 5 };
     let script = throughput_script(bench.bytes);
     let (mut agent_s, mut null_s, mut pipe_s) = (Vec::new(), Vec::new(), Vec::new());
     let (mut peaks, mut streamed, mut updates, mut budgets) = (vec![], vec![], vec![], vec![]);
