@@ -1,0 +1,479 @@
+//! The ACP agent: the request handlers and the per-connection state.
+//!
+//! Owns: `initialize` (remembering what the client renders), `session/new` (one engine session
+//! per ACP session, each with its own working directory), `session/prompt` (one bash call per
+//! prompt, run outside the dispatch loop), `session/cancel` (kills the running command at once),
+//! and shutdown on stdin EOF (every running command is cancelled before [`AcpBashAgent::serve`]
+//! returns). Must not touch: how a call looks on the wire (that is [`super::bridge`]), how output
+//! is batched ([`super::stream`]), how commands run (the engine).
+//!
+//! Concurrency (see the SDK guide §4/§5): handlers only validate, register and `cx.spawn` the turn;
+//! they never await anything that needs a later inbound message. The command itself runs on a
+//! tokio task (tracked, so that shutdown can wait for the kill), and streams its chunks back to
+//! the turn over a channel. Turns of one session run one after another; turns of different
+//! sessions run at the same time.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
+    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, SessionId, SessionNotification, SessionUpdate, StopReason, ToolCallId,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::bridge::{self, ClientFeatures};
+use super::stream::{self, Coalescer, StreamLimits};
+use crate::driver::call_from_prompt;
+use crate::exec::{Engine, Session};
+use crate::present::{console_block, present_call, present_result, ResultView};
+use crate::tool::{run_bash, BashCall, BashResult};
+
+/// How long [`AcpBashAgent::serve`] waits, after the client went away, for cancelled commands to
+/// be killed and reaped before it returns anyway.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// The acp-bash agent: serves one ACP connection with an [`Engine`].
+///
+/// Cheap to clone (the engine is shared); every connection gets fresh state.
+#[derive(Clone)]
+pub struct AcpBashAgent {
+    engine: Engine,
+    limits: StreamLimits,
+}
+
+impl AcpBashAgent {
+    pub fn new(engine: Engine) -> Self {
+        AcpBashAgent {
+            engine,
+            limits: StreamLimits::default(),
+        }
+    }
+
+    /// Changes how live output is batched and capped (the defaults suit Zed).
+    pub fn with_stream_limits(mut self, limits: StreamLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Serves one connection until the client closes it (EOF), then cancels every running
+    /// command and waits (at most a few seconds) for them to be killed.
+    ///
+    /// `transport` is usually [`agent_client_protocol::Stdio`].
+    pub async fn serve(
+        self,
+        transport: impl ConnectTo<Agent>,
+    ) -> agent_client_protocol::Result<()> {
+        self.serve_until(transport, std::future::pending()).await
+    }
+
+    /// Like [`Self::serve`], but also stops when `stop` completes (a signal, say): the
+    /// connection is dropped, and every running command is cancelled and reaped the same way.
+    pub async fn serve_until(
+        self,
+        transport: impl ConnectTo<Agent>,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> agent_client_protocol::Result<()> {
+        let connection = Arc::new(Connection::new(self.engine, self.limits));
+        let result = tokio::select! {
+            result = connection.clone().handle(transport) => result,
+            () = stop => Ok(()),
+        };
+        connection.shutdown().await;
+        match result {
+            Err(error) if client_closed_its_end(&error) => {
+                tracing::info!(%error, "the client stopped reading: treating it as EOF");
+                Ok(())
+            }
+            result => result,
+        }
+    }
+}
+
+impl ConnectTo<Client> for AcpBashAgent {
+    async fn connect_to(self, client: impl ConnectTo<Agent>) -> agent_client_protocol::Result<()> {
+        self.serve(client).await
+    }
+}
+
+/// The state of one connection.
+struct Connection {
+    engine: Engine,
+    limits: StreamLimits,
+    features: Mutex<ClientFeatures>,
+    next_session: AtomicU64,
+    sessions: Mutex<HashMap<SessionId, Arc<SessionState>>>,
+    /// The tokio tasks that run commands: shutdown waits for them.
+    runs: TaskTracker,
+}
+
+/// One ACP session: an engine session plus the calls it is running.
+struct SessionState {
+    number: u64,
+    session: Arc<Session>,
+    next_call: AtomicU64,
+    /// Held for a whole turn: a session's prompts run one after another.
+    turn: tokio::sync::Mutex<()>,
+    /// The tokens of the turns that are running or waiting for `turn`, by turn number.
+    running: Mutex<HashMap<u64, CancellationToken>>,
+    next_turn: AtomicU64,
+}
+
+impl SessionState {
+    fn cancel_all(&self) {
+        for token in self.running.lock().unwrap().values() {
+            token.cancel();
+        }
+    }
+}
+
+fn invalid_params(message: String, data: serde_json::Value) -> Error {
+    Error::new(ErrorCode::INVALID_PARAMS, message).data(data)
+}
+
+impl Connection {
+    fn new(engine: Engine, limits: StreamLimits) -> Self {
+        Connection {
+            engine,
+            limits,
+            features: Mutex::new(ClientFeatures::default()),
+            next_session: AtomicU64::new(1),
+            sessions: Mutex::new(HashMap::new()),
+            runs: TaskTracker::new(),
+        }
+    }
+
+    async fn handle(
+        self: Arc<Self>,
+        transport: impl ConnectTo<Agent>,
+    ) -> agent_client_protocol::Result<()> {
+        let (on_init, on_new, on_prompt, on_cancel) =
+            (self.clone(), self.clone(), self.clone(), self);
+        Agent
+            .v1()
+            .name("acp-bash")
+            .on_receive_request(
+                async move |request: InitializeRequest, responder, _cx| {
+                    on_init.initialize(request, responder)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: NewSessionRequest, responder, _cx| {
+                    on_new.new_session(request, responder)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: PromptRequest, responder, cx| {
+                    on_prompt.clone().prompt(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_notification(
+                async move |notification: CancelNotification, _cx| {
+                    on_cancel.cancel(&notification.session_id);
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .connect_to(transport)
+            .await
+    }
+
+    fn initialize(
+        &self,
+        request: InitializeRequest,
+        responder: Responder<InitializeResponse>,
+    ) -> agent_client_protocol::Result<()> {
+        let features = ClientFeatures::from_capabilities(&request.client_capabilities);
+        tracing::info!(
+            card = features.terminal_output,
+            terminal = features.terminal,
+            "initialize"
+        );
+        *self.features.lock().unwrap() = features;
+        responder.respond(
+            InitializeResponse::new(request.protocol_version)
+                .agent_capabilities(AgentCapabilities::new())
+                .agent_info(
+                    Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
+                ),
+        )
+    }
+
+    fn new_session(
+        &self,
+        request: NewSessionRequest,
+        responder: Responder<NewSessionResponse>,
+    ) -> agent_client_protocol::Result<()> {
+        let session = match self.engine.session(&request.cwd) {
+            Ok(session) => session,
+            Err(error) => {
+                tracing::info!(%error, "session/new refused");
+                return responder.respond_with_error(invalid_params(
+                    error.to_string(),
+                    json!({ "cwd": request.cwd.to_string_lossy() }),
+                ));
+            }
+        };
+        let number = self.next_session.fetch_add(1, Ordering::Relaxed);
+        let id = SessionId::new(format!("sess-{number}"));
+        let state = SessionState {
+            number,
+            session: Arc::new(session),
+            next_call: AtomicU64::new(1),
+            turn: tokio::sync::Mutex::new(()),
+            running: Mutex::new(HashMap::new()),
+            next_turn: AtomicU64::new(1),
+        };
+        tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
+        self.sessions
+            .lock()
+            .unwrap()
+            .insert(id.clone(), Arc::new(state));
+        responder.respond(NewSessionResponse::new(id))
+    }
+
+    /// Validates the prompt, then runs the turn as a connection task and returns at once.
+    fn prompt(
+        self: Arc<Self>,
+        request: PromptRequest,
+        responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let Some(state) = self
+            .sessions
+            .lock()
+            .unwrap()
+            .get(&request.session_id)
+            .cloned()
+        else {
+            return responder.respond_with_error(
+                Error::new(
+                    ErrorCode::RESOURCE_NOT_FOUND,
+                    format!("unknown session: {:?}", &*request.session_id.0),
+                )
+                .data(json!({ "sessionId": request.session_id })),
+            );
+        };
+        let text = prompt_text(&request.prompt);
+        // The cwd is filled in when the turn starts (an earlier turn may still `cd`).
+        let call = match call_from_prompt(&text, state.session.cwd(), None) {
+            Ok(call) => call,
+            Err(error) => {
+                return responder.respond_with_error(invalid_params(
+                    error.to_string(),
+                    json!({ "sessionId": request.session_id, "prompt": "no command" }),
+                ));
+            }
+        };
+        let token = CancellationToken::new();
+        let turn = state.next_turn.fetch_add(1, Ordering::Relaxed);
+        state.running.lock().unwrap().insert(turn, token.clone());
+        let task_cx = cx.clone();
+        // `$/cancel_request` for this prompt (JSON-RPC's own cancel) stops it like session/cancel.
+        let rpc_cancel = responder.cancellation();
+        cx.spawn(async move {
+            let running = self.run_turn(&task_cx, &request.session_id, &state, call, &token);
+            tokio::pin!(running);
+            let stop = tokio::select! {
+                stop = &mut running => stop,
+                () = rpc_cancel.cancelled() => {
+                    tracing::info!(session = %request.session_id.0, "$/cancel_request for a prompt");
+                    token.cancel();
+                    running.await
+                }
+            };
+            state.running.lock().unwrap().remove(&turn);
+            // Never return Err from a connection task: it would tear the connection down.
+            if let Err(error) = responder.respond_with_result(stop.map(PromptResponse::new)) {
+                tracing::debug!(%error, "could not answer session/prompt");
+            }
+            Ok(())
+        })
+    }
+
+    async fn run_turn(
+        &self,
+        cx: &ConnectionTo<Client>,
+        session_id: &SessionId,
+        state: &SessionState,
+        mut call: BashCall,
+        token: &CancellationToken,
+    ) -> agent_client_protocol::Result<StopReason> {
+        let _turn = state.turn.lock().await;
+        if token.is_cancelled() {
+            return Ok(StopReason::Cancelled);
+        }
+        call.cwd = state.session.cwd();
+        let features = *self.features.lock().unwrap();
+        let call_id = ToolCallId::new(format!(
+            "call-{}-{}",
+            state.number,
+            state.next_call.fetch_add(1, Ordering::Relaxed)
+        ));
+        let view = present_call(&call);
+        let send = |update: SessionUpdate| {
+            if let Err(error) =
+                cx.send_notification(SessionNotification::new(session_id.clone(), update))
+            {
+                tracing::debug!(%error, "could not send session/update");
+            }
+        };
+        send(SessionUpdate::ToolCall(bridge::tool_call(
+            &call_id,
+            &call.command,
+            &view,
+            features,
+        )));
+
+        // The command runs on its own tokio task; its chunks come back over `chunks`.
+        let (chunk_tx, mut chunks) = mpsc::unbounded_channel::<String>();
+        let run = {
+            let session = state.session.clone();
+            let call = call.clone();
+            let token = token.clone();
+            let stream = features.card();
+            self.runs.spawn(async move {
+                let mut on_output = move |chunk: &str| {
+                    if stream {
+                        let _ = chunk_tx.send(chunk.to_string());
+                    }
+                };
+                run_bash(&session, &call, &mut on_output, &token).await
+            })
+        };
+
+        let mut coalescer = Coalescer::new(self.limits);
+        loop {
+            let deadline = coalescer.deadline();
+            tokio::select! {
+                chunk = chunks.recv() => match chunk {
+                    Some(chunk) => {
+                        if let Some(data) = coalescer.push(&chunk, Instant::now()) {
+                            send(SessionUpdate::ToolCallUpdate(bridge::output_update(&call_id, &data)));
+                        }
+                    }
+                    None => break,
+                },
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    if let Some(data) = coalescer.poll(Instant::now()) {
+                        send(SessionUpdate::ToolCallUpdate(bridge::output_update(&call_id, &data)));
+                    }
+                }
+            }
+        }
+        if let Some(data) = coalescer.finish(Instant::now()) {
+            send(SessionUpdate::ToolCallUpdate(bridge::output_update(
+                &call_id, &data,
+            )));
+        }
+
+        let result: BashResult = match run.await {
+            Ok(result) => result,
+            Err(error) => {
+                tracing::error!(%error, "the command's task failed");
+                send(SessionUpdate::ToolCallUpdate(bridge::final_update(
+                    &call_id,
+                    &view,
+                    &ResultView::Text {
+                        console: console_block(&format!(
+                            "acp-bash could not run the command: {error}"
+                        )),
+                    },
+                    features,
+                )));
+                return Err(Error::internal_error().data(error.to_string()));
+            }
+        };
+        if coalescer.capped() {
+            let truncation = result.outcome.status.truncation.as_ref();
+            if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
+                let notice = stream::full_output_notice(path);
+                send(SessionUpdate::ToolCallUpdate(bridge::output_update(
+                    &call_id, &notice,
+                )));
+            }
+        }
+        let presented = present_result(&call, &result.text);
+        send(SessionUpdate::ToolCallUpdate(bridge::final_update(
+            &call_id, &view, &presented, features,
+        )));
+        tracing::info!(call = %call_id.0, status = ?bridge::final_status(&presented), "call finished");
+        Ok(if token.is_cancelled() {
+            StopReason::Cancelled
+        } else {
+            StopReason::EndTurn
+        })
+    }
+
+    fn cancel(&self, session_id: &SessionId) {
+        match self.sessions.lock().unwrap().get(session_id) {
+            Some(state) => {
+                tracing::info!(session = %session_id.0, "session/cancel");
+                state.cancel_all();
+            }
+            None => {
+                tracing::info!(session = %session_id.0, "session/cancel for an unknown session")
+            }
+        }
+    }
+
+    /// After EOF: cancel every command and wait (bounded) for the engine to kill them.
+    async fn shutdown(&self) {
+        for state in self.sessions.lock().unwrap().values() {
+            state.cancel_all();
+        }
+        self.runs.close();
+        if tokio::time::timeout(SHUTDOWN_WAIT, self.runs.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "some commands were still running {SHUTDOWN_WAIT:?} after the client left"
+            );
+        }
+    }
+}
+
+/// Whether the connection ended because the client closed the agent's stdout (a write failed
+/// with EPIPE): the client went away, exactly as with EOF on stdin, and that is not a failure.
+fn client_closed_its_end(error: &Error) -> bool {
+    let broken_pipe = format!("(os error {})", libc::EPIPE);
+    let mentions = |value: &serde_json::Value| value.to_string().contains(&broken_pipe);
+    error.message.contains(&broken_pipe) || error.data.as_ref().is_some_and(mentions)
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The text of a prompt: its text blocks (and embedded text resources) joined by newlines.
+/// Images, audio and links carry no script and are ignored.
+pub fn prompt_text(blocks: &[ContentBlock]) -> String {
+    let mut parts = Vec::new();
+    for block in blocks {
+        match block {
+            ContentBlock::Text(text) => parts.push(text.text.as_str()),
+            ContentBlock::Resource(resource) => {
+                if let EmbeddedResourceResource::TextResourceContents(text) = &resource.resource {
+                    parts.push(text.text.as_str());
+                }
+            }
+            _ => {}
+        }
+    }
+    parts.join("\n")
+}

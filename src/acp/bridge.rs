@@ -1,0 +1,360 @@
+//! The bridge: maps the provider-neutral presentation of a bash call ([`CallView`],
+//! [`ResultView`]) to ACP `tool_call` / `tool_call_update` values, gated on what the client said it
+//! can render.
+//!
+//! Owns: the card path (Zed's `_meta.terminal_info` / `terminal_output` / `terminal_exit`
+//! convention, `shared/notes/zed-terminal-card.md`) and the console fallback. Pure: no I/O, no
+//! processes, no clock; every function here is a value-to-value mapping, unit-tested below.
+//! Must not touch: how output is produced or streamed (that is [`super::stream`]), the markers text
+//! (the presentation parses it).
+
+use agent_client_protocol::v1::schema::{
+    ClientCapabilities, Content, Meta, Terminal, ToolCall, ToolCallContent, ToolCallId,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use serde_json::{json, Value};
+
+use crate::present::{CallView, ResultView};
+
+/// What the client said it can render, remembered per connection from `initialize`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientFeatures {
+    /// `clientCapabilities._meta.terminal_output == true`: the client renders the terminal card
+    /// (Zed). Only this turns the card path on.
+    pub terminal_output: bool,
+    /// `clientCapabilities.terminal`: the client can run `terminal/create` itself. Remembered, but
+    /// acp-bash never asks the client to run commands, so it changes nothing on the wire.
+    pub terminal: bool,
+}
+
+impl ClientFeatures {
+    /// Reads the features from an `initialize` request's capabilities.
+    pub fn from_capabilities(caps: &ClientCapabilities) -> Self {
+        ClientFeatures {
+            terminal_output: caps
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.get("terminal_output"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            terminal: caps.terminal,
+        }
+    }
+
+    /// Whether calls are shown as a live terminal card (else as a console block).
+    pub fn card(&self) -> bool {
+        self.terminal_output
+    }
+}
+
+/// The terminal id of a call's card: the tool-call id itself (unique per connection, never reused).
+pub fn terminal_id(call_id: &ToolCallId) -> String {
+    call_id.0.to_string()
+}
+
+fn meta(value: Value) -> Meta {
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("_meta values are built as objects"),
+    }
+}
+
+fn text_block(text: &str) -> ToolCallContent {
+    ToolCallContent::Content(Content::new(text.to_string()))
+}
+
+/// The content a call starts with: the description (if any), then the terminal block on the card
+/// path. The description comes first so that Zed shows it above the card.
+fn call_content(
+    call_id: &ToolCallId,
+    view: &CallView,
+    features: ClientFeatures,
+) -> Vec<ToolCallContent> {
+    let mut content = Vec::new();
+    if let Some(description) = view.description.as_deref().filter(|d| !d.is_empty()) {
+        content.push(text_block(description));
+    }
+    if features.card() {
+        content.push(ToolCallContent::Terminal(Terminal::new(terminal_id(
+            call_id,
+        ))));
+    }
+    content
+}
+
+/// The `tool_call` that opens a call: `in_progress`, kind `execute`, titled with the command.
+///
+/// On the card path it carries the terminal block and `_meta.terminal_info{terminal_id, cwd}`.
+pub fn tool_call(
+    call_id: &ToolCallId,
+    command: &str,
+    view: &CallView,
+    features: ClientFeatures,
+) -> ToolCall {
+    let call = ToolCall::new(call_id.clone(), view.title.clone())
+        .kind(ToolKind::Execute)
+        .status(ToolCallStatus::InProgress)
+        .content(call_content(call_id, view, features))
+        .raw_input(json!({ "command": command }));
+    if features.card() {
+        call.meta(meta(json!({
+            "terminal_info": {
+                "terminal_id": terminal_id(call_id),
+                "cwd": view.cwd.to_string_lossy(),
+            }
+        })))
+    } else {
+        call
+    }
+}
+
+/// A live-output update for the card: only `_meta.terminal_output{terminal_id, data}`, no content
+/// (content would replace the card). Zed appends each `data` to the card.
+pub fn output_update(call_id: &ToolCallId, data: &str) -> ToolCallUpdate {
+    ToolCallUpdate::new(call_id.clone(), ToolCallUpdateFields::new()).meta(meta(json!({
+        "terminal_output": { "terminal_id": terminal_id(call_id), "data": data }
+    })))
+}
+
+/// The status a finished call shows: `completed` for exit 0, `failed` for anything else
+/// (a non-zero exit, a signal, a result the presentation could not read).
+pub fn final_status(result: &ResultView) -> ToolCallStatus {
+    match result {
+        ResultView::Terminal { terminal, .. } if terminal.exit.success => ToolCallStatus::Completed,
+        _ => ToolCallStatus::Failed,
+    }
+}
+
+/// The update that closes a call.
+///
+/// - Card path: `status` and `_meta.terminal_exit{terminal_id, exit_code, signal}` and NO content,
+///   so the card stays. (If the presentation could not read the result as a terminal, the card is
+///   kept and the text is added after it.)
+/// - Fallback path: `status` and content = the description (kept, since content replaces what
+///   the call had) and the output as a ```` ```console ```` block ending with the status markers.
+pub fn final_update(
+    call_id: &ToolCallId,
+    view: &CallView,
+    result: &ResultView,
+    features: ClientFeatures,
+) -> ToolCallUpdate {
+    let fields = ToolCallUpdateFields::new().status(final_status(result));
+    match (features.card(), result) {
+        (true, ResultView::Terminal { terminal, .. }) => {
+            ToolCallUpdate::new(call_id.clone(), fields).meta(meta(json!({
+                "terminal_exit": {
+                    "terminal_id": terminal_id(call_id),
+                    "exit_code": terminal.exit.exit_code,
+                    "signal": terminal.exit.signal,
+                }
+            })))
+        }
+        (true, ResultView::Text { console }) => {
+            let mut content = call_content(call_id, view, features);
+            content.push(text_block(console));
+            ToolCallUpdate::new(call_id.clone(), fields.content(content))
+        }
+        (false, result) => {
+            let mut content = call_content(call_id, view, features);
+            content.push(text_block(result.console()));
+            ToolCallUpdate::new(call_id.clone(), fields.content(content))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::exec::RunStatus;
+    use crate::present::{ExitView, TerminalView};
+    use agent_client_protocol::v1::schema::{SessionNotification, SessionUpdate};
+
+    const ZED: ClientFeatures = ClientFeatures {
+        terminal_output: true,
+        terminal: true,
+    };
+    const PLAIN: ClientFeatures = ClientFeatures {
+        terminal_output: false,
+        terminal: false,
+    };
+
+    fn id() -> ToolCallId {
+        ToolCallId::new("call-1-1")
+    }
+
+    fn view(description: Option<&str>) -> CallView {
+        CallView {
+            title: "make test".into(),
+            description: description.map(str::to_string),
+            cwd: PathBuf::from("/home/me/proj"),
+        }
+    }
+
+    fn result(exit_code: Option<u32>, signal: Option<&str>) -> ResultView {
+        ResultView::Terminal {
+            terminal: TerminalView {
+                cwd: PathBuf::from("/home/me/proj"),
+                output: "ok\n".into(),
+                exit: ExitView {
+                    exit_code,
+                    signal: signal.map(str::to_string),
+                    success: exit_code == Some(0),
+                },
+                status: RunStatus::exited(exit_code.map_or(1, |c| c as i32)),
+            },
+            console: "```console\nok\n[exit code: 0]\n```".into(),
+        }
+    }
+
+    /// The update as it goes on the wire.
+    fn wire(update: SessionUpdate) -> Value {
+        serde_json::to_value(SessionNotification::new("sess-1", update)).unwrap()["update"].clone()
+    }
+
+    #[test]
+    fn features_come_from_meta_terminal_output_only() {
+        let zed: ClientCapabilities = serde_json::from_value(json!({
+            "fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true,
+            "auth": {"terminal": true}, "_meta": {"terminal_output": true, "terminal-auth": true}
+        }))
+        .unwrap();
+        assert_eq!(ClientFeatures::from_capabilities(&zed), ZED);
+        let terminal_only: ClientCapabilities =
+            serde_json::from_value(json!({"terminal": true})).unwrap();
+        let features = ClientFeatures::from_capabilities(&terminal_only);
+        assert!(!features.card() && features.terminal);
+        let odd: ClientCapabilities =
+            serde_json::from_value(json!({"_meta": {"terminal_output": "yes"}})).unwrap();
+        assert!(!ClientFeatures::from_capabilities(&odd).card());
+    }
+
+    #[test]
+    fn card_tool_call_has_description_then_terminal_and_terminal_info() {
+        let call = tool_call(&id(), "make test", &view(Some("Run the tests")), ZED);
+        assert_eq!(
+            wire(SessionUpdate::ToolCall(call)),
+            json!({
+                "sessionUpdate": "tool_call", "toolCallId": "call-1-1", "title": "make test",
+                "kind": "execute", "status": "in_progress",
+                "content": [
+                    {"type": "content", "content": {"type": "text", "text": "Run the tests"}},
+                    {"type": "terminal", "terminalId": "call-1-1"}
+                ],
+                "rawInput": {"command": "make test"},
+                "_meta": {"terminal_info": {"terminal_id": "call-1-1", "cwd": "/home/me/proj"}}
+            })
+        );
+    }
+
+    #[test]
+    fn fallback_tool_call_has_only_the_description_and_no_meta() {
+        let call = wire(SessionUpdate::ToolCall(tool_call(
+            &id(),
+            "make test",
+            &view(Some("Run")),
+            PLAIN,
+        )));
+        assert_eq!(
+            call["content"],
+            json!([{"type": "content", "content": {"type": "text", "text": "Run"}}])
+        );
+        assert!(call.get("_meta").is_none());
+        let bare = wire(SessionUpdate::ToolCall(tool_call(
+            &id(),
+            "make test",
+            &view(None),
+            PLAIN,
+        )));
+        assert!(bare.get("content").is_none(), "{bare}");
+    }
+
+    #[test]
+    fn output_update_is_only_meta() {
+        let update = wire(SessionUpdate::ToolCallUpdate(output_update(
+            &id(),
+            "héllo\x1b[0m\n",
+        )));
+        assert_eq!(
+            update,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-1-1",
+                   "_meta": {"terminal_output": {"terminal_id": "call-1-1", "data": "héllo\x1b[0m\n"}}})
+        );
+    }
+
+    #[test]
+    fn card_final_update_has_status_and_exit_and_no_content() {
+        let ok = wire(SessionUpdate::ToolCallUpdate(final_update(
+            &id(),
+            &view(Some("d")),
+            &result(Some(0), None),
+            ZED,
+        )));
+        assert_eq!(
+            ok,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-1-1", "status": "completed",
+                   "_meta": {"terminal_exit": {"terminal_id": "call-1-1", "exit_code": 0, "signal": null}}})
+        );
+        let failed = wire(SessionUpdate::ToolCallUpdate(final_update(
+            &id(),
+            &view(None),
+            &result(Some(2), None),
+            ZED,
+        )));
+        assert_eq!(failed["status"], "failed");
+        assert_eq!(failed["_meta"]["terminal_exit"]["exit_code"], 2);
+        let killed = wire(SessionUpdate::ToolCallUpdate(final_update(
+            &id(),
+            &view(None),
+            &result(None, Some("SIGKILL")),
+            ZED,
+        )));
+        assert_eq!(killed["status"], "failed");
+        assert_eq!(
+            killed["_meta"]["terminal_exit"],
+            json!({"terminal_id": "call-1-1", "exit_code": null, "signal": "SIGKILL"})
+        );
+        assert!(killed.get("content").is_none());
+    }
+
+    #[test]
+    fn fallback_final_update_keeps_the_description_and_adds_the_console_block() {
+        let done = wire(SessionUpdate::ToolCallUpdate(final_update(
+            &id(),
+            &view(Some("d")),
+            &result(Some(0), None),
+            PLAIN,
+        )));
+        assert_eq!(
+            done,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-1-1", "status": "completed",
+            "content": [
+                {"type": "content", "content": {"type": "text", "text": "d"}},
+                {"type": "content", "content": {"type": "text", "text": "```console\nok\n[exit code: 0]\n```"}}
+            ]})
+        );
+    }
+
+    #[test]
+    fn unreadable_result_is_failed_and_keeps_the_card() {
+        let text = ResultView::Text {
+            console: "```console\nengine said no\n```".into(),
+        };
+        let update = wire(SessionUpdate::ToolCallUpdate(final_update(
+            &id(),
+            &view(None),
+            &text,
+            ZED,
+        )));
+        assert_eq!(update["status"], "failed");
+        assert_eq!(
+            update["content"][0],
+            json!({"type": "terminal", "terminalId": "call-1-1"})
+        );
+        assert_eq!(
+            update["content"][1]["content"]["text"],
+            "```console\nengine said no\n```"
+        );
+    }
+}
