@@ -9,13 +9,12 @@ use crate::raw;
 use crate::stats::{median, mib, ms, ratio, rss_kib, spread, Row};
 use crate::Bench;
 
-/// The agent's live-output limits (`acp::stream::StreamLimits::default()`): at most 4 MiB
-/// streamed per call, batches of at most 64 KiB, at least 20 ms between batches.
-const STREAM_CAP_BYTES: u64 = 4 * 1024 * 1024;
-const MAX_BATCH_BYTES: u64 = 64 * 1024;
-const MIN_INTERVAL: Duration = Duration::from_millis(20);
-/// The notice that ends a capped stream is one short line.
-const CAP_NOTICE_ALLOWANCE: u64 = 256;
+/// The agent's live-output limits, from the library so that the budget follows the code: at
+/// most `max_streamed_bytes` streamed per call, batches of at most `max_batch_bytes`, at least
+/// `min_interval` between batches.
+fn stream_limits() -> acp_bash::acp::stream::StreamLimits {
+    acp_bash::acp::stream::StreamLimits::default()
+}
 
 /// A started agent, initialized like Zed, with one session.
 struct Ready {
@@ -218,6 +217,8 @@ pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
     let script = throughput_script(bench.bytes);
     let (mut agent_s, mut null_s, mut pipe_s) = (Vec::new(), Vec::new(), Vec::new());
     let (mut peaks, mut streamed, mut updates, mut budgets) = (vec![], vec![], vec![], vec![]);
+    let limits = stream_limits();
+    let stream_cap = limits.max_streamed_bytes as u64;
     for _ in 0..runs {
         null_s.push(raw::bash_to_devnull(&script).as_secs_f64());
         let (elapsed, read) = raw::bash_to_pipe_reader(&script);
@@ -236,8 +237,8 @@ pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
         updates.push(turn.updates as f64);
         // tool_call + final update + one batch per interval + the batches that filled early.
         let budget = 2
-            + (turn.elapsed.as_secs_f64() / MIN_INTERVAL.as_secs_f64()).ceil() as u64
-            + STREAM_CAP_BYTES / MAX_BATCH_BYTES
+            + (turn.elapsed.as_secs_f64() / limits.min_interval.as_secs_f64()).ceil() as u64
+            + stream_cap / limits.max_batch_bytes as u64
             + 1;
         budgets.push(budget as f64);
     }
@@ -255,7 +256,12 @@ pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
     };
     let (agent_rate, null_rate, pipe_rate) = (rate(&agent_s), rate(&null_s), rate(&pipe_s));
     let throughput_ratio = median(&agent_rate) / median(&null_rate);
-    let cap = STREAM_CAP_BYTES + CAP_NOTICE_ALLOWANCE;
+    // The cap, plus the line that says streaming stopped and the one naming the full log
+    // (a path: at most PATH_MAX).
+    let notices = acp_bash::acp::stream::cap_notice(&limits).len()
+        + acp_bash::acp::stream::full_output_notice("").len()
+        + libc::PATH_MAX as usize;
+    let cap = stream_cap + notices as u64;
     Ok(vec![
         Row {
             case: "throughput".into(),
@@ -296,7 +302,7 @@ pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
             median: spread(&streamed, "B", 0),
             baseline: format!("printed: {} B", bench.bytes),
             ratio: "-".into(),
-            target: format!("≤ cap {STREAM_CAP_BYTES} B + notice"),
+            target: format!("≤ cap {stream_cap} B + notices (≤ {notices} B)"),
             met: Some(streamed.iter().all(|s| *s as u64 <= cap)),
         },
         Row {
@@ -305,7 +311,11 @@ pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
             median: spread(&updates, "", 0),
             baseline: format!("budget: {}", spread(&budgets, "", 0)),
             ratio: ratio(median(&updates), median(&budgets)),
-            target: "≤ 2 + ⌈t / 20 ms⌉ + cap / 64 KiB + 1".into(),
+            target: format!(
+                "≤ 2 + ⌈t / {} ms⌉ + cap / {} KiB + 1",
+                limits.min_interval.as_millis(),
+                limits.max_batch_bytes / 1024
+            ),
             met: Some(updates.iter().zip(&budgets).all(|(u, b)| u <= b)),
         },
     ])
