@@ -1,0 +1,88 @@
+//! Read-only mode has no network: a connect to a listener on the host's loopback fails.
+#![cfg(target_os = "linux")]
+
+mod sandbox_util;
+
+use std::net::TcpListener;
+
+use acp_bash::sandbox::{Mode, Support};
+use sandbox_util::{spawn, spawn_with};
+
+fn connect_script(port: u16) -> String {
+    format!("if exec 3<>/dev/tcp/127.0.0.1/{port}; then echo connected; else echo refused; fi")
+}
+
+fn accepted(listener: &TcpListener) -> bool {
+    listener.set_nonblocking(true).unwrap();
+    listener.accept().is_ok()
+}
+
+#[test]
+fn workspace_mode_reaches_the_host_loopback() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let (status, output) = spawn(&connect_script(port), Mode::Workspace, dir.path()).finish();
+    assert!(status.success());
+    assert_eq!(output, "connected\n");
+    assert!(accepted(&listener));
+}
+
+#[test]
+fn read_only_mode_cannot_reach_the_host_loopback() {
+    let support = Support::current();
+    if support.network_namespace.is_err() && support.landlock.is_err() {
+        eprintln!("skipping: neither a network namespace nor Landlock here");
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let (status, output) = spawn(&connect_script(port), Mode::ReadOnly, dir.path()).finish();
+    assert!(status.success());
+    assert!(output.ends_with("refused\n"), "{output}");
+    assert!(!accepted(&listener), "a connection came through");
+}
+
+#[test]
+fn read_only_mode_without_a_network_namespace_blocks_tcp_with_landlock() {
+    let mut support = Support::current().clone();
+    if !matches!(support.landlock, Ok(abi) if abi >= 4) {
+        eprintln!("skipping: no Landlock TCP rules here");
+        return;
+    }
+    support.network_namespace = Err("test: pretend there is none".into());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let running = spawn_with(
+        &connect_script(port),
+        Mode::ReadOnly,
+        dir.path(),
+        &support,
+        |_| {},
+    );
+    assert!(running.notices.is_empty(), "{:?}", running.notices);
+    let (status, output) = running.finish();
+    assert!(status.success());
+    assert!(
+        output.contains("Permission denied") && output.ends_with("refused\n"),
+        "{output}"
+    );
+    assert!(!accepted(&listener));
+}
+
+#[test]
+fn read_only_mode_keeps_a_private_loopback() {
+    if Support::current().network_namespace.is_err() {
+        eprintln!("skipping: no network namespace here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The loopback inside is up: binding a port works (nothing outside can see it).
+    let script =
+        "ip -o link show lo 2>/dev/null | grep -q UP && echo lo-up || cat /sys/class/net/lo/flags";
+    let (status, output) = spawn(script, Mode::ReadOnly, dir.path()).finish();
+    assert!(status.success(), "{output}");
+    assert!(output == "lo-up\n" || output.trim() == "0x9", "{output}");
+}
