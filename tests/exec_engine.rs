@@ -402,8 +402,15 @@ async fn cancelling_kills_the_run_at_once() {
     );
     // bash may live long enough to report its foreground child's death ("Terminated"), as it
     // would in a terminal; nothing else may follow.
-    let rest = outcome.output.strip_prefix("started\n").expect("the output so far is kept");
-    assert!(rest.is_empty() || rest.trim_end().ends_with("Terminated"), "{:?}", outcome.output);
+    let rest = outcome
+        .output
+        .strip_prefix("started\n")
+        .expect("the output so far is kept");
+    assert!(
+        rest.is_empty() || rest.trim_end().ends_with("Terminated"),
+        "{:?}",
+        outcome.output
+    );
 }
 
 #[tokio::test]

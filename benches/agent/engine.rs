@@ -81,12 +81,19 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
         std::fs::write(&prelude, raw::engine_prelude()).unwrap();
         let cwd_file = bench.work.path().join(".cwd");
         let (mut forked, mut with_prelude) = (Vec::new(), Vec::new());
+        let (mut confined_full, mut confined_workspace) = (Vec::new(), Vec::new());
+        let roots = acp_bash::sandbox::Roots {
+            workspace: bench.session_dir().to_path_buf(),
+            temp: std::env::temp_dir(),
+        };
         for _ in 0..count {
             let raw = ms(raw::bash_to_devnull("true"));
             if diagnose {
                 forked.push(ms(raw::bash_true_like_engine(None)) - raw);
                 with_prelude
                     .push(ms(raw::bash_true_like_engine(Some((&prelude, &cwd_file)))) - raw);
+                confined_full.push(ms(raw::bash_true_confined(Mode::Full, &roots)) - raw);
+                confined_workspace.push(ms(raw::bash_true_confined(Mode::Workspace, &roots)) - raw);
             }
             let (elapsed, _, exit) = run_on(&rt, &session, "true");
             assert_eq!(exit, Exit::Code(0));
@@ -103,6 +110,14 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
                 (
                     "… and the engine's BASH_ENV prelude + cwd file",
                     &with_prelude,
+                ),
+                (
+                    "forked with `sandbox::confine(full)`'s step (no prelude)",
+                    &confined_full,
+                ),
+                (
+                    "forked with `sandbox::confine(workspace)`'s step (no prelude)",
+                    &confined_workspace,
                 ),
             ] {
                 rows.push(Row {

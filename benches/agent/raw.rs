@@ -161,3 +161,39 @@ pub fn engine_prelude() -> &'static str {
     let end = start + source[start..].find("\"#;").expect("its end");
     &source[start..end]
 }
+
+/// `bash -c true` started as the engine starts it in sandbox `mode`: `sandbox::confine`'s
+/// pre-exec step after the parent-death signal, in its own process group.
+pub fn bash_true_confined(
+    mode: acp_bash::sandbox::Mode,
+    roots: &acp_bash::sandbox::Roots,
+) -> Duration {
+    use std::os::unix::process::CommandExt;
+    let started = Instant::now();
+    let launch = acp_bash::sandbox::Launch {
+        program: BASH.into(),
+        args: vec!["-c".into(), "true".into()],
+    };
+    let confined = acp_bash::sandbox::confine(launch, mode, roots);
+    let mut command = Command::new(&confined.launch.program);
+    command
+        .args(&confined.launch.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut step = confined.pre_exec;
+    // SAFETY: prctl is async-signal-safe, and so is the sandbox's step (its promise).
+    unsafe {
+        command.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            match step.as_mut() {
+                Some(step) => step(),
+                None => Ok(()),
+            }
+        });
+    }
+    let status = command.status().expect("bash runs");
+    assert!(status.success(), "confined bash -c true: {status}");
+    started.elapsed()
+}
