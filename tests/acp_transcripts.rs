@@ -62,7 +62,9 @@ const COLOURS: Script = Script {
 
 const CANCELLED: Script = Script {
     name: "cancelled_sleep",
-    prompts: &["echo started; touch started; sleep 60"],
+    // `exec`: the shell becomes the sleep, so what the kill leaves behind does not depend on
+    // whether bash reports its child's death before acting on its own SIGTERM.
+    prompts: &["echo started; touch started; exec sleep 60"],
     printed: &["started\n"],
     cancel: true,
 };
