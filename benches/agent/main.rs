@@ -2,7 +2,7 @@
 //! measured in the same run (so it holds on a noisy machine), plus the engine alone.
 //!
 //! ```text
-//! cargo bench                          # every case (about 2–4 minutes)
+//! cargo bench                          # every case (about 1–1.5 minutes)
 //! cargo bench -- throughput latency    # only these cases
 //! cargo bench -- engine                # every engine-* case
 //! cargo bench -- --quick               # fewer runs, 64 MiB instead of 1 GiB: checks the harness
