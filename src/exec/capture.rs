@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use super::chunk::{utf8_safe_end, utf8_safe_start};
 use super::status::Truncation;
 
+/// The log's write buffer (see [`Capture::open_log`]).
+const LOG_BUFFER_BYTES: usize = 32 * 1024;
+
 /// A bounded copy of the output, spilling to a log file once it no longer fits.
 pub struct Capture {
     head: Vec<u8>,
@@ -66,19 +69,48 @@ impl Capture {
         if bytes.is_empty() {
             return;
         }
-        if let LogState::Writing { file, .. } = &mut self.log {
-            if file.write_all(bytes).is_err() {
-                self.log = LogState::Failed;
+        match &mut self.log {
+            LogState::NotNeeded => {
+                self.tail.extend_from_slice(bytes);
+                if self.tail.len() > self.tail_window() {
+                    self.open_log();
+                    let excess = self.tail.len() - self.tail_limit;
+                    self.tail.drain(..excess);
+                }
             }
+            LogState::Writing { file, .. } => {
+                if file.write_all(bytes).is_err() {
+                    self.log = LogState::Failed;
+                }
+                self.keep_tail(bytes);
+            }
+            LogState::Failed => self.keep_tail(bytes),
         }
-        self.tail.extend_from_slice(bytes);
-        if self.tail.len() > self.tail_limit.saturating_mul(2).max(1) {
-            if matches!(self.log, LogState::NotNeeded) {
-                self.open_log();
-            }
-            let excess = self.tail.len() - self.tail_limit;
+    }
+
+    /// How long `tail` may grow before it is trimmed back to `tail_limit`.
+    fn tail_window(&self) -> usize {
+        self.tail_limit.saturating_mul(2).max(1)
+    }
+
+    /// Once output is being dropped: keeps (at least) the last `tail_limit` bytes of the tail
+    /// followed by `bytes`, copying only what can still end up in the result. A piece at least
+    /// `tail_limit` long replaces the tail outright (a 64 KiB read copies 32 KiB, instead of
+    /// 64 KiB plus a 32 KiB memmove); shorter pieces append, and the tail is trimmed when it
+    /// would pass twice the limit, as before.
+    fn keep_tail(&mut self, bytes: &[u8]) {
+        let limit = self.tail_limit;
+        if bytes.len() >= limit {
+            self.tail.clear();
+            self.tail.extend_from_slice(&bytes[bytes.len() - limit..]);
+            return;
+        }
+        if self.tail.len() + bytes.len() > self.tail_window() {
+            // Here bytes.len() < limit, so the excess is within the tail.
+            let excess = self.tail.len() + bytes.len() - limit;
             self.tail.drain(..excess);
         }
+        self.tail.extend_from_slice(bytes);
     }
 
     /// Starts the log with everything seen so far (nothing was dropped before this point).
@@ -95,7 +127,9 @@ impl Capture {
         let opened = std::fs::create_dir_all(&self.log_dir)
             .and_then(|()| File::create(&path))
             .and_then(|file| {
-                let mut file = BufWriter::with_capacity(256 * 1024, file);
+                // Pieces at least this long (a busy pipe's 64 KiB reads) go straight to the
+                // file, without a copy into the buffer; shorter ones are batched.
+                let mut file = BufWriter::with_capacity(LOG_BUFFER_BYTES, file);
                 file.write_all(&self.head)?;
                 file.write_all(&self.tail)?;
                 Ok(file)
@@ -202,5 +236,50 @@ mod tests {
         let captured = capture.finish();
         assert!(captured.text.starts_with("éé\n[…"), "{}", captured.text);
         assert!(captured.text.ends_with("…]\néé"), "{}", captured.text);
+    }
+
+    proptest::proptest! {
+        /// Whatever the sizes of the pieces, the result is the one the limits define: all of
+        /// the output up to head + twice the tail, else the head, a gap line and the last
+        /// `tail_limit` bytes, with the whole output in the log.
+        #[test]
+        fn the_result_does_not_depend_on_how_the_output_was_cut(
+            output in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+            head_limit in 0usize..24,
+            tail_limit in 0usize..24,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut capture = Capture::new(head_limit, tail_limit, dir.path());
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(output.len())).collect();
+            cuts.sort();
+            let mut start = 0;
+            for end in cuts.into_iter().chain([output.len()]) {
+                capture.push(&output[start..end]);
+                start = end;
+            }
+            let captured = capture.finish();
+            if output.len() <= head_limit + tail_limit.saturating_mul(2).max(1) {
+                proptest::prop_assert_eq!(captured.text, String::from_utf8_lossy(&output));
+                proptest::prop_assert!(captured.truncation.is_none());
+            } else {
+                let head = &output[..head_limit];
+                let head = &head[..utf8_safe_end(head)];
+                let tail = &output[output.len() - tail_limit..];
+                let tail = &tail[utf8_safe_start(tail)..];
+                let dropped = output.len() - head.len() - tail.len();
+                let mut text = String::from_utf8_lossy(head).into_owned();
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&format!("[… {dropped} bytes of output dropped here …]\n"));
+                text.push_str(&String::from_utf8_lossy(tail));
+                proptest::prop_assert_eq!(captured.text, text);
+                let truncation = captured.truncation.unwrap();
+                proptest::prop_assert_eq!(truncation.dropped_bytes, dropped as u64);
+                let log = std::fs::read(truncation.full_output.unwrap()).unwrap();
+                proptest::prop_assert_eq!(log, output);
+            }
+        }
     }
 }

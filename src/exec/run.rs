@@ -38,7 +38,7 @@ struct Output<'a> {
 impl Output<'_> {
     fn push(&mut self, bytes: &[u8]) {
         self.capture.push(bytes);
-        let text = self.chunker.push(bytes);
+        let text = self.chunker.push_borrowed(bytes);
         if !text.is_empty() {
             (self.on_output)(&text);
         }

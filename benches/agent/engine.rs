@@ -1,0 +1,268 @@
+//! The execution engine through the library, without ACP: where the agent's time goes.
+
+use std::time::{Duration, Instant};
+
+use acp_bash::exec::{Engine, EngineConfig, Exit, RunRequest, Session};
+use acp_bash::sandbox::Mode;
+use tokio_util::sync::CancellationToken;
+
+use crate::raw;
+use crate::stats::{median, ms, ratio, spread, Row};
+use crate::wire::throughput_script;
+use crate::Bench;
+
+fn runtime() -> tokio::runtime::Runtime {
+    // Like the agent's `#[tokio::main]`: one worker per core.
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn session(bench: &Bench, mode: Mode) -> std::sync::Arc<Session> {
+    let config = EngineConfig {
+        sandbox_mode: mode,
+        log_dir: bench.engine_log_dir(),
+        ..EngineConfig::default()
+    };
+    std::sync::Arc::new(Engine::new(config).session(bench.session_dir()).unwrap())
+}
+
+/// Runs `script` on a runtime worker, as the agent does (it spawns each run as a task).
+fn run_on(
+    rt: &tokio::runtime::Runtime,
+    session: &std::sync::Arc<Session>,
+    script: &str,
+) -> (Duration, u64, Exit) {
+    let session = session.clone();
+    let script = script.to_string();
+    rt.block_on(async move {
+        tokio::spawn(async move { run(&session, &script).await })
+            .await
+            .unwrap()
+    })
+}
+
+/// Runs `script`; returns how long it took and how many bytes were streamed.
+async fn run(session: &Session, script: &str) -> (Duration, u64, Exit) {
+    let started = Instant::now();
+    let mut streamed = 0u64;
+    let outcome = session
+        .run(
+            RunRequest {
+                script: script.into(),
+                timeout: None,
+            },
+            &mut |chunk: &str| streamed += chunk.len() as u64,
+            &CancellationToken::new(),
+        )
+        .await;
+    (started.elapsed(), streamed, outcome.status.exit)
+}
+
+/// Engine per-command overhead: `true` through `Session::run` against `bash -c true`.
+pub fn overhead(bench: &Bench) -> Vec<Row> {
+    let count = if bench.quick { 40 } else { 200 };
+    let rt = runtime();
+    let mut rows = Vec::new();
+    for (mode, budget) in [(Mode::Full, 1.0), (Mode::Workspace, 4.0)] {
+        let session = session(bench, mode);
+        let (mut engine_ms, mut raw_ms) = (Vec::new(), Vec::new());
+        rt.block_on(async {
+            for _ in 0..5 {
+                run(&session, "true").await;
+            }
+        });
+        let mut paired = Vec::new();
+        // Diagnosis (sandbox off only): the same `bash -c true` forked as the engine forks it,
+        // then also with the engine's prelude.
+        let diagnose = mode == Mode::Full;
+        let prelude = bench.work.path().join(".prelude.bash");
+        std::fs::write(&prelude, raw::engine_prelude()).unwrap();
+        let cwd_file = bench.work.path().join(".cwd");
+        let (mut forked, mut with_prelude) = (Vec::new(), Vec::new());
+        let (mut confined_full, mut confined_workspace) = (Vec::new(), Vec::new());
+        let roots = acp_bash::sandbox::Roots {
+            workspace: bench.session_dir().to_path_buf(),
+            temp: std::env::temp_dir(),
+        };
+        for _ in 0..count {
+            let raw = ms(raw::bash_to_devnull("true"));
+            if diagnose {
+                forked.push(ms(raw::bash_true_like_engine(None)) - raw);
+                with_prelude
+                    .push(ms(raw::bash_true_like_engine(Some((&prelude, &cwd_file)))) - raw);
+                confined_full.push(ms(raw::bash_true_confined(Mode::Full, &roots)) - raw);
+                confined_workspace.push(ms(raw::bash_true_confined(Mode::Workspace, &roots)) - raw);
+            }
+            let (elapsed, _, exit) = run_on(&rt, &session, "true");
+            assert_eq!(exit, Exit::Code(0));
+            raw_ms.push(raw);
+            engine_ms.push(ms(elapsed));
+            paired.push(ms(elapsed) - raw);
+        }
+        if diagnose {
+            for (what, deltas) in [
+                (
+                    "forked with a pre_exec step, own group (as the engine spawns)",
+                    &forked,
+                ),
+                (
+                    "… and the engine's BASH_ENV prelude + cwd file",
+                    &with_prelude,
+                ),
+                (
+                    "forked with `sandbox::confine(full)`'s step (no prelude)",
+                    &confined_full,
+                ),
+                (
+                    "forked with `sandbox::confine(workspace)`'s step (no prelude)",
+                    &confined_workspace,
+                ),
+            ] {
+                rows.push(Row {
+                    case: "engine-overhead".into(),
+                    metric: format!("diagnosis: `bash -c true` {what}"),
+                    median: format!("paired Δ {:+.2} ms", median(deltas)),
+                    baseline: "`bash -c true` (posix_spawn)".into(),
+                    ratio: "-".into(),
+                    target: "(context)".into(),
+                    met: None,
+                });
+            }
+        }
+        let overhead = median(&paired);
+        rows.push(Row {
+            case: "engine-overhead".into(),
+            metric: format!("`true` through Session::run, {mode}"),
+            median: spread(&engine_ms, "ms", 2),
+            baseline: format!("`bash -c true`: {}", spread(&raw_ms, "ms", 2)),
+            ratio: format!(
+                "{}; paired Δ {overhead:+.2} ms",
+                ratio(median(&engine_ms), median(&raw_ms))
+            ),
+            target: format!("(agent: ≤ raw + {budget} ms)"),
+            met: None,
+        });
+    }
+    rows
+}
+
+/// Engine throughput and memory: the throughput command through `Session::run` with a callback
+/// that only counts, against /dev/null and a do-nothing pipe reader.
+pub fn throughput(bench: &Bench) -> Vec<Row> {
+    let runs = if bench.quick { 1 } else { 3 };
+    let script = throughput_script(bench.bytes);
+    let rt = runtime();
+    let session = session(bench, Mode::Full);
+    let (mut engine_s, mut null_s, mut pipe_s, mut growth) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..runs {
+        null_s.push(raw::bash_to_devnull(&script).as_secs_f64());
+        pipe_s.push(raw::bash_to_pipe_reader(&script).0.as_secs_f64());
+        let before = reset_peak_rss();
+        let (elapsed, streamed, exit) = run_on(&rt, &session, &script);
+        assert_eq!(exit, Exit::Code(0));
+        assert_eq!(streamed, bench.bytes);
+        let (_, peak) = crate::stats::rss_kib(std::process::id()).unwrap();
+        growth.push(peak.saturating_sub(before) as f64 / 1024.0);
+        engine_s.push(elapsed.as_secs_f64());
+        bench.clean_engine_logs();
+    }
+    let rate = |seconds: &[f64]| -> Vec<f64> {
+        seconds
+            .iter()
+            .map(|s| bench.bytes as f64 / s / 1e6)
+            .collect()
+    };
+    let (engine_rate, null_rate, pipe_rate) = (rate(&engine_s), rate(&null_s), rate(&pipe_s));
+    vec![
+        Row {
+            case: "engine-throughput".into(),
+            metric: format!("{} MiB through Session::run, MB/s", bench.bytes >> 20),
+            median: spread(&engine_rate, "MB/s", 0),
+            baseline: format!("> /dev/null: {}", spread(&null_rate, "MB/s", 0)),
+            ratio: ratio(median(&engine_rate), median(&null_rate)),
+            target: "(agent: ≥ 0.7× raw)".into(),
+            met: None,
+        },
+        Row {
+            case: "engine-throughput".into(),
+            metric: "against the pipe floor".into(),
+            median: spread(&engine_rate, "MB/s", 0),
+            baseline: format!("→ pipe → discard: {}", spread(&pipe_rate, "MB/s", 0)),
+            ratio: ratio(median(&engine_rate), median(&pipe_rate)),
+            target: "(context)".into(),
+            met: None,
+        },
+        Row {
+            case: "engine-throughput".into(),
+            metric: "bench process peak RSS growth during the run".into(),
+            median: spread(&growth, "MiB", 1),
+            baseline: "-".into(),
+            ratio: "-".into(),
+            target: "(agent: ≤ 32 MiB in all)".into(),
+            met: None,
+        },
+    ]
+}
+
+/// Resets this process's peak RSS to its current RSS (Linux `clear_refs` 5); returns it (KiB).
+fn reset_peak_rss() -> u64 {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    crate::stats::rss_kib(std::process::id()).unwrap().0
+}
+
+/// The engine's per-byte work alone, no processes: the throughput command's bytes, in 64 KiB
+/// pieces (the engine's read size), through a `Capture` (with its full log) and a `Chunker`, as
+/// `run` does;
+/// against one copy of the same bytes.
+pub fn chunk_capture(bench: &Bench) -> Vec<Row> {
+    use acp_bash::exec::capture::Capture;
+    use acp_bash::exec::chunk::Chunker;
+    const PIECE: usize = 64 * 1024;
+    let runs = if bench.quick { 3 } else { 5 };
+    let line: Vec<u8> = [&[b'x'; 63][..], b"\n"].concat();
+    let piece: Vec<u8> = line.iter().copied().cycle().take(PIECE).collect();
+    let pieces = (bench.bytes / PIECE as u64).max(1);
+    let bytes = pieces * PIECE as u64;
+    let (mut engine_s, mut copy_s) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let mut sink = vec![0u8; PIECE];
+        let started = Instant::now();
+        for _ in 0..pieces {
+            sink.copy_from_slice(std::hint::black_box(&piece));
+            std::hint::black_box(&mut sink);
+        }
+        copy_s.push(started.elapsed().as_secs_f64());
+
+        let started = Instant::now();
+        let mut chunker = Chunker::default();
+        let mut capture = Capture::new(32 * 1024, 32 * 1024, &bench.engine_log_dir());
+        let mut streamed = 0usize;
+        for _ in 0..pieces {
+            let piece = std::hint::black_box(&piece[..]);
+            capture.push(piece);
+            streamed += chunker.push_borrowed(piece).len();
+        }
+        streamed += chunker.finish().len();
+        let captured = capture.finish();
+        engine_s.push(started.elapsed().as_secs_f64());
+        assert_eq!(streamed as u64, bytes);
+        assert!(captured.truncation.is_some());
+        bench.clean_engine_logs();
+    }
+    let rate =
+        |seconds: &[f64]| -> Vec<f64> { seconds.iter().map(|s| bytes as f64 / s / 1e6).collect() };
+    vec![Row {
+        case: "engine-chunk-capture".into(),
+        metric: format!(
+            "{} MiB through Chunker + Capture (log on disk), MB/s",
+            bytes >> 20
+        ),
+        median: spread(&rate(&engine_s), "MB/s", 0),
+        baseline: format!("one memcpy: {}", spread(&rate(&copy_s), "MB/s", 0)),
+        ratio: ratio(median(&rate(&engine_s)), median(&rate(&copy_s))),
+        target: "(context: CPU per byte)".into(),
+        met: None,
+    }]
+}
