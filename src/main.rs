@@ -226,11 +226,6 @@ fn main() -> ExitCode {
 }
 
 async fn serve(engine: &EngineArgs) -> ExitCode {
-    // Probe the sandbox layers off the start-up path: `initialize` must not wait for it, and
-    // the first session's mode descriptions and first command then find it done.
-    std::thread::spawn(|| {
-        sandbox::Support::current();
-    });
     let agent = AcpBashAgent::new(Engine::new(engine.config()));
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {

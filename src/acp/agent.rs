@@ -217,13 +217,17 @@ impl Connection {
             "initialize"
         );
         *self.features.lock().unwrap() = features;
-        responder.respond(
+        let answered = responder.respond(
             InitializeResponse::new(request.protocol_version)
                 .agent_capabilities(AgentCapabilities::new())
                 .agent_info(
                     Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
                 ),
-        )
+        );
+        // The scrub and the sandbox probe take milliseconds: do them now that the client has
+        // its answer, before the first session or command needs them.
+        self.engine.prepare_in_background();
+        answered
     }
 
     fn new_session(
@@ -385,9 +389,14 @@ impl Connection {
             let call = call.clone();
             let token = token.clone();
             let stream = features.card();
+            let cap = self.limits.max_streamed_bytes;
             self.runs.spawn(async move {
+                // Forward chunks until one crosses the stream cap (the coalescer announces the
+                // cap when it sees it); after that the card gets nothing more, so don't copy.
+                let mut forwarded = 0usize;
                 let mut on_output = move |chunk: &str| {
-                    if stream {
+                    if stream && forwarded <= cap {
+                        forwarded += chunk.len();
                         let _ = chunk_tx.send(chunk.to_string());
                     }
                 };

@@ -56,13 +56,27 @@ pub struct Engine {
 
 struct EngineInner {
     config: EngineConfig,
-    /// The scrubbed environment every command starts from, computed once.
-    env: env::PreparedEnv,
+    /// The scrubbed environment every command starts from, computed once: on first use or
+    /// by [`Engine::prepare_in_background`] (compiling the credential patterns takes
+    /// milliseconds, which the agent's start-up should not wait for).
+    env: OnceLock<env::PreparedEnv>,
+    /// The variables the scrub starts from, until it has run.
+    env_source: Mutex<Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>>,
     /// The bash that runs every command.
     bash: PathBuf,
     private_dir: OnceLock<Result<PrivateDir, String>>,
     /// Numbers runs, for unique per-run file names.
     runs: AtomicU64,
+}
+
+impl EngineInner {
+    /// The scrubbed environment; waits for the background scrub if it is still running.
+    fn env(&self) -> &env::PreparedEnv {
+        self.env.get_or_init(|| {
+            let vars = self.env_source.lock().unwrap().take().unwrap_or_default();
+            env::prepare(&self.config.env, vars)
+        })
+    }
 }
 
 /// A directory only this process's user can enter, removed when the engine is dropped.
@@ -169,16 +183,35 @@ impl Engine {
         config: EngineConfig,
         vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
     ) -> Self {
-        let env = env::prepare(&config.env, vars);
-        let bash = find_bash(&env.vars);
-        Engine {
-            inner: Arc::new(EngineInner {
-                config,
-                env,
-                bash,
-                private_dir: OnceLock::new(),
-                runs: AtomicU64::new(0),
-            }),
+        let vars: Vec<_> = vars.into_iter().collect();
+        let bash = find_bash(&vars);
+        let inner = Arc::new(EngineInner {
+            config,
+            env: OnceLock::new(),
+            env_source: Mutex::new(Some(vars)),
+            bash,
+            private_dir: OnceLock::new(),
+            runs: AtomicU64::new(0),
+        });
+        Engine { inner }
+    }
+
+    /// Does the engine's one-time work (the environment scrub, the sandbox probe) on a
+    /// background thread now, so the first command does not wait for it. Without this call it
+    /// happens on first use. An agent calls it once it has answered `initialize`: earlier, on a
+    /// small machine, the work would compete with start-up for the CPU.
+    pub fn prepare_in_background(&self) {
+        let inner = Arc::downgrade(&self.inner);
+        let spawned = std::thread::Builder::new()
+            .name("acp-bash-prepare".into())
+            .spawn(move || {
+                if let Some(inner) = inner.upgrade() {
+                    inner.env();
+                }
+                sandbox::Support::current();
+            });
+        if let Err(error) = spawned {
+            tracing::debug!(%error, "no thread to prepare the engine early; it will on first use");
         }
     }
 
@@ -188,7 +221,7 @@ impl Engine {
 
     /// What the scrub removed from this process's environment (names only).
     pub fn scrubbed(&self) -> &[env::Scrubbed] {
-        &self.inner.env.removed
+        &self.inner.env().removed
     }
 
     /// A session rooted at `root`, which must be an absolute path to an existing directory.

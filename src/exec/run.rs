@@ -125,7 +125,7 @@ pub(super) async fn run(
             output.notice(notice);
         }
     }
-    let env = engine.env.vars.iter().cloned().chain([
+    let env = engine.env().vars.iter().cloned().chain([
         (
             "BASH_ENV".into(),
             private_dir.prelude.clone().into_os_string(),
