@@ -264,20 +264,21 @@ impl Connection {
         responder.respond(NewSessionResponse::new(id).modes(modes))
     }
 
+    /// The session `id` names, or the error that says it is unknown.
+    fn session_state(&self, id: &SessionId) -> Result<Arc<SessionState>, Error> {
+        let state = self.sessions.lock().unwrap().get(id).cloned();
+        state.ok_or_else(|| unknown_session(id))
+    }
+
     /// `session/set_mode`: the sandbox mode for the session's next commands.
     fn set_mode(
         &self,
         request: SetSessionModeRequest,
         responder: Responder<SetSessionModeResponse>,
     ) -> agent_client_protocol::Result<()> {
-        let Some(state) = self
-            .sessions
-            .lock()
-            .unwrap()
-            .get(&request.session_id)
-            .cloned()
-        else {
-            return responder.respond_with_error(unknown_session(&request.session_id));
+        let state = match self.session_state(&request.session_id) {
+            Ok(state) => state,
+            Err(error) => return responder.respond_with_error(error),
         };
         let Some(mode) = sandbox::Mode::from_id(&request.mode_id.0) else {
             let ids: Vec<&str> = sandbox::Mode::ALL.iter().map(|m| m.id()).collect();
@@ -302,14 +303,9 @@ impl Connection {
         responder: Responder<PromptResponse>,
         cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<()> {
-        let Some(state) = self
-            .sessions
-            .lock()
-            .unwrap()
-            .get(&request.session_id)
-            .cloned()
-        else {
-            return responder.respond_with_error(unknown_session(&request.session_id));
+        let state = match self.session_state(&request.session_id) {
+            Ok(state) => state,
+            Err(error) => return responder.respond_with_error(error),
         };
         let text = prompt_text(&request.prompt);
         // The cwd is filled in when the turn starts (an earlier turn may still `cd`).
