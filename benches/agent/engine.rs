@@ -6,10 +6,10 @@ use acp_bash::exec::{Engine, EngineConfig, Exit, RunRequest, Session};
 use acp_bash::sandbox::Mode;
 use tokio_util::sync::CancellationToken;
 
-use crate::raw;
-use crate::stats::{median, ms, ratio, spread, Row};
-use crate::wire::throughput_script;
-use crate::Bench;
+use super::raw;
+use super::stats::{median, ms, ratio, spread, Row};
+use super::wire::throughput_script;
+use super::Bench;
 
 fn runtime() -> tokio::runtime::Runtime {
     // Like the agent's `#[tokio::main]`: one worker per core.
@@ -163,7 +163,7 @@ pub fn throughput(bench: &Bench) -> Vec<Row> {
         let (elapsed, streamed, exit) = run_on(&rt, &session, &script);
         assert_eq!(exit, Exit::Code(0));
         assert_eq!(streamed, bench.bytes);
-        let (_, peak) = crate::stats::rss_kib(std::process::id()).unwrap();
+        let (_, peak) = super::stats::rss_kib(std::process::id()).unwrap();
         growth.push(peak.saturating_sub(before) as f64 / 1024.0);
         engine_s.push(elapsed.as_secs_f64());
         bench.clean_engine_logs();
@@ -209,7 +209,7 @@ pub fn throughput(bench: &Bench) -> Vec<Row> {
 /// Resets this process's peak RSS to its current RSS (Linux `clear_refs` 5); returns it (KiB).
 fn reset_peak_rss() -> u64 {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-    crate::stats::rss_kib(std::process::id()).unwrap().0
+    super::stats::rss_kib(std::process::id()).unwrap().0
 }
 
 /// The engine's per-byte work alone, no processes: the throughput command's bytes, in 64 KiB

@@ -4,10 +4,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::client::{zed_initialize_params, Agent, Line, Result};
-use crate::raw;
-use crate::stats::{median, mib, ms, ratio, rss_kib, spread, Row};
-use crate::Bench;
+use super::client::{zed_initialize_params, Agent, Line, Result};
+use super::raw;
+use super::stats::{median, mib, ms, ratio, rss_kib, spread, Row};
+use super::Bench;
 
 /// The agent's live-output limits, from the library so that the budget follows the code: at
 /// most `max_streamed_bytes` streamed per call, batches of at most `max_batch_bytes`, at least
@@ -65,7 +65,7 @@ fn prompt(ready: &mut Ready, script: &str, timeout: Duration) -> Result<Turn> {
 
 fn check_completed(turn: &Turn, script: &str) -> Result<()> {
     if turn.stop_reason != "end_turn" || turn.final_status.as_deref() != Some("completed") {
-        return Err(crate::client::ClientError(format!(
+        return Err(super::client::ClientError(format!(
             "{script:?} ended with stopReason {} and status {:?}",
             turn.stop_reason, turn.final_status
         )));
@@ -346,7 +346,7 @@ pub fn latency(bench: &Bench) -> Result<Vec<Row>> {
         match first {
             Some(at) => agent_ms.push(ms(at - sent)),
             None => {
-                return Err(crate::client::ClientError(
+                return Err(super::client::ClientError(
                     "no terminal_output update carried `ready`".into(),
                 ))
             }
@@ -393,7 +393,7 @@ pub fn concurrency(bench: &Bench) -> Result<Vec<Row>> {
         while !pending.is_empty() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(crate::client::ClientError(format!(
+                return Err(super::client::ClientError(format!(
                     "{} prompts unanswered after 30 s",
                     pending.len()
                 )));
