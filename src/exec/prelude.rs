@@ -59,9 +59,9 @@ pub fn install(dir: &Path) -> std::io::Result<PathBuf> {
 }
 
 /// The directory recorded in `cwd_file`, if the shell got to record one that still exists.
+/// Leaves the file in place: the run removes it whatever happened.
 pub fn recorded_cwd(cwd_file: &Path) -> Option<PathBuf> {
     let text = std::fs::read(cwd_file).ok()?;
-    let _ = std::fs::remove_file(cwd_file);
     let text = text.strip_suffix(b"\n")?;
     #[cfg(unix)]
     let path = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(text));
