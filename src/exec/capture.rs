@@ -33,8 +33,8 @@ enum LogState {
         path: PathBuf,
         file: BufWriter<File>,
     },
-    /// Opening or writing the log failed; the result says the full output was not kept.
-    Failed,
+    /// Opening or writing the log failed (why); the result says the full output was not kept.
+    Failed(String),
 }
 
 /// What [`Capture::finish`] hands back.
@@ -78,13 +78,14 @@ impl Capture {
                     self.tail.drain(..excess);
                 }
             }
-            LogState::Writing { file, .. } => {
-                if file.write_all(bytes).is_err() {
-                    self.log = LogState::Failed;
+            LogState::Writing { file, path } => {
+                if let Err(error) = file.write_all(bytes) {
+                    self.log =
+                        LogState::Failed(format!("writing {} failed: {error}", path.display()));
                 }
                 self.keep_tail(bytes);
             }
-            LogState::Failed => self.keep_tail(bytes),
+            LogState::Failed(_) => self.keep_tail(bytes),
         }
     }
 
@@ -124,19 +125,20 @@ impl Capture {
         let path = self
             .log_dir
             .join(format!("run-{stamp}-{}-{n}.log", std::process::id()));
-        let opened = std::fs::create_dir_all(&self.log_dir)
-            .and_then(|()| File::create(&path))
-            .and_then(|file| {
-                // Pieces at least this long (a busy pipe's 64 KiB reads) go straight to the
-                // file, without a copy into the buffer; shorter ones are batched.
-                let mut file = BufWriter::with_capacity(LOG_BUFFER_BYTES, file);
-                file.write_all(&self.head)?;
-                file.write_all(&self.tail)?;
-                Ok(file)
-            });
+        let opened = super::logdir::prepare(&self.log_dir).and_then(|()| {
+            let file = super::logdir::create_log(&path)
+                .map_err(|error| format!("cannot create {}: {error}", path.display()))?;
+            // Pieces at least this long (a busy pipe's 64 KiB reads) go straight to the
+            // file, without a copy into the buffer; shorter ones are batched.
+            let mut file = BufWriter::with_capacity(LOG_BUFFER_BYTES, file);
+            file.write_all(&self.head)
+                .and_then(|()| file.write_all(&self.tail))
+                .map_err(|error| format!("writing {} failed: {error}", path.display()))?;
+            Ok(file)
+        });
         self.log = match opened {
             Ok(file) => LogState::Writing { path, file },
-            Err(_) => LogState::Failed,
+            Err(reason) => LogState::Failed(reason),
         };
     }
 
@@ -165,13 +167,7 @@ impl Capture {
                     Some(format!("writing {} failed: {error}", path.display())),
                 ),
             },
-            LogState::Failed => (
-                None,
-                Some(format!(
-                    "could not write the full output under {}",
-                    self.log_dir.display()
-                )),
-            ),
+            LogState::Failed(reason) => (None, Some(reason)),
             LogState::NotNeeded => (None, None),
         };
         let mut text = String::from_utf8_lossy(head).into_owned();
@@ -200,7 +196,7 @@ mod tests {
     #[test]
     fn small_output_is_kept_whole_and_writes_no_log() {
         let dir = tempfile::tempdir().unwrap();
-        let mut capture = Capture::new(8, 8, dir.path());
+        let mut capture = Capture::new(8, 8, &dir.path().join("logs"));
         capture.push(b"hello ");
         capture.push(b"world\n");
         let captured = capture.finish();
@@ -212,12 +208,13 @@ mod tests {
     #[test]
     fn large_output_keeps_head_and_tail_and_logs_everything() {
         let dir = tempfile::tempdir().unwrap();
-        let mut capture = Capture::new(4, 4, dir.path());
+        let mut capture = Capture::new(4, 4, &dir.path().join("logs"));
         let input: Vec<u8> = (0..1000).map(|i| b'a' + (i % 26) as u8).collect();
         for piece in input.chunks(7) {
             capture.push(piece);
         }
         let captured = capture.finish();
+        assert_eq!(captured.log_error, None);
         let truncation = captured.truncation.unwrap();
         assert_eq!(truncation.dropped_bytes, 992);
         assert_eq!(
@@ -231,7 +228,7 @@ mod tests {
     #[test]
     fn cuts_fall_on_character_boundaries() {
         let dir = tempfile::tempdir().unwrap();
-        let mut capture = Capture::new(4, 4, dir.path());
+        let mut capture = Capture::new(4, 4, &dir.path().join("logs"));
         capture.push("ééééé-----ééééé".as_bytes());
         let captured = capture.finish();
         assert!(captured.text.starts_with("éé\n[…"), "{}", captured.text);
@@ -250,7 +247,7 @@ mod tests {
             tail_limit in 0usize..24,
         ) {
             let dir = tempfile::tempdir().unwrap();
-            let mut capture = Capture::new(head_limit, tail_limit, dir.path());
+            let mut capture = Capture::new(head_limit, tail_limit, &dir.path().join("logs"));
             let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(output.len())).collect();
             cuts.sort();
             let mut start = 0;

@@ -9,6 +9,7 @@
 pub mod capture;
 pub mod chunk;
 pub mod env;
+pub mod logdir;
 mod prelude;
 mod process;
 mod run;
@@ -319,7 +320,7 @@ impl Default for EngineConfig {
             env: env::EnvPolicy::standard(),
             keep_head_bytes: 32 * 1024,
             keep_tail_bytes: 32 * 1024,
-            log_dir: std::env::temp_dir().join("acp-bash-logs"),
+            log_dir: logdir::default_dir(),
             kill_grace: Duration::from_secs(1),
             pipe_grace: Duration::from_secs(1),
             sandbox_mode: sandbox::Mode::default(),
