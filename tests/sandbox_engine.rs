@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use acp_bash::exec::{Engine, EngineConfig, Exit, RunOutcome, RunRequest, Session};
 use acp_bash::sandbox::{Mode, Support};
-use sandbox_util::{marker, processes_with, wait_until_gone};
+use sandbox_util::{marker, processes_with, start_escapees, wait_until_gone};
 use tokio_util::sync::CancellationToken;
 
 fn engine() -> Engine {
@@ -135,15 +135,7 @@ async fn read_only_mode_has_no_network() {
 }
 
 fn escapees(mark: &str) -> String {
-    let (head, rest) = mark.split_at(4);
-    format!(
-        r#"P={head}; P="${{P}}{rest}"
-setsid bash -c "exec -a $P-setsid sleep 1000" &
-( ( exec -a "$P-double" sleep 1000 ) & )
-nohup bash -c "exec -a $P-nohup sleep 1000" >/dev/null 2>&1 &
-until [ "$(grep -l "$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -ge 3 ]; do sleep 0.01; done
-echo ready"#
-    )
+    format!("{}echo ready", start_escapees(mark))
 }
 
 #[tokio::test]

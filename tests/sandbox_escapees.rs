@@ -10,7 +10,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use acp_bash::sandbox::{Mode, Support};
-use sandbox_util::{marker, processes_with, spawn, spawn_with, wait_for_file, wait_until_gone};
+use sandbox_util::{
+    marker, processes_with, spawn, spawn_with, start_escapees, wait_for_file, wait_until_gone,
+};
 
 fn namespaces() -> bool {
     let ok = Support::current().namespaces.is_ok();
@@ -23,15 +25,9 @@ fn namespaces() -> bool {
 /// Starts three escapees tagged with `mark`, waits until they run, writes `ready`, then runs
 /// `tail`. The marker is assembled at run time so the script's own command line doesn't hold it.
 fn script(mark: &str, dir: &Path, tail: &str) -> String {
-    let (head, rest) = mark.split_at(4);
     format!(
-        r#"P={head}; P="${{P}}{rest}"
-setsid bash -c "exec -a $P-setsid sleep 1000" &
-( ( exec -a "$P-double" sleep 1000 ) & )
-nohup bash -c "exec -a $P-nohup sleep 1000" >/dev/null 2>&1 &
-until [ "$(grep -l "$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -ge 3 ]; do sleep 0.01; done
-echo ready > {ready}
-{tail}"#,
+        "{}echo ready > {ready}\n{tail}",
+        start_escapees(mark),
         ready = dir.join("ready").display()
     )
 }

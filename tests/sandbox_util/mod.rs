@@ -213,3 +213,18 @@ pub fn marker(tag: &str) -> String {
         N.fetch_add(1, Ordering::Relaxed)
     )
 }
+
+/// Bash lines that start three escapees tagged with `mark` (through `setsid`, a double fork and
+/// `nohup … &`) and wait until all three run. The marker is assembled at run time so the
+/// script's own command line doesn't hold it.
+pub fn start_escapees(mark: &str) -> String {
+    let (head, rest) = mark.split_at(4);
+    format!(
+        r#"P={head}; P="${{P}}{rest}"
+setsid bash -c "exec -a $P-setsid sleep 1000" &
+( ( exec -a "$P-double" sleep 1000 ) & )
+nohup bash -c "exec -a $P-nohup sleep 1000" >/dev/null 2>&1 &
+until [ "$(grep -l "$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -ge 3 ]; do sleep 0.01; done
+"#
+    )
+}
