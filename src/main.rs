@@ -234,7 +234,7 @@ async fn serve(engine: &EngineArgs) -> ExitCode {
         let _ = signal_tx.send(signal);
     };
     match agent
-        .serve_until(agent_client_protocol::Stdio::new(), stop)
+        .serve_until(acp_bash::acp::AgentStdio::new(), stop)
         .await
     {
         // Stopped by a signal: the conventional 128 + its number, once the commands are gone.

@@ -2,7 +2,7 @@
 //!
 //! Owns: the agent served over stdio ([`AcpBashAgent`], in `agent`), the pure mapping from a
 //! presented bash call to `tool_call` / `tool_call_update` ([`bridge`]), the batching of live
-//! output into terminal-card updates ([`stream`]), and a small ACP client over the real binary
+//! output into terminal-card updates ([`stream`]), stdin/stdout as a transport ([`transport`]), and a small ACP client over the real binary
 //! ([`client`], used by `acp-bash demo`, `acp-bash run` and the tests). Must not touch: how
 //! commands run (the engine), what the result text says (the tool and its markers), how a result
 //! is presented (the presentation layer).
@@ -68,7 +68,8 @@
 //! # }
 //! ```
 //!
-//! Or serve the whole agent on any transport:
+//! Or serve the whole agent on any transport ([`AgentStdio`] is stdin/stdout as the binary
+//! serves them; the SDK's `Stdio` works too, with a thread hop per read and per write):
 //!
 //! ```no_run
 //! use acp_bash::acp::AcpBashAgent;
@@ -76,7 +77,7 @@
 //!
 //! # async fn example() -> agent_client_protocol::Result<()> {
 //! AcpBashAgent::new(Engine::new(EngineConfig::default()))
-//!     .serve(agent_client_protocol::Stdio::new())
+//!     .serve(acp_bash::acp::AgentStdio::new())
 //!     .await
 //! # }
 //! ```
@@ -85,5 +86,7 @@ mod agent;
 pub mod bridge;
 pub mod client;
 pub mod stream;
+pub mod transport;
 
 pub use agent::{prompt_text, AcpBashAgent};
+pub use transport::AgentStdio;
