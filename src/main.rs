@@ -92,7 +92,9 @@ struct EngineArgs {
     #[arg(long, global = true)]
     no_env_scrub: bool,
     /// What commands may touch: `workspace` (write only under the session's directory and the
-    /// temp dir), `read-only` (write only the temp dir, no network) or `full` (no confinement).
+    /// temp dir), `read-only` (write only the temp dir, no network), `full` (no file or network
+    /// confinement; background processes still end with the command) or `off` (no kernel
+    /// sandbox at all; clients may then choose `off` too).
     #[arg(long, global = true, value_name = "MODE", value_parser = parse_mode)]
     sandbox: Option<sandbox::Mode>,
 }
@@ -177,8 +179,9 @@ fn parse_assignment(text: &str) -> Result<(String, String), String> {
 }
 
 fn parse_mode(text: &str) -> Result<sandbox::Mode, String> {
-    sandbox::Mode::from_id(text)
-        .ok_or_else(|| format!("unknown sandbox mode {text:?}: use workspace, read-only or full"))
+    sandbox::Mode::from_id(text).ok_or_else(|| {
+        format!("unknown sandbox mode {text:?}: use workspace, read-only, full or off")
+    })
 }
 
 fn init_logging(level: Option<&str>) {

@@ -182,6 +182,68 @@ async fn an_unknown_mode_or_session_is_refused_and_the_connection_keeps_working(
 }
 
 #[tokio::test]
+async fn off_is_refused_unless_the_agent_was_started_with_it() {
+    let (_tmp, dir) = temp_dir();
+    let client = default_mode_client();
+    guard(
+        "off refused",
+        client.run(async |mut c| {
+            let session = c.new_session(&dir).await?;
+            let error = set_mode(&c, &session, "off").await.unwrap_err();
+            assert!(
+                error.message.contains("only by whoever starts the agent"),
+                "{error:?}"
+            );
+            assert!(error.message.contains("--sandbox off"), "{error:?}");
+            // Still in its PID namespace, where the shell is PID 2.
+            let pid_ns = run(&mut c, &session, "echo $$").await;
+            assert!(pid_ns.starts_with("```console\n2\n"), "{pid_ns}");
+            Ok(())
+        }),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn started_with_off_a_session_offers_off_and_can_go_back_to_it() {
+    let (_tmp, dir) = workspace();
+    let client = AcpClient::new(binary(), ["--sandbox", "off"]).profile(ClientProfile::Plain);
+    let transcript = client.transcript();
+    guard(
+        "off offered",
+        client.run(async |mut c| {
+            let session = c.new_session(&dir).await?;
+            // No PID namespace: the shell's pid is the host's, not 2.
+            let pid = run(&mut c, &session, "echo $$").await;
+            assert!(!pid.starts_with("```console\n2\n"), "{pid}");
+            set_mode(&c, &session, "read-only").await?;
+            let denied = run(&mut c, &session, "touch denied").await;
+            assert!(denied.contains("[exit code: 1]"), "{denied}");
+            set_mode(&c, &session, "off").await?;
+            let allowed = run(&mut c, &session, "touch allowed && echo made").await;
+            assert!(allowed.contains("made\n[exit code: 0]"), "{allowed}");
+            Ok(())
+        }),
+    )
+    .await
+    .unwrap();
+    assert!(!dir.join("denied").exists());
+    assert!(dir.join("allowed").exists());
+    let lines = transcript.lines();
+    let created = response_to(&lines, "session/new");
+    assert_eq!(created["modes"]["currentModeId"], "off");
+    let ids: Vec<&str> = created["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["workspace", "read-only", "full", "off"]);
+    validate_wire(&lines);
+}
+
+#[tokio::test]
 async fn the_mode_messages_transcript() {
     let (_tmp, dir) = workspace();
     let client = default_mode_client();

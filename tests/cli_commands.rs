@@ -161,7 +161,7 @@ fn bad_flags_are_refused_with_a_reason() {
     assert!(stderr(&output).contains("90s"), "{}", stderr(&output));
     let output = acp_bash(&["--sandbox", "jail", "serve"]);
     assert!(
-        stderr(&output).contains("workspace, read-only or full"),
+        stderr(&output).contains("workspace, read-only, full or off"),
         "{}",
         stderr(&output)
     );

@@ -245,7 +245,7 @@ impl Connection {
                 ));
             }
         };
-        let modes = bridge::session_modes(session.mode());
+        let modes = bridge::session_modes(session.mode(), self.off_allowed());
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
         let id = SessionId::new(format!("sess-{number}"));
         let state = SessionState {
@@ -264,6 +264,11 @@ impl Connection {
         responder.respond(NewSessionResponse::new(id).modes(modes))
     }
 
+    /// Whoever started the agent chose `--sandbox off`: only then may a session choose it.
+    fn off_allowed(&self) -> bool {
+        self.engine.config().sandbox_mode == sandbox::Mode::Off
+    }
+
     /// The session `id` names, or the error that says it is unknown.
     fn session_state(&self, id: &SessionId) -> Result<Arc<SessionState>, Error> {
         let state = self.sessions.lock().unwrap().get(id).cloned();
@@ -280,14 +285,23 @@ impl Connection {
             Ok(state) => state,
             Err(error) => return responder.respond_with_error(error),
         };
-        let Some(mode) = sandbox::Mode::from_id(&request.mode_id.0) else {
-            let ids: Vec<&str> = sandbox::Mode::ALL.iter().map(|m| m.id()).collect();
+        let off = self.off_allowed().then_some(sandbox::Mode::Off);
+        let ids: Vec<&str> = sandbox::Mode::ALL
+            .iter()
+            .chain(off.as_ref())
+            .map(|m| m.id())
+            .collect();
+        let mode = sandbox::Mode::from_id(&request.mode_id.0);
+        let Some(mode) = mode.filter(|mode| ids.contains(&mode.id())) else {
+            let why = if mode == Some(sandbox::Mode::Off) {
+                "mode \"off\" is not available: the sandbox can be turned off only by whoever \
+                 starts the agent (`acp-bash --sandbox off`)"
+                    .to_string()
+            } else {
+                format!("unknown mode {:?}", &*request.mode_id.0)
+            };
             return responder.respond_with_error(invalid_params(
-                format!(
-                    "unknown mode {:?}: the modes are {}",
-                    &*request.mode_id.0,
-                    ids.join(", ")
-                ),
+                format!("{why}: the modes are {}", ids.join(", ")),
                 json!({ "modeId": request.mode_id, "availableModes": ids }),
             ));
         };

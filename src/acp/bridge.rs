@@ -361,10 +361,13 @@ mod tests {
 }
 
 /// The sandbox modes as ACP session modes (Zed shows them as a picker), `current` selected.
-/// Each description says what the mode enforces on this machine and what it does not.
-pub fn session_modes(current: sandbox::Mode) -> SessionModeState {
+/// Each description says what the mode enforces on this machine and what it does not. `off` is
+/// offered only when `off_allowed` (the agent was started with `--sandbox off`).
+pub fn session_modes(current: sandbox::Mode, off_allowed: bool) -> SessionModeState {
+    let off = off_allowed.then_some(sandbox::Mode::Off);
     let modes = sandbox::Mode::ALL
         .into_iter()
+        .chain(off)
         .map(|mode| SessionMode::new(mode.id(), mode.name()).description(sandbox::describe(mode)))
         .collect();
     SessionModeState::new(current.id(), modes)
@@ -376,7 +379,7 @@ mod session_mode_tests {
 
     #[test]
     fn every_sandbox_mode_is_offered_with_the_current_one_selected() {
-        let state = session_modes(sandbox::Mode::ReadOnly);
+        let state = session_modes(sandbox::Mode::ReadOnly, false);
         assert_eq!(&*state.current_mode_id.0, "read-only");
         let ids: Vec<&str> = state.available_modes.iter().map(|m| &*m.id.0).collect();
         assert_eq!(ids, ["workspace", "read-only", "full"]);
@@ -384,5 +387,19 @@ mod session_mode_tests {
             .available_modes
             .iter()
             .all(|m| m.description.as_deref().is_some_and(|d| !d.is_empty())));
+    }
+
+    #[test]
+    fn off_is_offered_only_when_the_agent_was_started_with_it() {
+        let state = session_modes(sandbox::Mode::Off, true);
+        assert_eq!(&*state.current_mode_id.0, "off");
+        let ids: Vec<&str> = state.available_modes.iter().map(|m| &*m.id.0).collect();
+        assert_eq!(ids, ["workspace", "read-only", "full", "off"]);
+        let off = state.available_modes.last().unwrap();
+        assert_eq!(off.name, "Sandbox off");
+        assert!(off
+            .description
+            .as_deref()
+            .is_some_and(|d| d.contains("no kernel sandbox")));
     }
 }

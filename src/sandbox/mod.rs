@@ -37,11 +37,17 @@ pub enum Mode {
     Workspace,
     /// No writes except the temp dir; no network.
     ReadOnly,
-    /// No filesystem or network restriction (the environment scrub still applies).
+    /// No filesystem or network restriction (the environment scrub still applies); the PID
+    /// namespace and the private /proc stay.
     Full,
+    /// No kernel sandbox at all: no Landlock, no namespaces, no subreaper. Only the process
+    /// group is killed when a run ends, and the environment scrub still applies. Chosen by
+    /// whoever starts the agent (`--sandbox off`), never offered to a client that did not.
+    Off,
 }
 
 impl Mode {
+    /// The modes with a kernel sandbox: what a client may always choose between.
     pub const ALL: [Mode; 3] = [Mode::Workspace, Mode::ReadOnly, Mode::Full];
 
     /// The stable identifier used on the command line and as the ACP mode id.
@@ -50,11 +56,16 @@ impl Mode {
             Mode::Workspace => "workspace",
             Mode::ReadOnly => "read-only",
             Mode::Full => "full",
+            Mode::Off => "off",
         }
     }
 
+    /// The mode with this [`Mode::id`], `off` included.
     pub fn from_id(id: &str) -> Option<Mode> {
-        Mode::ALL.into_iter().find(|mode| mode.id() == id)
+        Mode::ALL
+            .into_iter()
+            .chain([Mode::Off])
+            .find(|mode| mode.id() == id)
     }
 
     /// The human name shown in a mode picker.
@@ -63,6 +74,7 @@ impl Mode {
             Mode::Workspace => "Workspace",
             Mode::ReadOnly => "Read-only",
             Mode::Full => "Full access",
+            Mode::Off => "Sandbox off",
         }
     }
 }
@@ -166,6 +178,13 @@ pub fn confine(launch: Launch, mode: Mode, roots: &Roots) -> Confined {
 
 /// Applies `mode` to `launch`, using only the layers `support` says work.
 pub fn confine_with(launch: Launch, mode: Mode, roots: &Roots, support: &Support) -> Confined {
+    if mode == Mode::Off {
+        return Confined {
+            launch,
+            pre_exec: None,
+            notices: Vec::new(),
+        };
+    }
     let notices = headline_gaps(mode, support);
     #[cfg(target_os = "linux")]
     {
@@ -213,7 +232,7 @@ pub fn confine_with(launch: Launch, mode: Mode, roots: &Roots, support: &Support
 /// What `mode` promises first (writes; read-only's network) and `support` can't enforce.
 fn headline_gaps(mode: Mode, support: &Support) -> Vec<String> {
     let mut gaps = Vec::new();
-    if mode == Mode::Full {
+    if matches!(mode, Mode::Full | Mode::Off) {
         return gaps;
     }
     if let Err(why) = &support.landlock {
@@ -246,6 +265,9 @@ pub fn describe(mode: Mode) -> String {
 
 /// [`describe`] for a given [`Support`].
 pub fn describe_with(mode: Mode, support: &Support) -> String {
+    if mode == Mode::Off {
+        return OFF_DESCRIPTION.to_string();
+    }
     let abi = support.landlock_abi();
     let mut on = Vec::new();
     let mut off = Vec::new();
@@ -276,11 +298,11 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
                 off.push("write restrictions (no Landlock)".to_string());
             }
         }
-        Mode::Full => on.push("no filesystem or network restriction".to_string()),
+        Mode::Full | Mode::Off => on.push("no filesystem or network restriction".to_string()),
     }
     match mode {
         Mode::Workspace => on.push("network on".to_string()),
-        Mode::Full => {}
+        Mode::Full | Mode::Off => {}
         Mode::ReadOnly => {
             if support.network_namespace.is_ok() {
                 on.push("no network (a private loopback only)".to_string());
@@ -340,6 +362,12 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
     }
     line
 }
+
+/// What `off` means, on any machine.
+const OFF_DESCRIPTION: &str = "Sandbox off: no kernel sandbox. Commands can write wherever the \
+agent can, use the network and read other processes' environments in /proc; what a command \
+starts in a new session (setsid, daemons) can outlive it, while the rest of its process group is \
+killed when it ends. The environment scrub still applies.";
 
 /// One layer of the sandbox and whether it works here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -442,6 +470,7 @@ impl DoctorReport {
         ];
         let modes = Mode::ALL
             .into_iter()
+            .chain([Mode::Off])
             .map(|m| (m, describe_with(m, support)))
             .collect();
         DoctorReport { layers, modes }

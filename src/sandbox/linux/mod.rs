@@ -63,7 +63,7 @@ pub(crate) fn ruleset(
     tcp_rules: bool,
 ) -> Result<Option<OwnedFd>, String> {
     let (writable, unix_sockets): (Vec<&Path>, bool) = match mode {
-        Mode::Full => return Ok(None),
+        Mode::Full | Mode::Off => return Ok(None),
         Mode::Workspace => (vec![roots.workspace.as_path(), roots.temp.as_path()], false),
         Mode::ReadOnly => (vec![roots.temp.as_path()], true),
     };
