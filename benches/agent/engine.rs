@@ -65,7 +65,7 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
     let count = if bench.quick { 40 } else { 200 };
     let rt = runtime();
     let mut rows = Vec::new();
-    for (mode, budget) in [(Mode::Full, 1.0), (Mode::Workspace, 4.0)] {
+    for (mode, budget) in [(Mode::Off, 1.0), (Mode::Workspace, 4.0), (Mode::Full, 4.0)] {
         let session = session(bench, mode);
         let (mut engine_ms, mut raw_ms) = (Vec::new(), Vec::new());
         rt.block_on(async {
@@ -76,7 +76,7 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
         let mut paired = Vec::new();
         // Diagnosis (sandbox off only): the same `bash -c true` forked as the engine forks it,
         // then also with the engine's prelude.
-        let diagnose = mode == Mode::Full;
+        let diagnose = mode == Mode::Off;
         let prelude = bench.work.path().join(".prelude.bash");
         std::fs::write(&prelude, raw::engine_prelude()).unwrap();
         let cwd_file = bench.work.path().join(".cwd");

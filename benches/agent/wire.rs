@@ -146,11 +146,16 @@ pub fn startup(bench: &Bench) -> Result<Vec<Row>> {
 }
 
 /// 2. Per-command overhead: sequential prompts of `true` against `bash -c true` spawned directly,
-///    interleaved one for one, with the sandbox off (`full`) and on (`workspace`).
+///    interleaved one for one, with the sandbox off (`off`) and on (each sandboxed mode).
 pub fn overhead(bench: &Bench) -> Result<Vec<Row>> {
     let count = if bench.quick { 40 } else { 200 };
     let mut rows = Vec::new();
-    for (mode, budget_ms) in [("full", 1.0), ("workspace", 4.0)] {
+    for (mode, budget_ms) in [
+        ("off", 1.0),
+        ("workspace", 4.0),
+        ("read-only", 4.0),
+        ("full", 4.0),
+    ] {
         let mut ready = match ready(bench, Some(mode)) {
             Ok(ready) => ready,
             Err(error) => {

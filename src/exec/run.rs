@@ -161,8 +161,7 @@ pub(super) async fn run(
         text.push_str(&format!("[acp-bash: {error}]\n"));
         notices.push(error);
     }
-    let next_cwd = prelude::recorded_cwd(&cwd_file).unwrap_or_else(|| cwd.clone());
-    let _ = std::fs::remove_file(&cwd_file);
+    let next_cwd = prelude::take_recorded_cwd(&cwd_file).unwrap_or_else(|| cwd.clone());
     *session.cwd.lock().unwrap() = next_cwd.clone();
     RunOutcome {
         output: text,
