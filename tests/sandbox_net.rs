@@ -6,7 +6,7 @@ mod sandbox_util;
 use std::net::TcpListener;
 
 use acp_bash::sandbox::{Mode, Support};
-use sandbox_util::{spawn, spawn_with};
+use sandbox_util::{spawn, spawn_with, wait_for_file};
 
 fn connect_script(port: u16) -> String {
     format!("if exec 3<>/dev/tcp/127.0.0.1/{port}; then echo connected; else echo refused; fi")
@@ -85,4 +85,41 @@ fn read_only_mode_keeps_a_private_loopback() {
     let (status, output) = spawn(script, Mode::ReadOnly, dir.path()).finish();
     assert!(status.success(), "{output}");
     assert!(output == "lo-up\n" || output.trim() == "0x9", "{output}");
+}
+
+#[test]
+fn every_read_only_command_gets_a_network_namespace_of_its_own() {
+    if Support::current().network_namespace.is_err() {
+        eprintln!("skipping: no network namespace here");
+        return;
+    }
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Namespaces are made ahead of need: the first command takes one made on the spot, the
+    // next ones the spare made meanwhile. Three commands alive at once (namespace numbers are
+    // reused once freed) must be in three namespaces, none the host's.
+    let running: Vec<_> = (0..3)
+        .map(|n| {
+            let script = format!(
+                "readlink /proc/self/ns/net > ns{n}.tmp && mv ns{n}.tmp ns{n}; \
+                 until [ -e go ]; do sleep 0.01; done"
+            );
+            let running = spawn(&script, Mode::ReadOnly, dir.path());
+            wait_for_file(&dir.path().join(format!("ns{n}")));
+            running
+        })
+        .collect();
+    let seen: Vec<String> = (0..3)
+        .map(|n| std::fs::read_to_string(dir.path().join(format!("ns{n}"))).unwrap())
+        .collect();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    for running in running {
+        let (status, output) = running.finish();
+        assert!(status.success(), "{output}");
+    }
+    for (n, netns) in seen.iter().enumerate() {
+        assert!(netns.starts_with("net:["), "{netns}");
+        assert_ne!(std::path::Path::new(netns.trim()), host, "not the host's");
+        assert!(!seen[..n].contains(netns), "shared: {seen:?}");
+    }
 }

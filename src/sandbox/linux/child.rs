@@ -35,6 +35,9 @@ pub(crate) struct ChildPlan {
     pub private_proc: bool,
     /// Also a fresh network namespace (only loopback, brought up).
     pub network_namespace: bool,
+    /// With `network_namespace`: one made ahead of time, loopback already up, to join instead
+    /// of creating one here (-1: create it here). Only without a user namespace (root).
+    pub netns_fd: RawFd,
     /// Landlock ruleset to restrict the shell with (owned by the closure; close-on-exec).
     pub landlock_fd: RawFd,
     /// The agent's environment block `[start, end)`, wiped in PID 1 (a fork of the agent that
@@ -208,7 +211,7 @@ fn write_identity_map(path: &[u8], id: u32) -> c_int {
 }
 
 /// Brings up `lo` in a fresh network namespace so a command can still talk to itself.
-fn loopback_up() {
+pub(crate) fn loopback_up() {
     // SAFETY: plain ioctls on a socket we own.
     unsafe {
         let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
@@ -391,10 +394,17 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
         let uid = libc::geteuid();
         let gid = libc::getegid();
         let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
-        if plan.network_namespace {
+        let user_ns = uid != 0;
+        let join_netns = plan.network_namespace && plan.netns_fd >= 0 && !user_ns;
+        if join_netns {
+            check(
+                fd,
+                b"joining the prepared network namespace (setns)",
+                libc::setns(plan.netns_fd, libc::CLONE_NEWNET),
+            );
+        } else if plan.network_namespace {
             flags |= libc::CLONE_NEWNET;
         }
-        let user_ns = uid != 0;
         if user_ns {
             flags |= libc::CLONE_NEWUSER;
         }
@@ -427,7 +437,7 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
                 std::ptr::null(),
             ),
         );
-        if plan.network_namespace {
+        if plan.network_namespace && !join_netns {
             loopback_up();
         }
         let mut pipe = [-1 as c_int; 2];

@@ -134,11 +134,58 @@ pub(crate) fn env_region() -> Option<(usize, usize)> {
     })
 }
 
+/// A fresh network namespace (loopback up) for one read-only command, made ahead of need:
+/// creating one takes about a millisecond, which a command should not wait for. Each call takes
+/// the spare and starts making the next one on a short-lived thread, so every command still gets
+/// a namespace of its own. `None` when not root (the command then makes its own, inside its user
+/// namespace) or when the kernel refuses.
+fn prepared_network_namespace() -> Option<OwnedFd> {
+    static SPARE: std::sync::Mutex<Option<OwnedFd>> = std::sync::Mutex::new(None);
+    // SAFETY: plain getter.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let spare = SPARE.lock().unwrap().take();
+    let netns = spare.or_else(|| new_network_namespace().ok());
+    if netns.is_some() {
+        let refill = std::thread::Builder::new()
+            .name("acp-bash-netns".into())
+            .spawn(|| {
+                if let Ok(next) = new_network_namespace() {
+                    SPARE.lock().unwrap().get_or_insert(next);
+                }
+            });
+        if let Err(error) = refill {
+            tracing::debug!(%error, "no thread to prepare the next network namespace");
+        }
+    }
+    netns
+}
+
+/// A new network namespace with its loopback up, made on a thread of its own (`unshare` moves
+/// the calling thread into it; the thread ends there, the returned fd keeps it alive).
+fn new_network_namespace() -> std::io::Result<OwnedFd> {
+    let made = std::thread::Builder::new()
+        .name("acp-bash-netns".into())
+        .spawn(|| {
+            // SAFETY: unshare affects only this thread, which ends right after.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            child::loopback_up();
+            std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
+        })?
+        .join();
+    made.unwrap_or_else(|_| Err(std::io::Error::other("the namespace thread panicked")))
+}
+
 /// The per-command plan the pre-exec closure runs.
 pub(crate) struct Prepared {
     plan: ChildPlan,
     /// Keeps the Landlock ruleset open until the closure is dropped (after spawn).
     _ruleset: Option<OwnedFd>,
+    /// Keeps the prepared network namespace open until then too.
+    _netns: Option<OwnedFd>,
 }
 
 impl Prepared {
@@ -148,12 +195,18 @@ impl Prepared {
         network_namespace: bool,
         ruleset: Option<OwnedFd>,
     ) -> Self {
+        let netns = if network_namespace && namespaces {
+            prepared_network_namespace()
+        } else {
+            None
+        };
         let landlock_fd: RawFd = ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd());
         Prepared {
             plan: ChildPlan {
                 namespaces,
                 private_proc,
                 network_namespace,
+                netns_fd: netns.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
                 landlock_fd,
                 env_region: if namespaces { env_region() } else { None },
                 message_fd: 2,
@@ -161,6 +214,7 @@ impl Prepared {
                 reaper: !namespaces,
             },
             _ruleset: ruleset,
+            _netns: netns,
         }
     }
 
@@ -252,6 +306,7 @@ fn plan(
         namespaces,
         private_proc,
         network_namespace,
+        netns_fd: -1,
         landlock_fd,
         env_region: None,
         message_fd: 2,
