@@ -74,8 +74,8 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
             }
         });
         let mut paired = Vec::new();
-        // Diagnosis (sandbox off only): the same `bash -c true` forked as the engine forks it,
-        // then also with the engine's prelude.
+        // Diagnosis (measured alongside `off`): `bash -c true` forked as the engine forks a
+        // sandboxed shell, then also with the engine's prelude, then with each sandbox step.
         let diagnose = mode == Mode::Off;
         let prelude = bench.work.path().join(".prelude.bash");
         std::fs::write(&prelude, raw::engine_prelude()).unwrap();
@@ -104,7 +104,7 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
         if diagnose {
             for (what, deltas) in [
                 (
-                    "forked with a pre_exec step, own group (as the engine spawns)",
+                    "forked with a pre_exec step, own group (how the engine starts a sandboxed shell, before its step)",
                     &forked,
                 ),
                 (
