@@ -11,13 +11,13 @@ pub mod chunk;
 pub mod env;
 pub mod logdir;
 mod prelude;
+mod private_dir;
 mod process;
 mod run;
 pub mod status;
 
 pub use status::{signal_name, signal_number, Exit, RunStatus, Truncation};
 
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -26,6 +26,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::sandbox;
+use private_dir::PrivateDir;
 
 /// Settings shared by every session of one engine.
 #[derive(Debug, Clone)]
@@ -78,46 +79,6 @@ impl EngineInner {
             env::prepare(&self.config.env, vars)
         })
     }
-}
-
-/// A directory only this process's user can enter, removed when the engine is dropped.
-struct PrivateDir {
-    path: PathBuf,
-    prelude: PathBuf,
-}
-
-impl PrivateDir {
-    fn create() -> Result<PrivateDir, String> {
-        let path = std::env::temp_dir().join(format!(
-            "acp-bash-{}-{}",
-            std::process::id(),
-            unique_suffix()
-        ));
-        let made = std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&path)
-            .and_then(|()| prelude::install(&path));
-        match made {
-            Ok(prelude) => Ok(PrivateDir { path, prelude }),
-            Err(error) => Err(format!(
-                "acp-bash could not create its private directory {}: {error}; set TMPDIR to a writable directory",
-                path.display()
-            )),
-        }
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
-fn unique_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
 }
 
 /// `/bin/bash` when it exists (the common case), else the first `bash` on the commands' PATH.
@@ -197,8 +158,8 @@ impl Engine {
         Engine { inner }
     }
 
-    /// Does the engine's one-time work (the environment scrub, the sandbox probe) on a
-    /// background thread now, so the first command does not wait for it. Without this call it
+    /// Does the engine's one-time work (the environment scrub, the sandbox probe, removing the
+    /// private directories of agents that were killed) on a background thread now, so the first command does not wait for it. Without this call it
     /// happens on first use. An agent calls it once it has answered `initialize`: earlier, on a
     /// small machine, the work would compete with start-up for the CPU.
     pub fn prepare_in_background(&self) {
@@ -210,6 +171,7 @@ impl Engine {
                     inner.env();
                 }
                 sandbox::Support::current();
+                private_dir::remove_abandoned(&std::env::temp_dir());
             });
         if let Err(error) = spawned {
             tracing::debug!(%error, "no thread to prepare the engine early; it will on first use");
