@@ -21,6 +21,26 @@ pub fn bash_to_devnull(script: &str) -> Duration {
     started.elapsed()
 }
 
+/// `bash -c script` with stdout and stderr appended straight to a new file at `path` (removed
+/// afterwards): keeping the output, with no reader and no pipe at all. The agent must keep it too
+/// (the full log), so this bounds what any agent can reach on this machine's page cache.
+pub fn bash_to_file(script: &str, path: &std::path::Path) -> Duration {
+    let started = Instant::now();
+    let file = std::fs::File::create(path).expect("the output file");
+    let status = Command::new(BASH)
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("dup"))
+        .stderr(file)
+        .status()
+        .expect("bash runs");
+    assert!(status.success(), "bash -c {script:?} failed: {status}");
+    let elapsed = started.elapsed();
+    let _ = std::fs::remove_file(path);
+    elapsed
+}
+
 /// `bash -c script` with stdout and stderr on one pipe that this process drains in 64 KiB reads
 /// and throws away: the least any agent reading a command's output pipe has to pay.
 /// Returns the time to exit and the bytes read.

@@ -216,11 +216,12 @@ pub fn throughput_script(bytes: u64) -> String {
 }
 
 /// 3. Throughput and memory: the command printing `bench.bytes` through the card path, against
-///    the same command into /dev/null (and into a pipe drained by a reader that does nothing).
+///    the same command into /dev/null (and, for context, into a pipe drained by a reader that
+///    does nothing, and into a file in the agent's temp dir, where the agent keeps its log).
 pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
     let runs = if bench.quick { 1 } else { 5 };
     let script = throughput_script(bench.bytes);
-    let (mut agent_s, mut null_s, mut pipe_s) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut agent_s, mut null_s, mut pipe_s, mut file_s) = (vec![], vec![], vec![], vec![]);
     let (mut peaks, mut streamed, mut updates, mut budgets) = (vec![], vec![], vec![], vec![]);
     let limits = stream_limits();
     let stream_cap = limits.max_streamed_bytes as u64;
@@ -229,6 +230,8 @@ pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
         let (elapsed, read) = raw::bash_to_pipe_reader(&script);
         assert_eq!(read, bench.bytes);
         pipe_s.push(elapsed.as_secs_f64());
+        let kept = bench.work.path().join(".kept-output");
+        file_s.push(raw::bash_to_file(&script, &kept).as_secs_f64());
 
         let mut ready = ready(bench, Some("full"))?;
         let turn = prompt(&mut ready, &script, Duration::from_secs(300))?;
@@ -260,6 +263,7 @@ pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
             .collect()
     };
     let (agent_rate, null_rate, pipe_rate) = (rate(&agent_s), rate(&null_s), rate(&pipe_s));
+    let file_rate = rate(&file_s);
     let throughput_ratio = median(&agent_rate) / median(&null_rate);
     // The cap, plus the line that says streaming stopped and the one naming the full log
     // (a path: at most PATH_MAX).
@@ -290,6 +294,18 @@ pub fn throughput(bench: &Bench) -> Result<Vec<Row>> {
             ),
             ratio: ratio(median(&agent_rate), median(&pipe_rate)),
             target: "(context)".into(),
+            met: None,
+        },
+        Row {
+            case: "throughput".into(),
+            metric: format!("{size}: keeping it (the command > a file, no agent), MB/s"),
+            median: spread(&file_rate, "MB/s", 0),
+            baseline: format!(
+                "same command > /dev/null: {}",
+                spread(&null_rate, "MB/s", 0)
+            ),
+            ratio: ratio(median(&file_rate), median(&null_rate)),
+            target: "(context: the ceiling for any agent that keeps the output)".into(),
             met: None,
         },
         Row {
