@@ -151,7 +151,13 @@ fn prepared_network_namespace() -> Option<OwnedFd> {
         let refill = std::thread::Builder::new()
             .name("acp-bash-netns".into())
             .spawn(|| {
-                if let Ok(next) = new_network_namespace() {
+                // Making a namespace costs about a millisecond of CPU: let the commands (and
+                // the agent's other threads) have the cores first.
+                // SAFETY: setpriority on this thread (Linux: a thread id is a process id).
+                unsafe {
+                    libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+                }
+                if let Ok(next) = move_this_thread_to_a_new_network_namespace() {
                     SPARE.lock().unwrap().get_or_insert(next);
                 }
             });
@@ -162,21 +168,25 @@ fn prepared_network_namespace() -> Option<OwnedFd> {
     netns
 }
 
-/// A new network namespace with its loopback up, made on a thread of its own (`unshare` moves
-/// the calling thread into it; the thread ends there, the returned fd keeps it alive).
+/// A new network namespace with its loopback up, made on a thread of its own (see
+/// [`move_this_thread_to_a_new_network_namespace`]).
 fn new_network_namespace() -> std::io::Result<OwnedFd> {
     let made = std::thread::Builder::new()
         .name("acp-bash-netns".into())
-        .spawn(|| {
-            // SAFETY: unshare affects only this thread, which ends right after.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            child::loopback_up();
-            std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
-        })?
+        .spawn(move_this_thread_to_a_new_network_namespace)?
         .join();
     made.unwrap_or_else(|_| Err(std::io::Error::other("the namespace thread panicked")))
+}
+
+/// `unshare(CLONE_NEWNET)` moves the calling thread into a new network namespace; brings its `lo`
+/// up and returns an fd that keeps the namespace alive. Only for a thread that ends right after.
+fn move_this_thread_to_a_new_network_namespace() -> std::io::Result<OwnedFd> {
+    // SAFETY: unshare has no memory-safety preconditions; it changes this thread only.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    child::loopback_up();
+    std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
 }
 
 /// The per-command plan the pre-exec closure runs.
