@@ -2,27 +2,15 @@
 //! the exit status), `trap` behaves like the builtin, line numbers and exit codes are the
 //! script's, and nothing of it reaches child processes. Real bash, default sandbox mode.
 
-use std::path::Path;
-use std::time::Duration;
+mod engine_util;
 
-use acp_bash::exec::{Engine, EngineConfig, Exit, RunOutcome, RunRequest, Session};
-use tokio_util::sync::CancellationToken;
+use std::path::Path;
+
+use acp_bash::exec::{Engine, EngineConfig, Exit, Session};
+use engine_util::run;
 
 fn session(root: &Path) -> Session {
     Engine::new(EngineConfig::default()).session(root).unwrap()
-}
-
-async fn run(session: &Session, script: &str) -> RunOutcome {
-    session
-        .run(
-            RunRequest {
-                script: script.into(),
-                timeout: Some(Duration::from_secs(60)),
-            },
-            &mut |_| {},
-            &CancellationToken::new(),
-        )
-        .await
 }
 
 /// A session rooted in a fresh directory with a subdirectory `sub`.

@@ -1,13 +1,15 @@
 //! The sandbox through the real engine (`exec::Session::run`): each layer as a user meets it.
 #![cfg(target_os = "linux")]
 
+mod engine_util;
 mod sandbox_util;
 
 use std::net::TcpListener;
 use std::time::Duration;
 
-use acp_bash::exec::{Engine, EngineConfig, Exit, RunOutcome, RunRequest, Session};
+use acp_bash::exec::{Engine, EngineConfig, Exit};
 use acp_bash::sandbox::{Mode, Support};
+use engine_util::{run, run_with};
 use sandbox_util::{marker, processes_with, start_escapees, wait_until_gone};
 use tokio_util::sync::CancellationToken;
 
@@ -17,28 +19,6 @@ fn engine() -> Engine {
         pipe_grace: Duration::from_millis(300),
         ..EngineConfig::default()
     })
-}
-
-async fn run(session: &Session, script: &str) -> RunOutcome {
-    run_with(session, script, None, &CancellationToken::new()).await
-}
-
-async fn run_with(
-    session: &Session,
-    script: &str,
-    timeout: Option<Duration>,
-    cancel: &CancellationToken,
-) -> RunOutcome {
-    let request = RunRequest {
-        script: script.into(),
-        timeout,
-    };
-    tokio::time::timeout(
-        Duration::from_secs(60),
-        session.run(request, &mut |_: &str| {}, cancel),
-    )
-    .await
-    .expect("the run hung")
 }
 
 /// A workspace outside the temp dir (which every mode may write).

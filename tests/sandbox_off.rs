@@ -4,14 +4,15 @@
 //! command moves to a new session outlives the run.
 #![cfg(target_os = "linux")]
 
+mod engine_util;
 mod sandbox_util;
 
 use std::time::Duration;
 
-use acp_bash::exec::{Engine, EngineConfig, Exit, RunOutcome, RunRequest, Session};
+use acp_bash::exec::{Engine, EngineConfig, Exit};
 use acp_bash::sandbox::Mode;
+use engine_util::run;
 use sandbox_util::{marker, processes_with, wait_until_gone};
-use tokio_util::sync::CancellationToken;
 
 fn off_engine(vars: Vec<(&str, &str)>) -> Engine {
     Engine::with_environment(
@@ -22,19 +23,6 @@ fn off_engine(vars: Vec<(&str, &str)>) -> Engine {
         vars.into_iter()
             .map(|(name, value)| (name.into(), value.into())),
     )
-}
-
-async fn run(session: &Session, script: &str) -> RunOutcome {
-    session
-        .run(
-            RunRequest {
-                script: script.into(),
-                timeout: Some(Duration::from_secs(60)),
-            },
-            &mut |_| {},
-            &CancellationToken::new(),
-        )
-        .await
 }
 
 const PATH: (&str, &str) = ("PATH", "/usr/local/bin:/usr/bin:/bin");
