@@ -364,8 +364,8 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
 }
 
 /// What `off` means, on any machine.
-const OFF_DESCRIPTION: &str = "Sandbox off: no kernel sandbox. Commands can write wherever the \
-agent can, use the network and read other processes' environments in /proc; what a command \
+const OFF_DESCRIPTION: &str = "Sandbox off: no kernel sandbox (offered only when the agent is \
+started with `--sandbox off`). Commands can write wherever the agent can, use the network and read other processes' environments in /proc; what a command \
 starts in a new session (setsid, daemons) can outlive it, while the rest of its process group is \
 killed when it ends. The environment scrub still applies.";
 
