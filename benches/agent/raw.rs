@@ -6,13 +6,17 @@ use std::time::{Duration, Instant};
 
 pub const BASH: &str = "/bin/bash";
 
+/// `bash -c script` with stdin from /dev/null; the caller sets stdout and stderr.
+fn bash(script: &str) -> Command {
+    let mut command = Command::new(BASH);
+    command.arg("-c").arg(script).stdin(Stdio::null());
+    command
+}
+
 /// `bash -c script` with no input and output discarded: how long until it has exited.
 pub fn bash_to_devnull(script: &str) -> Duration {
     let started = Instant::now();
-    let status = Command::new(BASH)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
+    let status = bash(script)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -27,10 +31,7 @@ pub fn bash_to_devnull(script: &str) -> Duration {
 pub fn bash_to_file(script: &str, path: &std::path::Path) -> Duration {
     let started = Instant::now();
     let file = std::fs::File::create(path).expect("the output file");
-    let status = Command::new(BASH)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
+    let status = bash(script)
         .stdout(file.try_clone().expect("dup"))
         .stderr(file)
         .status()
@@ -47,10 +48,7 @@ pub fn bash_to_file(script: &str, path: &std::path::Path) -> Duration {
 pub fn bash_to_pipe_reader(script: &str) -> (Duration, u64) {
     let started = Instant::now();
     let (mut reader, writer) = std::io::pipe().expect("a pipe");
-    let mut child = Command::new(BASH)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
+    let mut child = bash(script)
         .stdout(writer.try_clone().expect("dup"))
         .stderr(writer)
         .spawn()
@@ -74,10 +72,7 @@ pub fn bash_to_pipe_reader(script: &str) -> (Duration, u64) {
 /// `bash -c script` with its output on a pipe: the time from spawning to the first byte read.
 pub fn bash_first_output(script: &str) -> Duration {
     let started = Instant::now();
-    let mut child = Command::new(BASH)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
+    let mut child = bash(script)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -96,10 +91,7 @@ pub fn bash_concurrent(script: &str, count: usize) -> Duration {
     let started = Instant::now();
     let children: Vec<_> = (0..count)
         .map(|_| {
-            Command::new(BASH)
-                .arg("-c")
-                .arg(script)
-                .stdin(Stdio::null())
+            bash(script)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
