@@ -204,7 +204,7 @@ fn main() -> ExitCode {
     init_logging(cli.log_level.as_deref());
     // One worker thread (plus the main thread, which only waits): commands run in processes of
     // their own, the agent's work per message and per byte is small, and tasks that wake each
-    // other on one thread skip a futex hand-off each time: 0.1–0.4 ms less per command than two
+    // other on one thread skip a futex hand-off each time: 0.1–0.9 ms less per command than two
     // workers here, at the same throughput (notes/2026-11-29-runtime-one-worker.md).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

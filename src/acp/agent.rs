@@ -285,14 +285,10 @@ impl Connection {
             Ok(state) => state,
             Err(error) => return responder.respond_with_error(error),
         };
-        let off = self.off_allowed().then_some(sandbox::Mode::Off);
-        let ids: Vec<&str> = sandbox::Mode::ALL
-            .iter()
-            .chain(off.as_ref())
-            .map(|m| m.id())
-            .collect();
+        let offered = sandbox::Mode::offered(self.off_allowed());
+        let ids: Vec<&str> = offered.iter().map(|m| m.id()).collect();
         let mode = sandbox::Mode::from_id(&request.mode_id.0);
-        let Some(mode) = mode.filter(|mode| ids.contains(&mode.id())) else {
+        let Some(mode) = mode.filter(|mode| offered.contains(mode)) else {
             let why = if mode == Some(sandbox::Mode::Off) {
                 "mode \"off\" is not available: the sandbox can be turned off only by whoever \
                  starts the agent (`acp-bash --sandbox off`)"

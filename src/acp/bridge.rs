@@ -364,10 +364,8 @@ mod tests {
 /// Each description says what the mode enforces on this machine and what it does not. `off` is
 /// offered only when `off_allowed` (the agent was started with `--sandbox off`).
 pub fn session_modes(current: sandbox::Mode, off_allowed: bool) -> SessionModeState {
-    let off = off_allowed.then_some(sandbox::Mode::Off);
-    let modes = sandbox::Mode::ALL
+    let modes = sandbox::Mode::offered(off_allowed)
         .into_iter()
-        .chain(off)
         .map(|mode| SessionMode::new(mode.id(), mode.name()).description(sandbox::describe(mode)))
         .collect();
     SessionModeState::new(current.id(), modes)

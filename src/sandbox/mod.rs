@@ -60,6 +60,13 @@ impl Mode {
         }
     }
 
+    /// The modes a client may choose between: the sandboxed ones, and `off` when whoever started
+    /// the agent chose it (`off_allowed`).
+    pub fn offered(off_allowed: bool) -> Vec<Mode> {
+        let off = off_allowed.then_some(Mode::Off);
+        Mode::ALL.into_iter().chain(off).collect()
+    }
+
     /// The mode with this [`Mode::id`], `off` included.
     pub fn from_id(id: &str) -> Option<Mode> {
         Mode::ALL
