@@ -1,0 +1,8 @@
+//! The ACP agent over real pipes with the real SDK.
+
+mod modes;
+mod protocol;
+mod shutdown;
+mod stdio;
+mod streaming;
+mod transcripts;

@@ -1,0 +1,226 @@
+//! Snapshot transcripts: a client drives the real binary over real pipes and records every
+//! JSON-RPC line. One transcript per (client, script), stored in `snapshots/` at the repo root.
+//!
+//! Every line of every transcript is validated against the ACP v1 schema, and every card
+//! transcript is replayed through Zed's rules: the card must show exactly what the command printed.
+
+use std::path::Path;
+
+use acp_bash::acp::client::{ClientProfile, Conversation};
+use agent_client_protocol::v1::schema::{SessionUpdate, StopReason};
+use serde_json::Value;
+
+use crate::support::acp::*;
+use crate::support::zed_replay::ZedReplay;
+
+/// A script: the prompts sent in one session, and what each prints (`[TMP]` = the session's dir).
+struct Script {
+    name: &'static str,
+    prompts: &'static [&'static str],
+    printed: &'static [&'static str],
+    /// Cancel the (only) prompt once it has printed and created the file `started`.
+    cancel: bool,
+}
+
+const SUCCESS: Script = Script {
+    name: "success",
+    prompts: &["echo hello"],
+    printed: &["hello\n"],
+    cancel: false,
+};
+
+const FAILURE: Script = Script {
+    name: "failure",
+    prompts: &["echo 'error: no such thing' >&2; exit 3"],
+    printed: &["error: no such thing\n"],
+    cancel: false,
+};
+
+const MULTI_LINE: Script = Script {
+    name: "multi_line_with_description",
+    prompts: &["# Make two files and list them\nmkdir -p out\ntouch out/a out/b\nls out"],
+    printed: &["a\nb\n"],
+    cancel: false,
+};
+
+const CD_THEN_PWD: Script = Script {
+    name: "cd_then_pwd",
+    prompts: &["mkdir -p sub && cd sub", "pwd"],
+    printed: &["", "[TMP]/sub\n"],
+    cancel: false,
+};
+
+const COLOURS: Script = Script {
+    name: "colours_and_utf8",
+    prompts: &["printf '\\033[1;32mgreen ✓\\033[0m naïve café — 日本語 🚀\\n'"],
+    printed: &["\x1b[1;32mgreen ✓\x1b[0m naïve café — 日本語 🚀\n"],
+    cancel: false,
+};
+
+const CANCELLED: Script = Script {
+    name: "cancelled_sleep",
+    // `exec`: the shell becomes the sleep, so what the kill leaves behind does not depend on
+    // whether bash reports its child's death before acting on its own SIGTERM.
+    prompts: &["echo started; touch started; exec sleep 60"],
+    printed: &["started\n"],
+    cancel: true,
+};
+
+fn profile_name(profile: ClientProfile) -> &'static str {
+    match profile {
+        ClientProfile::Zed => "zed",
+        ClientProfile::Plain => "plain",
+        ClientProfile::TerminalOnly => "terminal_only",
+    }
+}
+
+async fn prompt(c: &mut Conversation, script: &Script, dir: &Path, profile: ClientProfile) {
+    let session = c.new_session(dir).await.unwrap();
+    if script.cancel {
+        let pending = c.start_prompt(&session, script.prompts[0]).block_task();
+        // Everything the agent sends before the cancel (the tool_call; on the card, all of the
+        // output) is in before the cancel goes out, so the transcript's order is fixed.
+        let mut updates: Vec<SessionUpdate> = Vec::new();
+        loop {
+            let called = updates
+                .iter()
+                .any(|u| matches!(u, SessionUpdate::ToolCall(_)));
+            let printed =
+                profile != ClientProfile::Zed || card_output(&updates) == script.printed[0];
+            if called && printed {
+                break;
+            }
+            updates.push(c.next_update().await.expect("an update").update);
+        }
+        wait_for_file(&dir.join("started")).await;
+        c.cancel(&session).unwrap();
+        assert_eq!(pending.await.unwrap().stop_reason, StopReason::Cancelled);
+    } else {
+        for text in script.prompts {
+            assert_eq!(
+                c.prompt(&session, text).await.unwrap().stop_reason,
+                StopReason::EndTurn
+            );
+        }
+    }
+}
+
+async fn transcript(profile: ClientProfile, script: Script) {
+    let (_tmp, dir) = temp_dir();
+    let client = client(profile);
+    let recorded = client.transcript();
+    guard(
+        script.name,
+        client.run(async |mut c| {
+            prompt(&mut c, &script, &dir, profile).await;
+            Ok(())
+        }),
+    )
+    .await
+    .unwrap();
+    let lines = recorded.lines();
+
+    validate_wire(&lines);
+    if profile == ClientProfile::Zed {
+        let printed: Vec<String> = script
+            .printed
+            .iter()
+            .map(|p| p.replace("[TMP]", dir.to_str().unwrap()))
+            .collect();
+        assert_cards_show_what_was_printed(&lines, &printed);
+    }
+
+    let normalized = normalize_transcript(&lines, &dir);
+    insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!(format!("{}__{}", profile_name(profile), script.name), normalized.join("\n"));
+    });
+}
+
+/// Each `session/update` the agent sent, as JSON, in order.
+fn updates(lines: &[String]) -> Vec<Value> {
+    lines
+        .iter()
+        .filter_map(|line| line.strip_prefix("<- "))
+        .map(|json| serde_json::from_str::<Value>(json).unwrap())
+        .filter(|value| value["method"] == "session/update")
+        .map(|value| value["params"]["update"].clone())
+        .collect()
+}
+
+fn assert_cards_show_what_was_printed(lines: &[String], printed: &[String]) {
+    let updates = updates(lines);
+    let calls: Vec<String> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .map(|u| u["toolCallId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(calls.len(), printed.len(), "one tool call per prompt");
+    let cards = replay_cards(&updates, &calls);
+    for ((call, card_output), expected) in calls.iter().zip(cards).zip(printed) {
+        assert_eq!(
+            &card_output, expected,
+            "the card of {call} shows exactly what the command printed"
+        );
+    }
+}
+
+/// Replays the updates the way Zed applies them and returns each card's rendered output; the card
+/// must exist, keep its terminal block, have exited, and Zed must have seen no problem.
+fn replay_cards(updates: &[Value], calls: &[String]) -> Vec<String> {
+    let mut zed = ZedReplay::default();
+    for update in updates {
+        zed.apply(update);
+    }
+    assert_eq!(
+        zed.problems(),
+        &[] as &[String],
+        "Zed would show no problem"
+    );
+    calls
+        .iter()
+        .map(|call| {
+            let card = zed.card(call).unwrap_or_else(|| panic!("Zed knows {call}"));
+            assert!(
+                card.has_terminal_block,
+                "{call} still shows its card: {card:?}"
+            );
+            assert!(card.exited, "{call}'s card got its exit: {card:?}");
+            assert_eq!(card.kind.as_deref(), Some("execute"));
+            assert!(
+                card.status == "completed" || card.status == "failed",
+                "{card:?}"
+            );
+            card.output
+        })
+        .collect()
+}
+
+macro_rules! transcripts {
+    ($($test:ident: $profile:expr, $script:expr;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            transcript($profile, $script).await;
+        }
+    )*};
+}
+
+transcripts! {
+    zed_success: ClientProfile::Zed, SUCCESS;
+    zed_failure: ClientProfile::Zed, FAILURE;
+    zed_multi_line_with_description: ClientProfile::Zed, MULTI_LINE;
+    zed_cd_then_pwd: ClientProfile::Zed, CD_THEN_PWD;
+    zed_colours_and_utf8: ClientProfile::Zed, COLOURS;
+    zed_cancelled_sleep: ClientProfile::Zed, CANCELLED;
+    plain_success: ClientProfile::Plain, SUCCESS;
+    plain_failure: ClientProfile::Plain, FAILURE;
+    plain_multi_line_with_description: ClientProfile::Plain, MULTI_LINE;
+    plain_cd_then_pwd: ClientProfile::Plain, CD_THEN_PWD;
+    plain_colours_and_utf8: ClientProfile::Plain, COLOURS;
+    plain_cancelled_sleep: ClientProfile::Plain, CANCELLED;
+    terminal_only_success: ClientProfile::TerminalOnly, SUCCESS;
+    terminal_only_failure: ClientProfile::TerminalOnly, FAILURE;
+    terminal_only_multi_line_with_description: ClientProfile::TerminalOnly, MULTI_LINE;
+    terminal_only_cd_then_pwd: ClientProfile::TerminalOnly, CD_THEN_PWD;
+    terminal_only_colours_and_utf8: ClientProfile::TerminalOnly, COLOURS;
+    terminal_only_cancelled_sleep: ClientProfile::TerminalOnly, CANCELLED;
+}

@@ -1,0 +1,3 @@
+//! The `acp-bash` subcommands.
+
+mod commands;

@@ -1,0 +1,5 @@
+//! The execution engine, driven with real bash processes.
+
+mod engine;
+mod large_output;
+mod prelude;

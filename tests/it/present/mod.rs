@@ -1,0 +1,5 @@
+//! The presentation layer: prompts to views, the wire checked against the schema, Zed's card.
+
+mod prompt_to_views;
+mod wire_schema;
+mod zed_replay;

@@ -1,0 +1,11 @@
+//! The kernel sandbox: what each mode lets a command do, tried by hostile commands.
+
+mod cost;
+mod engine;
+mod escapees;
+mod fs;
+mod net;
+mod off;
+mod secrets;
+mod support;
+mod unprivileged;

@@ -1,0 +1,123 @@
+//! Read-only mode has no network: a connect to a listener on the host's loopback fails.
+#![cfg(target_os = "linux")]
+
+use std::net::TcpListener;
+
+use crate::support::sandbox::{spawn, spawn_with, wait_for_file};
+use acp_bash::sandbox::{Mode, Support};
+
+fn connect_script(port: u16) -> String {
+    format!("if exec 3<>/dev/tcp/127.0.0.1/{port}; then echo connected; else echo refused; fi")
+}
+
+fn accepted(listener: &TcpListener) -> bool {
+    listener.set_nonblocking(true).unwrap();
+    listener.accept().is_ok()
+}
+
+#[test]
+fn workspace_mode_reaches_the_host_loopback() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let (status, output) = spawn(&connect_script(port), Mode::Workspace, dir.path()).finish();
+    assert!(status.success());
+    assert_eq!(output, "connected\n");
+    assert!(accepted(&listener));
+}
+
+#[test]
+fn read_only_mode_cannot_reach_the_host_loopback() {
+    let support = Support::current();
+    if support.network_namespace.is_err() && support.landlock.is_err() {
+        eprintln!("skipping: neither a network namespace nor Landlock here");
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let (status, output) = spawn(&connect_script(port), Mode::ReadOnly, dir.path()).finish();
+    assert!(status.success());
+    assert!(output.ends_with("refused\n"), "{output}");
+    assert!(!accepted(&listener), "a connection came through");
+}
+
+#[test]
+fn read_only_mode_without_a_network_namespace_blocks_tcp_with_landlock() {
+    let mut support = Support::current().clone();
+    if !matches!(support.landlock, Ok(abi) if abi >= 4) {
+        eprintln!("skipping: no Landlock TCP rules here");
+        return;
+    }
+    support.network_namespace = Err("test: pretend there is none".into());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let running = spawn_with(
+        &connect_script(port),
+        Mode::ReadOnly,
+        dir.path(),
+        &support,
+        |_| {},
+    );
+    assert!(running.notices.is_empty(), "{:?}", running.notices);
+    let (status, output) = running.finish();
+    assert!(status.success());
+    assert!(
+        output.contains("Permission denied") && output.ends_with("refused\n"),
+        "{output}"
+    );
+    assert!(!accepted(&listener));
+}
+
+#[test]
+fn read_only_mode_keeps_a_private_loopback() {
+    if Support::current().network_namespace.is_err() {
+        eprintln!("skipping: no network namespace here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The loopback inside is up: binding a port works (nothing outside can see it).
+    let script =
+        "ip -o link show lo 2>/dev/null | grep -q UP && echo lo-up || cat /sys/class/net/lo/flags";
+    let (status, output) = spawn(script, Mode::ReadOnly, dir.path()).finish();
+    assert!(status.success(), "{output}");
+    assert!(output == "lo-up\n" || output.trim() == "0x9", "{output}");
+}
+
+#[test]
+fn every_read_only_command_gets_a_network_namespace_of_its_own() {
+    if Support::current().network_namespace.is_err() {
+        eprintln!("skipping: no network namespace here");
+        return;
+    }
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Namespaces are made ahead of need: the first command takes one made on the spot, the
+    // next ones the spare made meanwhile. Three commands alive at once (namespace numbers are
+    // reused once freed) must be in three namespaces, none the host's.
+    let running: Vec<_> = (0..3)
+        .map(|n| {
+            let script = format!(
+                "readlink /proc/self/ns/net > ns{n}.tmp && mv ns{n}.tmp ns{n}; \
+                 until [ -e go ]; do sleep 0.01; done"
+            );
+            let running = spawn(&script, Mode::ReadOnly, dir.path());
+            wait_for_file(&dir.path().join(format!("ns{n}")));
+            running
+        })
+        .collect();
+    let seen: Vec<String> = (0..3)
+        .map(|n| std::fs::read_to_string(dir.path().join(format!("ns{n}"))).unwrap())
+        .collect();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    for running in running {
+        let (status, output) = running.finish();
+        assert!(status.success(), "{output}");
+    }
+    for (n, netns) in seen.iter().enumerate() {
+        assert!(netns.starts_with("net:["), "{netns}");
+        assert_ne!(std::path::Path::new(netns.trim()), host, "not the host's");
+        assert!(!seen[..n].contains(netns), "shared: {seen:?}");
+    }
+}

@@ -1,0 +1,332 @@
+//! Helpers for the `acp` and `cli` tests: a client over the real binary, hang guards, readers for
+//! the updates a turn produced, and transcript checks.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use acp_bash::acp::client::{AcpClient, ClientProfile};
+use agent_client_protocol::v1::schema::{
+    ContentBlock, SessionUpdate, ToolCall, ToolCallContent, ToolCallUpdate,
+};
+use serde_json::Value;
+
+use crate::support::schema::{Direction, WireValidator};
+
+/// The binary under test.
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_acp-bash"))
+}
+
+/// A client for the real binary, serving on stdio, logging at debug level to its stderr.
+///
+/// `--sandbox full`: these tests are about the protocol, and the other modes may print a notice
+/// about the kernel's sandbox support (which differs between machines) before the output.
+pub fn client(profile: ClientProfile) -> AcpClient {
+    AcpClient::new(
+        binary(),
+        [
+            "serve",
+            "--sandbox",
+            "full",
+            "--log-level",
+            "acp_bash=debug",
+        ],
+    )
+    .profile(profile)
+}
+
+/// Runs `conversation` with the real binary (under a hang guard), then checks every line that
+/// crossed the pipes against the ACP v1 schema.
+pub async fn converse<R>(
+    profile: ClientProfile,
+    what: &str,
+    conversation: impl AsyncFnOnce(
+        acp_bash::acp::client::Conversation,
+    ) -> agent_client_protocol::Result<R>,
+) -> R {
+    let client = client(profile);
+    let transcript = client.transcript();
+    let result = guard(what, client.run(conversation)).await;
+    let result = result.unwrap_or_else(|error| {
+        panic!(
+            "{what}: {error:?}\nagent stderr:\n{}",
+            transcript.stderr().join("\n")
+        )
+    });
+    validate_wire(&transcript.lines());
+    result
+}
+
+/// A hang guard: generous, never a timing assertion.
+pub const HANG_GUARD: Duration = Duration::from_secs(60);
+
+pub async fn guard<T>(what: &str, future: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(HANG_GUARD, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("{what}: still not done after {HANG_GUARD:?}"),
+    }
+}
+
+/// A fresh directory, canonical (so that paths in transcripts compare exactly).
+pub fn temp_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().canonicalize().expect("canonical temp dir");
+    (dir, path)
+}
+
+pub fn tool_call(updates: &[SessionUpdate]) -> &ToolCall {
+    updates
+        .iter()
+        .find_map(|u| match u {
+            SessionUpdate::ToolCall(call) => Some(call),
+            _ => None,
+        })
+        .expect("a tool_call")
+}
+
+pub fn tool_call_updates(updates: &[SessionUpdate]) -> Vec<&ToolCallUpdate> {
+    updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::ToolCallUpdate(update) => Some(update),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `data` of every `terminal_output` update, in order.
+pub fn output_chunks(updates: &[SessionUpdate]) -> Vec<String> {
+    tool_call_updates(updates)
+        .into_iter()
+        .filter_map(|u| {
+            u.meta
+                .as_ref()?
+                .get("terminal_output")?
+                .get("data")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Everything streamed to the card.
+pub fn card_output(updates: &[SessionUpdate]) -> String {
+    output_chunks(updates).concat()
+}
+
+/// The update that carries the status.
+pub fn final_update(updates: &[SessionUpdate]) -> &ToolCallUpdate {
+    tool_call_updates(updates)
+        .into_iter()
+        .rfind(|u| u.fields.status.is_some())
+        .expect("a final update with a status")
+}
+
+pub fn status(update: &ToolCallUpdate) -> String {
+    serde_json::to_value(update.fields.status)
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+pub fn terminal_exit(update: &ToolCallUpdate) -> Option<Value> {
+    update.meta.as_ref()?.get("terminal_exit").cloned()
+}
+
+/// The text blocks of a content list.
+pub fn texts(content: &[ToolCallContent]) -> Vec<String> {
+    content
+        .iter()
+        .filter_map(|c| match c {
+            ToolCallContent::Content(c) => match &c.content {
+                ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// The console block of a fallback call's final update.
+pub fn console_block(updates: &[SessionUpdate]) -> String {
+    let update = final_update(updates);
+    texts(
+        update
+            .fields
+            .content
+            .as_deref()
+            .expect("fallback final update has content"),
+    )
+    .into_iter()
+    .last()
+    .expect("a console block")
+}
+
+/// Waits until `path` exists (the scripts signal progress by creating files).
+pub async fn wait_for_file(path: &Path) {
+    guard(&format!("waiting for {}", path.display()), async {
+        while !path.exists() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+/// Whether a process with this pid still exists (zombies count as gone).
+pub fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+/// Normalises a transcript for a snapshot, changing only what truly varies between runs:
+/// - request ids (the SDK sends random UUIDs) become 0, 1, 2… in order of first appearance;
+/// - the temp directory becomes `[TMP]`;
+/// - consecutive `terminal_output` updates of one call (their chunking depends on timing) are
+///   merged into one.
+pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
+    let temp = temp.to_str().expect("utf-8 temp path");
+    let mut ids = std::collections::HashMap::<String, usize>::new();
+    let mut out: Vec<(String, Value)> = Vec::new();
+    for line in lines {
+        let (direction, json) = line.split_at(3);
+        let mut value: Value =
+            serde_json::from_str(&json.replace(temp, "[TMP]")).expect("a JSON line");
+        // What a sandbox mode enforces depends on the machine's kernel: its description is
+        // checked by tests/acp_modes.rs, not pinned in transcripts.
+        if let Some(modes) = value.pointer_mut("/result/modes/availableModes") {
+            for mode in modes.as_array_mut().into_iter().flatten() {
+                if mode.get("description").is_some() {
+                    mode["description"] = "[WHAT THIS MACHINE ENFORCES]".into();
+                }
+            }
+        }
+        if let Some(id) = value.get("id").cloned() {
+            let key = id.to_string();
+            let n = ids.len();
+            value["id"] = (*ids.entry(key).or_insert(n)).into();
+        }
+        if let (Some((last_direction, last)), Some((call, data))) =
+            (out.last_mut(), terminal_output(&value))
+        {
+            if *last_direction == direction {
+                if let Some((last_call, _)) = terminal_output(last) {
+                    if last_call == call {
+                        let merged =
+                            &mut last["params"]["update"]["_meta"]["terminal_output"]["data"];
+                        *merged = Value::String(format!("{}{}", merged.as_str().unwrap(), data));
+                        continue;
+                    }
+                }
+            }
+        }
+        out.push((direction.to_string(), value));
+    }
+    out.into_iter()
+        .map(|(direction, value)| format!("{direction}{value}"))
+        .collect()
+}
+
+/// `(toolCallId, data)` when `value` is a `session/update` carrying only `terminal_output`.
+fn terminal_output(value: &Value) -> Option<(String, String)> {
+    if value.get("method")?.as_str()? != "session/update" {
+        return None;
+    }
+    let update = value.get("params")?.get("update")?.as_object()?;
+    let meta = update.get("_meta")?.as_object()?;
+    let only_output = update
+        .keys()
+        .all(|k| ["sessionUpdate", "toolCallId", "_meta"].contains(&k.as_str()))
+        && meta.len() == 1;
+    let output = meta.get("terminal_output")?;
+    if !only_output {
+        return None;
+    }
+    Some((
+        update.get("toolCallId")?.as_str()?.to_string(),
+        output.get("data")?.as_str()?.to_string(),
+    ))
+}
+
+/// Validates every line against the ACP v1 schema (responses against the method they answer).
+pub fn validate_wire(lines: &[String]) {
+    let mut validator = WireValidator::default();
+    for line in lines {
+        let direction = match &line[..3] {
+            "-> " => Direction::ClientToAgent,
+            "<- " => Direction::AgentToClient,
+            other => panic!("unexpected transcript prefix {other:?}"),
+        };
+        if let Err(problem) = validator.check(direction, &line[3..]) {
+            panic!("{problem}");
+        }
+    }
+    assert_eq!(validator.unanswered(), vec![], "every request was answered");
+}
+
+/// A process name unique to this test's directory, for scripts to `exec -a` with.
+///
+/// Tests find a command's processes by name rather than by a pid the script prints: inside the
+/// sandbox's PID namespace `$$` is not the pid the test sees.
+pub fn process_name(dir: &Path) -> String {
+    let unique = dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches('.')
+        .to_string();
+    format!("acp-bash-test-{unique}")
+}
+
+/// Live processes (zombies excluded) whose `argv[0]` is `name`.
+pub fn processes_named(name: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).next() == Some(name.as_bytes()))
+        })
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}
+
+/// Waits until a process named `name` runs.
+pub async fn wait_for_process(name: &str) {
+    guard(&format!("waiting for a process named {name}"), async {
+        while processes_named(name).is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+}
+
+/// Waits (bounded) until no process named `name` is left; false if one still runs after 10 s.
+pub async fn wait_until_no_process(name: &str) -> bool {
+    for _ in 0..1000 {
+        if processes_named(name).is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+/// Replays a turn's updates the way Zed applies them.
+pub fn zed_replay(updates: &[SessionUpdate]) -> crate::support::zed_replay::ZedReplay {
+    let mut zed = crate::support::zed_replay::ZedReplay::default();
+    for update in updates {
+        zed.apply(&serde_json::to_value(update).unwrap());
+    }
+    zed
+}

@@ -1,0 +1,229 @@
+//! Shared helper for the sandbox tests: spawns `bash -c` exactly the way the engine does
+//! (scrubbed env, cwd, stdin /dev/null, stdout+stderr on one pipe, own process group,
+//! parent-death signal, then the sandbox's pre-exec last).
+
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use acp_bash::sandbox::{self, Launch, Mode, Roots, Support};
+
+pub const HANG_GUARD: Duration = Duration::from_secs(60);
+
+pub fn bash() -> PathBuf {
+    ["/bin/bash", "/usr/bin/bash"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("bash")
+}
+
+pub fn roots(workspace: &Path) -> Roots {
+    Roots {
+        workspace: workspace.to_path_buf(),
+        temp: std::env::temp_dir(),
+    }
+}
+
+/// A running confined command: its child (the process the engine would hold) and its output.
+pub struct Running {
+    pub child: Child,
+    pub output: mpsc::Receiver<String>,
+    pub notices: Vec<String>,
+}
+
+pub fn spawn(script: &str, mode: Mode, workspace: &Path) -> Running {
+    spawn_with(script, mode, workspace, Support::current(), |_| {})
+}
+
+pub fn spawn_with(
+    script: &str,
+    mode: Mode,
+    workspace: &Path,
+    support: &Support,
+    tweak: impl FnOnce(&mut Command),
+) -> Running {
+    let launch = Launch {
+        program: bash(),
+        args: vec!["-c".into(), script.into()],
+    };
+    let confined = sandbox::confine_with(launch, mode, &roots(workspace), support);
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let mut cmd = Command::new(&confined.launch.program);
+    cmd.args(&confined.launch.args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("HOME", workspace)
+        .current_dir(workspace)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(write.try_clone().unwrap()))
+        .stderr(Stdio::from(write))
+        .process_group(0);
+    tweak(&mut cmd);
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+        if let Some(pre) = confined.pre_exec {
+            cmd.pre_exec(pre);
+        }
+    }
+    let child = cmd.spawn().expect("spawn");
+    drop(cmd); // closes our copies of the pipe's write end
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut file = std::fs::File::from(read);
+        let mut out = Vec::new();
+        let _ = file.read_to_end(&mut out);
+        let _ = tx.send(String::from_utf8_lossy(&out).into_owned());
+    });
+    Running {
+        child,
+        output: rx,
+        notices: confined.notices,
+    }
+}
+
+/// The engine's wait for grandchildren holding the output pipe after the shell exits.
+pub const PIPE_GRACE: Duration = Duration::from_secs(1);
+
+impl Running {
+    /// Ends the run the way the engine does: wait for the shell, read until the pipe closes
+    /// (at most [`PIPE_GRACE`] after the shell exited), then SIGKILL the process group.
+    pub fn finish(self) -> (ExitStatus, String) {
+        self.finish_with(true)
+    }
+
+    /// [`Running::finish`] without the final SIGKILL of the group (an embedder that skips it,
+    /// or an agent that died right after the shell exited).
+    pub fn finish_without_group_kill(self) -> (ExitStatus, String) {
+        self.finish_with(false)
+    }
+
+    fn finish_with(mut self, group_kill: bool) -> (ExitStatus, String) {
+        let status = wait_guarded(&mut self.child);
+        let early = self.output.recv_timeout(PIPE_GRACE).ok();
+        if group_kill {
+            self.signal_group(libc::SIGKILL);
+        }
+        let output = match early {
+            Some(output) => output,
+            None => self
+                .output
+                .recv_timeout(HANG_GUARD)
+                .expect("the output pipe never closed"),
+        };
+        (status, output)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Signals the process group, as the engine does on timeout and cancel.
+    pub fn signal_group(&self, sig: i32) {
+        unsafe { libc::kill(-self.pid(), sig) };
+    }
+}
+
+pub fn wait_guarded(child: &mut Child) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > HANG_GUARD {
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            panic!("command hung");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits (hang guard only) until `path` exists with a complete last line.
+pub fn wait_for_file(path: &Path) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if text.ends_with('\n') {
+                return text;
+            }
+        }
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Outer pids of live processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = state
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits (hang guard only) until no live process carries `marker`.
+pub fn wait_until_gone(marker: &str) {
+    let start = Instant::now();
+    while !processes_with(marker).is_empty() {
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "escapees survive: {:?}",
+            processes_with(marker)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A unique marker for leftover-process checks.
+pub fn marker(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "acpbash-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Bash lines that start three escapees tagged with `mark` (through `setsid`, a double fork and
+/// `nohup … &`) and wait until all three run. The marker is assembled at run time so the
+/// script's own command line doesn't hold it.
+pub fn start_escapees(mark: &str) -> String {
+    let (head, rest) = mark.split_at(4);
+    format!(
+        r#"P={head}; P="${{P}}{rest}"
+setsid bash -c "exec -a $P-setsid sleep 1000" &
+( ( exec -a "$P-double" sleep 1000 ) & )
+nohup bash -c "exec -a $P-nohup sleep 1000" >/dev/null 2>&1 &
+until [ "$(grep -l "$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -ge 3 ]; do sleep 0.01; done
+"#
+    )
+}

@@ -1,0 +1,3 @@
+//! The bash tool: arguments and the result text with its status markers.
+
+mod bash;
