@@ -86,6 +86,7 @@ mod agent;
 pub mod bridge;
 pub mod client;
 pub mod stream;
+pub mod summary;
 pub mod transport;
 
 pub use agent::{prompt_text, AcpBashAgent};

@@ -1,0 +1,133 @@
+//! What a client reads from the wire about one tool call: its title, live output, status and exit,
+//! whether it came as Zed's terminal card or as a console block.
+//!
+//! Owns: reading `tool_call` / `tool_call_update` notifications back into a [`CallSummary`], with
+//! the markers' own parser for the console block. The one reader of the wire shared by the CLI
+//! (`acp-bash run`, `acp-bash demo`) and the tests. Must not touch: how the agent writes them
+//! (that is [`super::bridge`]).
+
+use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallContent};
+use serde_json::Value;
+
+use crate::exec::{Exit, RunStatus};
+use crate::tool::parse_result;
+
+/// What a client saw of one call, read from the wire as a client would.
+#[derive(Debug, Default, Clone)]
+pub struct CallSummary {
+    pub title: String,
+    pub cwd: Option<String>,
+    pub description: Option<String>,
+    pub streamed: String,
+    pub status: Option<String>,
+    pub exit_code: Option<i64>,
+    pub signal: Option<String>,
+    pub text: Vec<String>,
+}
+
+impl CallSummary {
+    /// Takes in one `session/update` of the call.
+    pub fn apply(&mut self, update: &SessionUpdate) {
+        match update {
+            SessionUpdate::ToolCall(call) => {
+                self.title = call.title.clone();
+                self.cwd = meta_str(call.meta.as_ref(), "terminal_info", "cwd");
+                self.description = call.content.iter().find_map(content_text);
+            }
+            SessionUpdate::ToolCallUpdate(update) => {
+                if let Some(data) = meta_str(update.meta.as_ref(), "terminal_output", "data") {
+                    self.streamed.push_str(&data);
+                }
+                if let Some(exit) = update.meta.as_ref().and_then(|m| m.get("terminal_exit")) {
+                    self.exit_code = exit.get("exit_code").and_then(Value::as_i64);
+                    self.signal = exit
+                        .get("signal")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                }
+                if let Some(status) = update.fields.status {
+                    self.status = serde_json::to_value(status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string));
+                }
+                if let Some(content) = &update.fields.content {
+                    self.text = content.iter().filter_map(content_text).collect();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The exit status for `acp-bash run`: the card's exit, else the console block's marker.
+    pub fn exit_status(&self) -> u8 {
+        if let Some(code) = self.exit_code {
+            return code.clamp(0, 255) as u8;
+        }
+        if let Some(signal) = &self.signal {
+            return crate::exec::signal_number(signal).map_or(1, |n| (128 + n).clamp(0, 255) as u8);
+        }
+        // The plain path: read the console block's status line with the markers' own parser.
+        let status = self
+            .text
+            .last()
+            .and_then(|block| status_from_console(block));
+        match status.map(|status| status.exit) {
+            Some(Exit::Code(code)) => code.clamp(0, 255) as u8,
+            Some(Exit::Signal(signal)) => (128 + signal).clamp(0, 255) as u8,
+            None if self.status.as_deref() == Some("completed") => 0,
+            None => 1,
+        }
+    }
+}
+
+/// The status line of a ```` ```console ```` block (fence lines removed, then the markers parsed).
+pub fn status_from_console(block: &str) -> Option<RunStatus> {
+    let (_fence, rest) = block.split_once('\n')?;
+    let (result_text, _fence) = rest.rsplit_once('\n')?;
+    parse_result(result_text).ok().map(|(_, status)| status)
+}
+
+fn meta_str(
+    meta: Option<&serde_json::Map<String, Value>>,
+    key: &str,
+    field: &str,
+) -> Option<String> {
+    meta?.get(key)?.get(field)?.as_str().map(str::to_string)
+}
+
+fn content_text(content: &ToolCallContent) -> Option<String> {
+    match content {
+        ToolCallContent::Content(content) => match &content.content {
+            agent_client_protocol::v1::schema::ContentBlock::Text(text) => Some(text.text.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_status_of_a_console_block_comes_from_its_markers() {
+        let summary = |block: &str| CallSummary {
+            text: vec![block.to_string()],
+            status: Some("failed".into()),
+            ..CallSummary::default()
+        };
+        assert_eq!(
+            summary("```console\nhi\n[exit code: 3]\n```").exit_status(),
+            3
+        );
+        assert_eq!(
+            summary("```console\n[cancelled] [killed by signal: SIGTERM]\n```").exit_status(),
+            143
+        );
+        assert_eq!(
+            summary("````console\n```\n[exit code: 0]\n````").exit_status(),
+            0
+        );
+        assert_eq!(summary("not a console block").exit_status(), 1);
+    }
+}

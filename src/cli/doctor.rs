@@ -1,0 +1,11 @@
+//! `acp-bash doctor`: each sandbox layer on this machine, whether it works here and, if not, why
+//! and what to do about it.
+
+use std::process::ExitCode;
+
+use acp_bash::sandbox;
+
+pub fn doctor() -> ExitCode {
+    print!("{}", sandbox::doctor_report());
+    ExitCode::SUCCESS
+}

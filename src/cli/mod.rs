@@ -1,0 +1,281 @@
+//! The `acp-bash` command line, one file per subcommand: [`serve`] (the default: ACP over stdio),
+//! [`demo`], [`run`], [`doctor`] and [`zed_config`]. This module holds what they share: the
+//! arguments, the engine flags, logging, and the child agent that `demo` and `run` talk to.
+//!
+//! Owns: argument parsing, logging setup, and the terminal rendering of `demo` and `run`.
+//! Everything protocol-related lives in `acp_bash::acp`.
+
+pub mod demo;
+pub mod doctor;
+pub mod run;
+pub mod serve;
+pub mod zed_config;
+
+use std::time::Duration;
+
+use acp_bash::acp::client::{AcpClient, ClientProfile};
+use acp_bash::exec::EngineConfig;
+use acp_bash::sandbox;
+use clap::{Args, Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// An ACP agent whose tool is a sandboxed bash: every prompt is a bash script, run by the agent
+/// itself and shown as a live terminal card in Zed (a console block in other ACP clients).
+///
+/// With no command, serves ACP on stdin/stdout: that is how an editor starts it.
+#[derive(Parser, Debug)]
+#[command(name = "acp-bash", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// How much the agent logs to stderr: error, warn, info, debug or trace (or any RUST_LOG
+    /// filter). Overrides RUST_LOG; the default is warn. Logs never go to stdout.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve ACP v1 on stdin/stdout (the default). stdout carries only protocol messages.
+    Serve,
+    /// Start acp-bash as a child agent and run a few representative commands through it, showing
+    /// what Zed's terminal card and what other clients' console block display.
+    Demo,
+    /// Run one script through the real protocol, print its output, exit with its exit status.
+    Run(RunArgs),
+    /// Print the settings.json snippet that adds this binary to Zed's agents.
+    ZedConfig,
+    /// Check each sandbox layer on this machine (Landlock, namespaces, private /proc, network
+    /// isolation): whether it works here and, if not, why and what to do about it.
+    Doctor,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Act as a client without the terminal card (like any non-Zed editor): print the console
+    /// block that such a client shows instead of the live output.
+    #[arg(long)]
+    pub plain: bool,
+    /// Also print every JSON-RPC line exchanged with the agent, to stderr (so that stdout stays
+    /// the command's output): `->` client to agent, `<-` agent to client.
+    #[arg(long)]
+    pub transcript: bool,
+    /// The bash script (several words are joined with spaces). It runs in the current directory.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "SCRIPT"
+    )]
+    pub script: Vec<String>,
+}
+
+/// How commands run. These apply to `serve`, and to the child agent that `demo` and `run` start.
+#[derive(Args, Debug, Clone, Default)]
+pub struct EngineArgs {
+    /// How long a command may run before it is killed, e.g. `90s`, `10m`, `1h` (default 10m).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Pass this variable to commands even though its name or value looks like a secret
+    /// (repeatable; the scrub removes tokens, keys and passwords by default).
+    #[arg(long = "keep-env", global = true, value_name = "NAME")]
+    keep_env: Vec<String>,
+    /// Set this variable for every command, after the scrub (repeatable), e.g. `PAGER=cat`.
+    #[arg(long = "set-env", global = true, value_name = "NAME=VALUE", value_parser = parse_assignment)]
+    set_env: Vec<(String, String)>,
+    /// Pass the agent's whole environment to commands, secrets included.
+    #[arg(long, global = true)]
+    no_env_scrub: bool,
+    /// What commands may touch: `workspace` (write only under the session's directory and the
+    /// temp dir), `read-only` (write only the temp dir, no network), `full` (no file or network
+    /// confinement; background processes still end with the command) or `off` (no kernel
+    /// sandbox at all; clients may then choose `off` too).
+    #[arg(long, global = true, value_name = "MODE", value_parser = parse_mode)]
+    sandbox: Option<sandbox::Mode>,
+}
+
+impl EngineArgs {
+    pub fn config(&self) -> EngineConfig {
+        let mut config = EngineConfig::default();
+        if let Some(timeout) = self.timeout {
+            config.default_timeout = timeout;
+        }
+        config.env.scrub = !self.no_env_scrub;
+        config.env.keep = self.keep_env.clone();
+        config.env.set = self.set_env.clone();
+        if let Some(mode) = self.sandbox {
+            config.sandbox_mode = mode;
+        }
+        config
+    }
+
+    /// The same settings as command-line arguments, for a child agent or Zed's settings.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(timeout) = self.timeout {
+            args.push("--timeout".into());
+            args.push(if timeout.subsec_millis() == 0 {
+                format!("{}s", timeout.as_secs())
+            } else {
+                format!("{}ms", timeout.as_millis())
+            });
+        }
+        for name in &self.keep_env {
+            args.push("--keep-env".into());
+            args.push(name.clone());
+        }
+        for (name, value) in &self.set_env {
+            args.push("--set-env".into());
+            args.push(format!("{name}={value}"));
+        }
+        if self.no_env_scrub {
+            args.push("--no-env-scrub".into());
+        }
+        if let Some(mode) = self.sandbox {
+            args.push("--sandbox".into());
+            args.push(mode.id().into());
+        }
+        args
+    }
+}
+
+/// Parses `90s`, `10m`, `1h`, `500ms` or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration: write e.g. 90s, 10m or 1h"))?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" | "secs" => number,
+        "ms" => number / 1000.0,
+        "m" | "min" | "mins" => number * 60.0,
+        "h" => number * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?}: use ms, s, m or h"
+            ))
+        }
+    };
+    if seconds <= 0.0 || !seconds.is_finite() {
+        return Err(format!("{text:?}: the timeout must be more than zero"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn parse_assignment(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err(format!("{text:?} is not NAME=VALUE")),
+    }
+}
+
+fn parse_mode(text: &str) -> Result<sandbox::Mode, String> {
+    sandbox::Mode::from_id(text).ok_or_else(|| {
+        format!("unknown sandbox mode {text:?}: use workspace, read-only, full or off")
+    })
+}
+
+pub fn init_logging(level: Option<&str>) {
+    let filter = match level {
+        Some(level) => EnvFilter::try_new(level).unwrap_or_else(|error| {
+            eprintln!("acp-bash: ignoring --log-level {level:?}: {error}");
+            EnvFilter::new("warn")
+        }),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+/// A client for a child `acp-bash serve` with the same engine settings as this invocation.
+pub fn child_client(
+    engine: &EngineArgs,
+    log_level: Option<&str>,
+    profile: ClientProfile,
+) -> Result<AcpClient, String> {
+    let exe = std::env::current_exe()
+        .map_err(|error| format!("cannot find this binary's path: {error}"))?;
+    let mut args = vec!["serve".to_string()];
+    args.extend(engine.to_args());
+    if let Some(level) = log_level {
+        args.push("--log-level".into());
+        args.push(level.into());
+    }
+    Ok(AcpClient::new(exe, args).profile(profile))
+}
+
+pub fn describe_error(error: &agent_client_protocol::Error) -> String {
+    match &error.data {
+        Some(data) => format!("{} ({data})", error.message),
+        None => error.message.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_people_write_them() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5y").is_err());
+        assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn engine_flags_round_trip_through_child_arguments() {
+        let cli = Cli::try_parse_from([
+            "acp-bash",
+            "--timeout",
+            "90s",
+            "--keep-env",
+            "GH_TOKEN",
+            "--set-env",
+            "PAGER=cat",
+            "--no-env-scrub",
+            "--sandbox",
+            "read-only",
+            "serve",
+        ])
+        .unwrap();
+        let again = Cli::try_parse_from(
+            std::iter::once("acp-bash".to_string()).chain(cli.engine.to_args()),
+        )
+        .unwrap();
+        let (a, b) = (cli.engine.config(), again.engine.config());
+        assert_eq!(a.default_timeout, b.default_timeout);
+        assert_eq!(a.env.keep, b.env.keep);
+        assert_eq!(a.env.set, b.env.set);
+        assert_eq!(a.env.scrub, b.env.scrub);
+        assert_eq!(a.sandbox_mode, b.sandbox_mode);
+        assert!(!a.env.scrub);
+        assert_eq!(a.sandbox_mode, sandbox::Mode::ReadOnly);
+    }
+
+    #[test]
+    fn run_takes_the_script_after_a_double_dash() {
+        let cli =
+            Cli::try_parse_from(["acp-bash", "run", "--plain", "--", "echo", "-n", "hi"]).unwrap();
+        match cli.command {
+            Some(Command::Run(args)) => {
+                assert!(args.plain);
+                assert_eq!(args.script.join(" "), "echo -n hi");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

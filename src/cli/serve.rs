@@ -1,0 +1,68 @@
+//! `acp-bash serve` (the default): ACP v1 on stdin/stdout until EOF or a termination signal.
+//! stdout carries only protocol messages; logs go to stderr.
+
+use std::process::ExitCode;
+
+use acp_bash::acp::AcpBashAgent;
+use acp_bash::exec::Engine;
+
+use super::EngineArgs;
+
+/// Serves ACP on stdin/stdout until EOF or a termination signal.
+///
+/// The connection runs as a task on the runtime's worker, not in `block_on` on the main thread:
+/// the protocol's tasks and the commands' tasks then wake each other on one thread, without a
+/// hand-off to a parked main thread for every message (0.1–0.2 ms per prompt here).
+pub async fn serve(engine: &EngineArgs) -> ExitCode {
+    let engine = engine.clone();
+    match tokio::spawn(async move { serve_on_worker(&engine).await }).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("acp-bash: the agent failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve_on_worker(engine: &EngineArgs) -> ExitCode {
+    let agent = AcpBashAgent::new(Engine::new(engine.config()));
+    let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
+    let stop = async move {
+        let signal = termination_signal().await;
+        tracing::info!(signal, "stopping: cancelling every running command");
+        let _ = signal_tx.send(signal);
+    };
+    match agent
+        .serve_until(acp_bash::acp::AgentStdio::new(), stop)
+        .await
+    {
+        // Stopped by a signal: the conventional 128 + its number, once the commands are gone.
+        Ok(()) => match signal_rx.try_recv() {
+            Ok(signal) => ExitCode::from((128 + signal) as u8),
+            Err(_) => ExitCode::SUCCESS,
+        },
+        Err(error) => {
+            tracing::error!(%error, "the connection failed");
+            eprintln!("acp-bash: the connection failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Waits for SIGTERM, SIGINT or SIGHUP (an editor or a terminal stopping the agent) and returns
+/// its number. Without signal support, waits forever.
+async fn termination_signal() -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => libc::SIGTERM,
+        _ = int.recv() => libc::SIGINT,
+        _ = hup.recv() => libc::SIGHUP,
+    }
+}
