@@ -48,6 +48,8 @@ pub struct EngineConfig {
     pub pipe_grace: Duration,
     /// The sandbox mode a new session starts in.
     pub sandbox_mode: sandbox::Mode,
+    /// Per-command resource limits (processes, memory).
+    pub limits: sandbox::Limits,
 }
 
 /// Runs commands; cheap to clone (shared state behind an `Arc`).
@@ -286,6 +288,7 @@ impl Default for EngineConfig {
             kill_grace: Duration::from_secs(1),
             pipe_grace: Duration::from_secs(1),
             sandbox_mode: sandbox::Mode::default(),
+            limits: sandbox::Limits::default(),
         }
     }
 }

@@ -92,6 +92,31 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// Per-command resource limits. `None`: no limit of that kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Processes (and threads) a command may have at once.
+    pub max_processes: Option<u64>,
+    /// Bytes of memory a command may use.
+    pub max_memory: Option<u64>,
+}
+
+impl Limits {
+    /// Room for real builds (a parallel `cargo build`, `make -j`, a test suite's threads).
+    pub const DEFAULT_MAX_PROCESSES: u64 = 4096;
+    /// No limit unless asked: a build's linker can take many GiB.
+    pub const DEFAULT_MAX_MEMORY: Option<u64> = None;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_processes: Some(Limits::DEFAULT_MAX_PROCESSES),
+            max_memory: Limits::DEFAULT_MAX_MEMORY,
+        }
+    }
+}
+
 /// A program and its arguments, before the engine adds env, cwd and stdio.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {

@@ -4,6 +4,7 @@ mod cost;
 mod engine;
 mod escapees;
 mod fs;
+mod hostile;
 mod net;
 mod off;
 mod secrets;

@@ -227,3 +227,68 @@ until [ "$(grep -l "$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -g
 "#
     )
 }
+
+/// Whether this machine gives commands their namespaces; when not, says why on stderr (the
+/// caller then skips its test). The one place sandbox tests decide to skip.
+pub fn require_namespaces() -> bool {
+    let support = Support::current();
+    if let Err(why) = &support.namespaces {
+        eprintln!("skipping: the sandbox's namespaces don't work here: {why}");
+        return false;
+    }
+    true
+}
+
+/// Set in the environment of a test binary re-run as an ordinary user by [`as_root_and_nobody`].
+const AS_NOBODY: &str = "ACP_BASH_TEST_AS_NOBODY";
+
+/// The unprivileged user the escape tests also run as.
+pub const NOBODY: u32 = 65534;
+
+/// Whether this process is the ordinary-user half of [`as_root_and_nobody`].
+pub fn running_as_nobody() -> bool {
+    std::env::var_os(AS_NOBODY).is_some()
+}
+
+/// Runs `body` as this process's user; when that is root, runs the test named `test` (its full
+/// path, e.g. `sandbox::hostile::mknod_fails`) once more in a copy of this test binary started as
+/// `nobody` through `setpriv`, so every escape test holds for a root agent and for an ordinary
+/// one. The copy's failure fails this test, with its output.
+pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
+    body();
+    if running_as_nobody() || unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let Ok(setpriv) = which("setpriv") else {
+        panic!("setpriv (util-linux) is needed to run {test} as an ordinary user too");
+    };
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = Command::new(setpriv)
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "--"])
+        .arg(&exe)
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(AS_NOBODY, "1")
+        .env("HOME", "/nonexistent")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the test binary as nobody");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success() && text.contains("1 passed"),
+        "{test} as nobody ({}):\n{text}",
+        output.status
+    );
+}
+
+fn which(name: &str) -> Result<PathBuf, ()> {
+    ["/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|p| p.exists())
+        .ok_or(())
+}

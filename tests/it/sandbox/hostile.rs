@@ -1,0 +1,419 @@
+//! Hostile commands against the sandbox (issue #9): each one is something that got through, tried
+//! again through the real engine (`Session::run`). Every test runs as this process's user and,
+//! when that is root, once more as `nobody` (`as_root_and_nobody`), so that both a root agent
+//! (containers, CI) and an ordinary one are covered.
+#![cfg(target_os = "linux")]
+
+use std::ffi::CString;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::engine::{run, HANG_GUARD};
+use crate::support::sandbox::{
+    as_root_and_nobody, marker, processes_with, require_namespaces, running_as_nobody,
+    wait_until_gone,
+};
+use acp_bash::exec::{Engine, EngineConfig, Exit, RunRequest, Session};
+use acp_bash::sandbox::{Limits, Mode};
+use tokio_util::sync::CancellationToken;
+
+/// The confined modes every escape below must fail in.
+const CONFINED: [Mode; 2] = [Mode::Workspace, Mode::ReadOnly];
+
+fn engine_with(limits: Limits) -> Engine {
+    Engine::new(EngineConfig {
+        kill_grace: Duration::from_millis(300),
+        pipe_grace: Duration::from_millis(300),
+        limits,
+        ..EngineConfig::default()
+    })
+}
+
+fn session(dir: &Path, mode: Mode) -> Session {
+    let session = engine_with(Limits::default()).session(dir).unwrap();
+    session.set_mode(mode);
+    session
+}
+
+/// A directory outside every writable place (the temp dir is writable in workspace mode).
+fn outside() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("acpbash-hostile-")
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+fn run_in(dir: &Path, mode: Mode, script: &str) -> (Exit, String) {
+    let outcome = block_on(run(&session(dir, mode), script));
+    (outcome.status.exit, outcome.output)
+}
+
+#[test]
+fn no_device_node_can_be_made_or_opened() {
+    as_root_and_nobody("sandbox::hostile::no_device_node_can_be_made_or_opened", || {
+        if !require_namespaces() {
+            return;
+        }
+        for mode in CONFINED {
+            let ws = outside();
+            // /dev/loop0's numbers; the node is only opened for appending, nothing is written.
+            let script = r#"for d in . "$(mktemp -d)"; do
+  mknod "$d/blk" b 7 0 && echo "MADE in $d"
+  { : >> "$d/blk"; } 2>/dev/null && echo "OPENED in $d"
+done; true"#;
+            let (_, output) = run_in(ws.path(), mode, script);
+            assert!(!output.contains("MADE"), "{mode}: {output}");
+            assert!(!output.contains("OPENED"), "{mode}: {output}");
+            assert!(output.contains("mknod"), "{mode}: {output}");
+        }
+    });
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    assert_eq!(
+        unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) },
+        0
+    );
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+#[test]
+fn the_hosts_name_stays() {
+    as_root_and_nobody("sandbox::hostile::the_hosts_name_stays", || {
+        if !require_namespaces() {
+            return;
+        }
+        let before = host_name();
+        for mode in CONFINED {
+            let ws = outside();
+            let (_, output) = run_in(ws.path(), mode, "hostname acpbash-hostile-name; true");
+            let after = host_name();
+            if after != before {
+                // Put the machine's name back before failing.
+                let name = CString::new(before.clone()).unwrap();
+                unsafe { libc::sethostname(name.as_ptr(), before.len()) };
+            }
+            assert_eq!(after, before, "{mode}: the host was renamed: {output}");
+        }
+    });
+}
+
+#[test]
+fn the_hosts_network_interfaces_cannot_be_changed() {
+    as_root_and_nobody(
+        "sandbox::hostile::the_hosts_network_interfaces_cannot_be_changed",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            if !["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+                .iter()
+                .any(|p| Path::new(p).exists())
+            {
+                panic!("this test needs iproute2's `ip` (netlink from bash needs a tool)");
+            }
+            let ws = outside();
+            // Workspace mode shares the host's network; the MTU set is the one it has.
+            let script = r#"PATH=$PATH:/usr/sbin:/sbin
+ip link set dev lo mtu "$(cat /sys/class/net/lo/mtu)" && echo CHANGED; true"#;
+            let (_, output) = run_in(ws.path(), Mode::Workspace, script);
+            assert!(!output.contains("CHANGED"), "{output}");
+            assert!(output.contains("Operation not permitted"), "{output}");
+        },
+    );
+}
+
+#[test]
+fn metadata_outside_the_writable_places_stays() {
+    as_root_and_nobody(
+        "sandbox::hostile::metadata_outside_the_writable_places_stays",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            for mode in CONFINED {
+                let ws = outside();
+                let other = outside();
+                let file = other.path().join("f");
+                std::fs::write(&file, "x").unwrap();
+                let before = std::fs::metadata(&file).unwrap();
+                let script = format!(
+                    r#"F={f}
+chmod 0777 "$F" && echo CHMOD
+chown 4321 "$F" && echo CHOWN
+touch -d 2001-01-01 "$F" && echo TOUCH
+python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.acpbash", b"x")' "$F" && echo XATTR
+true"#,
+                    f = file.display()
+                );
+                let (_, output) = run_in(ws.path(), mode, &script);
+                for changed in ["CHMOD", "CHOWN", "TOUCH", "XATTR"] {
+                    assert!(!output.contains(changed), "{mode}: {output}");
+                }
+                let after = std::fs::metadata(&file).unwrap();
+                assert_eq!(after.mode(), before.mode(), "{mode}");
+                assert_eq!(after.uid(), before.uid(), "{mode}");
+                assert_eq!(after.mtime(), before.mtime(), "{mode}");
+                let path = CString::new(file.to_str().unwrap()).unwrap();
+                let size = unsafe {
+                    libc::getxattr(
+                        path.as_ptr(),
+                        c"user.acpbash".as_ptr(),
+                        std::ptr::null_mut(),
+                        0,
+                    )
+                };
+                assert!(size < 0, "{mode}: an xattr was set: {output}");
+            }
+        },
+    );
+}
+
+#[test]
+fn read_only_mode_keeps_a_session_folder_under_the_temp_dir_read_only() {
+    as_root_and_nobody(
+        "sandbox::hostile::read_only_mode_keeps_a_session_folder_under_the_temp_dir_read_only",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let ws = tempfile::Builder::new()
+                .prefix("acpbash-ro-in-tmp-")
+                .tempdir_in(std::env::temp_dir())
+                .unwrap();
+            std::fs::write(ws.path().join("kept"), "original").unwrap();
+            let (exit, output) = run_in(
+                ws.path(),
+                Mode::ReadOnly,
+                "cat kept; echo x > f; echo y > kept",
+            );
+            assert_ne!(exit, Exit::Code(0), "{output}");
+            assert!(output.starts_with("original"), "{output}");
+            assert!(!ws.path().join("f").exists(), "{output}");
+            assert_eq!(
+                std::fs::read_to_string(ws.path().join("kept")).unwrap(),
+                "original"
+            );
+        },
+    );
+}
+
+/// Appends to every file the agent names in the shell's starting environment and to anything
+/// that looks like an acp-bash prelude under the temp dir, and plants "cwd" files next to them.
+const TAMPER: &str = r#"targets=$(tr '\0' '\n' < /proc/$$/environ | sed -n 's/^\(BASH_ENV\|ACP_BASH[A-Z_]*\)=//p')
+for f in $targets "${TMPDIR:-/tmp}"/acp-bash-*/*.bash; do
+  [ -f "$f" ] && echo 'echo INJECTED' >> "$f"
+  d=${f%/*}
+  [ -d "$d" ] && for i in $(seq 0 300); do echo / > "$d/cwd-$i"; done
+done 2>/dev/null
+true"#;
+
+#[test]
+fn no_command_changes_what_later_commands_run_or_where_they_start() {
+    as_root_and_nobody(
+        "sandbox::hostile::no_command_changes_what_later_commands_run_or_where_they_start",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            for mode in CONFINED {
+                let engine = engine_with(Limits::default());
+                let (ws_a, ws_b) = (outside(), outside());
+                let a = engine.session(ws_a.path()).unwrap();
+                let b = engine.session(ws_b.path()).unwrap();
+                a.set_mode(mode);
+                b.set_mode(Mode::ReadOnly);
+                block_on(async {
+                    run(&a, TAMPER).await;
+                    for (session, root) in [(&b, ws_b.path()), (&a, ws_a.path())] {
+                        let outcome = run(session, "echo after").await;
+                        assert_eq!(outcome.output, "after\n", "{mode}");
+                        assert_eq!(outcome.next_cwd, root, "{mode}");
+                        let again = run(session, "pwd").await;
+                        assert_eq!(again.output, format!("{}\n", root.display()), "{mode}");
+                    }
+                });
+            }
+        },
+    );
+}
+
+#[test]
+fn an_off_mode_command_cannot_open_the_agents_stdout_or_environment() {
+    as_root_and_nobody(
+        "sandbox::hostile::an_off_mode_command_cannot_open_the_agents_stdout_or_environment",
+        || {
+            if unsafe { libc::geteuid() } == 0 {
+                // Root holds CAP_SYS_PTRACE: `off` gives this up for a root agent (said in
+                // its description); the ordinary-user half below is the one that must hold.
+                eprintln!("as root: not checked (root may open any process's fds)");
+                return;
+            }
+            let ws = outside();
+            let script = r#"{ : > /proc/$PPID/fd/1; } 2>/dev/null && echo OPENED-STDOUT
+{ cat /proc/$PPID/environ > /dev/null; } 2>/dev/null && echo READ-ENVIRON
+echo checked"#;
+            let output = std::process::Command::new(env!("CARGO_BIN_EXE_acp-bash"))
+                .args(["--sandbox", "off", "run", script])
+                .current_dir(ws.path())
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&output.stdout);
+            assert!(text.contains("checked"), "{text}");
+            assert!(!text.contains("OPENED-STDOUT"), "{text}");
+            assert!(!text.contains("READ-ENVIRON"), "{text}");
+        },
+    );
+}
+
+#[test]
+fn other_programs_shared_memory_is_out_of_reach() {
+    as_root_and_nobody(
+        "sandbox::hostile::other_programs_shared_memory_is_out_of_reach",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            for mode in CONFINED {
+                let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
+                assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+                let name = marker("shm");
+                let shm_file = Path::new("/dev/shm").join(&name);
+                std::fs::write(&shm_file, "x").unwrap();
+                let ws = outside();
+                let script = format!(
+                    "ipcrm -m {id} && echo REMOVED; rm /dev/shm/{name} && echo DELETED; true"
+                );
+                let (_, output) = run_in(ws.path(), mode, &script);
+                let mut stat: libc::shmid_ds = unsafe { std::mem::zeroed() };
+                let alive = unsafe { libc::shmctl(id, libc::IPC_STAT, &mut stat) } == 0;
+                let file_kept = shm_file.exists();
+                unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+                let _ = std::fs::remove_file(&shm_file);
+                assert!(alive && !output.contains("REMOVED"), "{mode}: {output}");
+                assert!(file_kept && !output.contains("DELETED"), "{mode}: {output}");
+            }
+        },
+    );
+}
+
+#[test]
+fn a_fork_bomb_stays_under_the_process_limit_and_cancel_ends_it() {
+    as_root_and_nobody(
+        "sandbox::hostile::a_fork_bomb_stays_under_the_process_limit_and_cancel_ends_it",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let engine = engine_with(Limits {
+                max_processes: Some(256),
+                max_memory: None,
+            });
+            let ws = outside();
+            let session = engine.session(ws.path()).unwrap();
+            let mark = marker("bomb");
+            let (head, rest) = mark.split_at(4);
+            // 600 sleepers, each one process; with the limit, forks fail after about 256.
+            let script = format!(
+                r#"P={head}; P="${{P}}{rest}"
+for i in $(seq 600); do ( exec -a "$P" sleep 1000 ) >/dev/null 2>&1 & done 2>&1 | head -c 2000
+echo all-started
+wait"#
+            );
+            block_on(async {
+                let cancel = CancellationToken::new();
+                let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+                let request = RunRequest {
+                    script,
+                    timeout: Some(HANG_GUARD),
+                };
+                let running = async {
+                    let mut on_output = |text: &str| {
+                        if text.contains("Resource temporarily unavailable")
+                            || text.contains("all-started")
+                        {
+                            let _ = seen_tx.send(());
+                        }
+                    };
+                    session.run(request, &mut on_output, &cancel).await
+                };
+                let watch = async {
+                    tokio::time::timeout(HANG_GUARD, seen_rx.recv())
+                        .await
+                        .expect("neither a failed fork nor the end of the loop showed");
+                    let count = processes_with(&mark).len();
+                    cancel.cancel();
+                    count
+                };
+                let (outcome, count) = tokio::join!(running, watch);
+                assert!(outcome.status.cancelled, "{}", outcome.output);
+                assert!(count <= 300, "{count} processes ran: {}", outcome.output);
+            });
+            wait_until_gone(&mark);
+        },
+    );
+}
+
+#[test]
+fn commands_see_no_descriptor_the_agent_inherited() {
+    as_root_and_nobody(
+        "sandbox::hostile::commands_see_no_descriptor_the_agent_inherited",
+        || {
+            // An fd without close-on-exec, as a launcher may leave one to the agent.
+            let leaked: libc::c_int = 57;
+            let null = std::fs::File::open("/dev/null").unwrap();
+            use std::os::fd::AsRawFd;
+            assert_eq!(unsafe { libc::dup2(null.as_raw_fd(), leaked) }, leaked);
+            let modes: &[Mode] = if require_namespaces() {
+                &[Mode::Workspace, Mode::ReadOnly, Mode::Full, Mode::Off]
+            } else {
+                &[Mode::Off]
+            };
+            for &mode in modes {
+                let ws = outside();
+                let (_, output) = run_in(
+                    ws.path(),
+                    mode,
+                    "ls /proc/$$/fd | sort -n | tr '\\n' ' '",
+                );
+                assert_eq!(output, "0 1 2 63 ", "{mode}");
+            }
+            unsafe { libc::close(leaked) };
+        },
+    );
+}
+
+#[test]
+fn a_script_over_128_kib_runs() {
+    as_root_and_nobody("sandbox::hostile::a_script_over_128_kib_runs", || {
+        let line = format!("{}\n", "x".repeat(1023));
+        let script = format!("cat <<'EOF' | wc -c\n{}EOF\necho $0", line.repeat(1024));
+        assert!(script.len() > 1024 * 1024);
+        let modes: &[Mode] = if require_namespaces() {
+            &[Mode::Workspace, Mode::Off]
+        } else {
+            &[Mode::Off]
+        };
+        for &mode in modes {
+            let ws = outside();
+            let (exit, output) = run_in(ws.path(), mode, &script);
+            assert_eq!(output, "1048576\nbash\n", "{mode}");
+            assert_eq!(exit, Exit::Code(0), "{mode}");
+        }
+        if running_as_nobody() {
+            eprintln!("ran as nobody");
+        }
+    });
+}
