@@ -94,6 +94,15 @@ pub struct EngineArgs {
     /// sandbox at all; clients may then choose `off` too).
     #[arg(long, global = true, value_name = "MODE", value_parser = parse_mode)]
     sandbox: Option<sandbox::Mode>,
+    /// How many processes (and threads) one command may have at once, e.g. `512`, or `none`
+    /// (default 4096: room for parallel builds). Stops fork bombs. Enforced per command in
+    /// workspace and read-only mode (see `acp-bash doctor`).
+    #[arg(long, global = true, value_name = "N", value_parser = parse_limit_count)]
+    max_processes: Option<Limit>,
+    /// How much memory each process of a command may allocate, e.g. `4G`, `512M`, or `none`
+    /// (the default: a build's linker can need many GiB). Enforced as RLIMIT_DATA.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<Limit>,
 }
 
 impl EngineArgs {
@@ -107,6 +116,12 @@ impl EngineArgs {
         config.env.set = self.set_env.clone();
         if let Some(mode) = self.sandbox {
             config.sandbox_mode = mode;
+        }
+        if let Some(Limit(limit)) = self.max_processes {
+            config.limits.max_processes = limit;
+        }
+        if let Some(Limit(limit)) = self.max_memory {
+            config.limits.max_memory = limit;
         }
         config
     }
@@ -137,8 +152,75 @@ impl EngineArgs {
             args.push("--sandbox".into());
             args.push(mode.id().into());
         }
+        let none = || "none".to_string();
+        if let Some(Limit(limit)) = self.max_processes {
+            args.push("--max-processes".into());
+            args.push(limit.map_or_else(none, |n| n.to_string()));
+        }
+        if let Some(Limit(limit)) = self.max_memory {
+            args.push("--max-memory".into());
+            args.push(limit.map_or_else(none, |n| n.to_string()));
+        }
         args
     }
+}
+
+/// A resource limit from the command line: `None` is `none` (no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit(pub Option<u64>);
+
+/// Parses a count, or `none` for no limit.
+fn parse_limit_count(text: &str) -> Result<Limit, String> {
+    parse_count(text).map(Limit)
+}
+
+fn parse_count(text: &str) -> Result<Option<u64>, String> {
+    match text.trim() {
+        "none" | "unlimited" => Ok(None),
+        n => n
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n > 0)
+            .map(Some)
+            .ok_or_else(|| format!("expected a positive number or `none`, got `{text}`")),
+    }
+}
+
+/// Parses `512M`, `4G`, `1T`, `65536` (bytes, or K/M/G/T binary units), or `none`.
+fn parse_size(text: &str) -> Result<Limit, String> {
+    parse_bytes(text).map(Limit)
+}
+
+fn parse_bytes(text: &str) -> Result<Option<u64>, String> {
+    let t = text.trim();
+    if t == "none" || t == "unlimited" {
+        return Ok(None);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let shift = match unit
+        .trim_end_matches(['i', 'B', 'b'])
+        .to_ascii_uppercase()
+        .as_str()
+    {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "unknown size unit in `{text}`: use K, M, G or T (e.g. 4G)"
+            ))
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .filter(|n| *n > 0)
+        .map(Some)
+        .ok_or_else(|| format!("expected a size such as 512M or 4G, or `none`, got `{text}`"))
 }
 
 /// Parses `90s`, `10m`, `1h`, `500ms` or a bare number of seconds.

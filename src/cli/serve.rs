@@ -25,6 +25,7 @@ pub async fn serve(engine: &EngineArgs) -> ExitCode {
 }
 
 async fn serve_on_worker(engine: &EngineArgs) -> ExitCode {
+    acp_bash::sandbox::protect_agent_process();
     let agent = AcpBashAgent::new(Engine::new(engine.config()));
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {

@@ -11,7 +11,6 @@ pub mod chunk;
 pub mod env;
 pub mod logdir;
 mod prelude;
-mod private_dir;
 mod process;
 mod run;
 pub mod status;
@@ -19,14 +18,12 @@ pub mod status;
 pub use status::{signal_name, signal_number, Exit, RunStatus, Truncation};
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::sandbox;
-use private_dir::PrivateDir;
 
 /// Settings shared by every session of one engine.
 #[derive(Debug, Clone)]
@@ -68,9 +65,8 @@ struct EngineInner {
     env_source: Mutex<Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>>,
     /// The bash that runs every command.
     bash: PathBuf,
-    private_dir: OnceLock<Result<PrivateDir, String>>,
-    /// Numbers runs, for unique per-run file names.
-    runs: AtomicU64,
+    /// The shell prelude (a sealed memfd), made on first use.
+    prelude: OnceLock<Result<prelude::Prelude, String>>,
 }
 
 impl EngineInner {
@@ -154,14 +150,13 @@ impl Engine {
             env: OnceLock::new(),
             env_source: Mutex::new(Some(vars)),
             bash,
-            private_dir: OnceLock::new(),
-            runs: AtomicU64::new(0),
+            prelude: OnceLock::new(),
         });
         Engine { inner }
     }
 
-    /// Does the engine's one-time work (the environment scrub, the sandbox probe, removing the
-    /// private directories of agents that were killed) on a background thread now, so the first command does not wait for it. Without this call it
+    /// Does the engine's one-time work (the environment scrub, the sandbox probe) on a
+    /// background thread now, so the first command does not wait for it. Without this call it
     /// happens on first use. An agent calls it once it has answered `initialize`: earlier, on a
     /// small machine, the work would compete with start-up for the CPU.
     pub fn prepare_in_background(&self) {
@@ -173,7 +168,6 @@ impl Engine {
                     inner.env();
                 }
                 sandbox::Support::current();
-                private_dir::remove_abandoned(&std::env::temp_dir());
             });
         if let Err(error) = spawned {
             tracing::debug!(%error, "no thread to prepare the engine early; it will on first use");
@@ -206,12 +200,15 @@ impl Engine {
         })
     }
 
-    /// The private directory (mode 0700) holding the prelude and the per-run cwd files,
-    /// made on first use.
-    fn private_dir(&self) -> Result<&PrivateDir, String> {
+    /// The shell prelude, made on first use.
+    fn prelude(&self) -> Result<&prelude::Prelude, String> {
         self.inner
-            .private_dir
-            .get_or_init(PrivateDir::create)
+            .prelude
+            .get_or_init(|| {
+                prelude::Prelude::new().map_err(|error| {
+                    format!("acp-bash could not prepare the shell prelude (memfd_create): {error}")
+                })
+            })
             .as_ref()
             .map_err(Clone::clone)
     }

@@ -1,33 +1,40 @@
-//! The shell prelude: how the session learns where a command's shell ended up (`cd` carries over).
+//! The shell prelude: how the session learns where a command's shell ended up (`cd` carries over),
+//! and how a script of any size reaches bash. Out of every command's reach.
 //!
 //! bash reads the file named by `BASH_ENV` before a non-interactive script, so the prelude runs
-//! without shifting the user's line numbers or touching their script. It records `pwd -P` into a
-//! private file from an EXIT trap, and chains a trap the user sets on EXIT instead of letting it
-//! replace ours. Nothing it does is visible in the command's output. Children do not inherit it:
-//! it unsets `BASH_ENV` and the variable naming the file.
+//! without shifting the user's line numbers or touching their script. It is a sealed memfd (no
+//! one can change it, not even through `/proc/<pid>/fd`) passed as fd [`PRELUDE_FD`], which the
+//! prelude closes first. Its EXIT action writes `pwd -P` to fd [`CWD_FD`], the write end of a
+//! pipe made for this run alone, so no command can move another run's directory. It chains a
+//! trap the user sets on EXIT instead of letting it replace ours; nothing it does is visible in
+//! the command's output. Children do not inherit it: it unsets `BASH_ENV`.
 //!
-//! Owns: the prelude text and reading the recorded directory back. Must not touch: spawning.
+//! The one fd a command sees besides 0–2 is [`CWD_FD`] (documented in the README).
+//!
+//! Owns: the prelude text, the fds it needs, passing long scripts, reading the reported cwd.
+//! Must not touch: spawning.
 
-use std::path::{Path, PathBuf};
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
 
-/// The environment variable that passes the private cwd file's path to the prelude.
-pub const CWD_FILE_VAR: &str = "ACP_BASH_CWD_FILE";
+/// The fd the prelude is read from (closed by the prelude itself).
+pub const PRELUDE_FD: i32 = 3;
+/// The fd of a long script (closed once read).
+pub const SCRIPT_FD: i32 = 4;
+/// The fd on which the shell reports its final directory: the write end of a per-run pipe.
+pub const CWD_FD: i32 = 63;
 
-/// The prelude's bash source (what `BASH_ENV` names). bash pays for every line it parses, in
-/// every command (about 0.1 ms per 300k instructions here), so the prelude is a few commands and
-/// no comments. Its EXIT action writes `pwd -P` only when the shell's directory changed: no file
-/// means "where it started". The trap wrapper and the chaining of a user's EXIT trap live in files
-/// of their own ([`TRAP_WRAPPER`], [`EXIT_CHAIN`]), read only by the commands that need them.
-pub const PRELUDE: &str = r#"__acp_bash_cwd_file=$ACP_BASH_CWD_FILE __acp_bash_start_dir=$PWD __acp_bash_exit_action='__acp_bash_status=$?; [ "$PWD" = "$__acp_bash_start_dir" ] || builtin pwd -P >"$__acp_bash_cwd_file" 2>/dev/null; [ -z "${__acp_bash_user_exit_trap-}" ] || builtin source "${__acp_bash_cwd_file%/*}/exit-chain.bash"'
-builtin unset BASH_ENV ACP_BASH_CWD_FILE
-builtin trap -- "$__acp_bash_exit_action" EXIT
-trap() { builtin source "${__acp_bash_cwd_file%/*}/trap-wrapper.bash" "$@"; }
-"#;
+/// Scripts longer than this go through [`SCRIPT_FD`] instead of `bash -c`'s argument (the kernel
+/// refuses one argument over 128 KiB).
+const LONGEST_ARGUMENT: usize = 100 * 1024;
 
-/// `trap` as the script sees it (sourced by the prelude's `trap` function, with its arguments):
+/// `trap` as the script sees it (eval'd by the prelude's `trap` function, with its arguments):
 /// the builtin, except that an EXIT action is kept for [`EXIT_CHAIN`] instead of replacing the
 /// prelude's, and listings show the script's EXIT action (or none), never the prelude's.
-pub const TRAP_WRAPPER: &str = r#"if [ "$#" -eq 0 ] || [ "$1" = -p ] || [ "$1" = -l ] || [ "$1" = -lp ] || [ "$1" = -pl ]; then
+/// (No single quotes: it is embedded in one.)
+const TRAP_WRAPPER: &str = r#"if [ "$#" -eq 0 ] || [ "$1" = -p ] || [ "$1" = -l ] || [ "$1" = -lp ] || [ "$1" = -pl ]; then
   if [ -n "${__acp_bash_user_exit_trap-}" ]; then builtin trap -- "$__acp_bash_user_exit_trap" EXIT; else builtin trap - EXIT; fi
   builtin trap "$@"
   local __acp_bash_listed=$?
@@ -52,30 +59,113 @@ done
 "#;
 
 /// Runs the script's own EXIT action after the prelude's, with `$?` as the shell is exiting.
-pub const EXIT_CHAIN: &str = r#"__acp_bash_return() { return "$1"; }
+const EXIT_CHAIN: &str = r#"__acp_bash_return() { return "$1"; }
 __acp_bash_return "$__acp_bash_status"
 builtin eval "$__acp_bash_user_exit_trap"
 "#;
 
-/// Writes the prelude and the files it sources into `dir` (a private directory, which also holds
-/// the cwd files: the prelude finds its files next to the cwd file) and returns the prelude's path.
-pub fn install(dir: &Path) -> std::io::Result<PathBuf> {
-    std::fs::write(dir.join("trap-wrapper.bash"), TRAP_WRAPPER)?;
-    std::fs::write(dir.join("exit-chain.bash"), EXIT_CHAIN)?;
-    let path = dir.join("prelude.bash");
-    std::fs::write(&path, PRELUDE)?;
-    Ok(path)
+/// The prelude's bash source. bash pays for every line it parses, in every command, so it is a
+/// few commands; the trap wrapper and the exit chain are single-quoted strings (scanned, not
+/// parsed) eval'd only by the commands that need them.
+fn prelude_text() -> String {
+    format!(
+        r#"exec {PRELUDE_FD}<&-
+__acp_bash_start_dir=$PWD __acp_bash_exit_action='__acp_bash_status=$?; [ "$PWD" = "$__acp_bash_start_dir" ] || builtin pwd -P >&{CWD_FD} 2>/dev/null; [ -z "${{__acp_bash_user_exit_trap-}}" ] || builtin eval "$__acp_bash_exit_chain"'
+__acp_bash_trap_wrapper='{TRAP_WRAPPER}' __acp_bash_exit_chain='{EXIT_CHAIN}'
+builtin unset BASH_ENV
+builtin trap -- "$__acp_bash_exit_action" EXIT
+trap() {{ builtin eval "$__acp_bash_trap_wrapper"; }}
+"#
+    )
 }
 
-/// Takes the directory the shell recorded in `cwd_file` (it records one only when its directory
-/// changed), removing the file. `None` when there is none, or it no longer exists.
-pub fn take_recorded_cwd(cwd_file: &Path) -> Option<PathBuf> {
-    let text = std::fs::read(cwd_file).ok()?;
-    let _ = std::fs::remove_file(cwd_file);
-    let text = text.strip_suffix(b"\n")?;
-    #[cfg(unix)]
+/// A sealed memfd holding `contents` (read-only for everyone, forever), or a plain error.
+fn sealed_memfd(name: &std::ffi::CStr, contents: &[u8]) -> std::io::Result<OwnedFd> {
+    // SAFETY: memfd_create with a valid name; the fd is ours.
+    let fd =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new fd we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut file = std::fs::File::from(fd);
+    file.write_all(contents)?;
+    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
+    // SAFETY: fcntl on our fd.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file.into())
+}
+
+/// The engine's prelude, made once.
+pub struct Prelude {
+    memfd: OwnedFd,
+}
+
+impl Prelude {
+    pub fn new() -> std::io::Result<Prelude> {
+        Ok(Prelude {
+            memfd: sealed_memfd(c"acp-bash-prelude", prelude_text().as_bytes())?,
+        })
+    }
+
+    /// Everything one run of `script` needs: bash's arguments, the variables and fds to add, and
+    /// the read end of its cwd pipe.
+    pub fn shell(&self, script: String) -> std::io::Result<Shell> {
+        let (cwd_read, cwd_write) = std::io::pipe()?;
+        let cwd_read = OwnedFd::from(cwd_read);
+        // SAFETY: fcntl on our fd; the parent reads only what is there when the shell is gone.
+        unsafe {
+            libc::fcntl(cwd_read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK);
+        }
+        let mut pass = vec![
+            (self.memfd.try_clone()?, PRELUDE_FD),
+            (OwnedFd::from(cwd_write), CWD_FD),
+        ];
+        let args: Vec<OsString> = if script.len() <= LONGEST_ARGUMENT {
+            vec!["-c".into(), script.into()]
+        } else {
+            pass.push((
+                sealed_memfd(c"acp-bash-script", script.as_bytes())?,
+                SCRIPT_FD,
+            ));
+            let boot = format!(
+                "__acp_bash_script=$(< /dev/fd/{SCRIPT_FD}); exec {SCRIPT_FD}<&-; builtin eval \"$__acp_bash_script\""
+            );
+            vec!["-c".into(), boot.into()]
+        };
+        Ok(Shell {
+            args,
+            env: vec![("BASH_ENV".into(), format!("/dev/fd/{PRELUDE_FD}").into())],
+            pass,
+            cwd_report: cwd_read,
+        })
+    }
+}
+
+/// One run's shell setup (see [`Prelude::shell`]).
+pub struct Shell {
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub pass: Vec<(OwnedFd, i32)>,
+    pub cwd_report: OwnedFd,
+}
+
+/// The directory the shell reported on its cwd pipe (it reports one only when its directory
+/// changed). `None` when there is none, or it no longer exists. Call once the shell has exited.
+pub fn reported_cwd(cwd_report: &OwnedFd) -> Option<PathBuf> {
+    let mut buf = [0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: a non-blocking read into our buffer.
+    let n = unsafe { libc::read(cwd_report.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n <= 0 {
+        return None;
+    }
+    let text = buf[..n as usize].strip_suffix(b"\n")?;
+    if text.contains(&b'\n') {
+        return None; // more than one report: not the shell's own
+    }
     let path = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(text));
-    #[cfg(not(unix))]
-    let path = PathBuf::from(String::from_utf8_lossy(text).into_owned());
     (path.is_absolute() && path.is_dir()).then_some(path)
 }

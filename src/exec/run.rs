@@ -97,56 +97,53 @@ pub(super) async fn run(
         return not_started(output, previous, started_at, 126);
     };
 
-    let private_dir = match session.engine.private_dir() {
-        Ok(dir) => dir,
+    let shell = match session
+        .engine
+        .prelude()
+        .and_then(|prelude| prelude.shell(request.script).map_err(|e| e.to_string()))
+    {
+        Ok(shell) => shell,
         Err(message) => {
             output.notice(message);
             return not_started(output, cwd, started_at, 126);
         }
     };
-    let run_number = engine
-        .runs
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let cwd_file = private_dir.path.join(format!("cwd-{run_number}"));
-
     let launch = Launch {
         program: engine.bash.clone(),
-        args: vec!["-c".into(), request.script.into()],
+        args: shell.args,
     };
     let roots = Roots {
         workspace: session.root.clone(),
         temp: std::env::temp_dir(),
     };
     let mode = session.mode();
-    let confined = sandbox::confine(launch, mode, &roots);
+    let confined = sandbox::confine(launch, mode, &roots, config.limits);
     let first_run_in_mode = session.announced_mode.lock().unwrap().replace(mode) != Some(mode);
     if first_run_in_mode {
-        for notice in confined.notices {
-            output.notice(notice);
+        for notice in &confined.notices {
+            output.notice(notice.clone());
         }
     }
-    let env = engine.env().vars.iter().cloned().chain([
-        (
-            "BASH_ENV".into(),
-            private_dir.prelude.clone().into_os_string(),
-        ),
-        (
-            prelude::CWD_FILE_VAR.into(),
-            cwd_file.clone().into_os_string(),
-        ),
-    ]);
-    let started = match process::start(&confined.launch, confined.pre_exec, env, &cwd) {
+    let env = engine.env().vars.iter().cloned().chain(shell.env).collect();
+    let started = match process::start(confined, env, cwd.clone(), shell.pass).await {
         Ok(started) => started,
         Err(error) => {
-            let code = if error.kind() == std::io::ErrorKind::NotFound {
+            let step = error
+                .get_ref()
+                .is_some_and(|inner| inner.is::<sandbox::StepError>());
+            let code = if error.kind() == std::io::ErrorKind::NotFound && !step {
                 127
             } else {
                 126
             };
-            output.notice(format!(
-                "could not start {}: {error}",
-                engine.bash.display()
-            ));
+            if step {
+                output.notice(error.to_string());
+            } else {
+                output.notice(format!(
+                    "could not start {}: {error}",
+                    engine.bash.display()
+                ));
+            }
             return not_started(output, cwd, started_at, code);
         }
     };
@@ -161,7 +158,7 @@ pub(super) async fn run(
         text.push_str(&format!("[acp-bash: {error}]\n"));
         notices.push(error);
     }
-    let next_cwd = prelude::take_recorded_cwd(&cwd_file).unwrap_or_else(|| cwd.clone());
+    let next_cwd = prelude::reported_cwd(&shell.cwd_report).unwrap_or_else(|| cwd.clone());
     *session.cwd.lock().unwrap() = next_cwd.clone();
     RunOutcome {
         output: text,

@@ -24,6 +24,9 @@
 #[cfg(target_os = "linux")]
 mod linux;
 
+#[cfg(target_os = "linux")]
+pub use linux::step::{Step, StepError};
+
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -133,16 +136,12 @@ pub struct Roots {
     pub temp: PathBuf,
 }
 
-/// Code run in the child between fork and exec (async-signal-safe only).
-pub type PreExec = Box<dyn FnMut() -> std::io::Result<()> + Send + Sync>;
-
-/// A launch with its confinement applied.
+/// A launch with its confinement applied: start it with [`spawn`].
 pub struct Confined {
     pub launch: Launch,
-    /// Run in the child after the engine's own pre-exec steps (it must be the last one). It
-    /// may fork: the spawned process then waits and exits exactly like the shell, which runs
-    /// as its grandchild (see the module docs).
-    pub pre_exec: Option<PreExec>,
+    /// What the child does between fork and exec (`None`: nothing but exec).
+    #[cfg(target_os = "linux")]
+    plan: Option<linux::Prepared>,
     /// What this mode promises but this launch does not enforce, in words a person can act on.
     /// Empty when everything the mode promises is enforced.
     pub notices: Vec<String>,
@@ -159,9 +158,13 @@ pub struct Support {
     pub private_proc: Result<(), String>,
     /// A network namespace (read-only mode's "no network").
     pub network_namespace: Result<(), String>,
-    /// The namespaces need a user namespace (the agent is not root): setuid programs such as
-    /// `sudo` don't gain privileges inside.
-    pub user_namespace: bool,
+    /// A user namespace for every workspace and read-only command (also for a root agent): the
+    /// command holds no capability over the host (no device nodes, host name, host network or
+    /// host IPC objects).
+    pub user_namespace: Result<(), String>,
+    /// The read-only view of the filesystem built in the mount namespace (writable binds for
+    /// the writable places, private /dev/shm and read-only mode's private temp dir).
+    pub filesystem_view: Result<(), String>,
 }
 
 impl Support {
@@ -194,7 +197,8 @@ impl Support {
             namespaces: Err(reason.to_string()),
             private_proc: Err(reason.to_string()),
             network_namespace: Err(reason.to_string()),
-            user_namespace: false,
+            user_namespace: Err(reason.to_string()),
+            filesystem_view: Err(reason.to_string()),
         }
     }
 
@@ -204,16 +208,23 @@ impl Support {
 }
 
 /// Applies `mode` to `launch` with what this machine supports ([`Support::current`]).
-pub fn confine(launch: Launch, mode: Mode, roots: &Roots) -> Confined {
-    confine_with(launch, mode, roots, Support::current())
+pub fn confine(launch: Launch, mode: Mode, roots: &Roots, limits: Limits) -> Confined {
+    confine_with(launch, mode, roots, limits, Support::current())
 }
 
 /// Applies `mode` to `launch`, using only the layers `support` says work.
-pub fn confine_with(launch: Launch, mode: Mode, roots: &Roots, support: &Support) -> Confined {
+pub fn confine_with(
+    launch: Launch,
+    mode: Mode,
+    roots: &Roots,
+    limits: Limits,
+    support: &Support,
+) -> Confined {
     if mode == Mode::Off {
         return Confined {
             launch,
-            pre_exec: None,
+            #[cfg(target_os = "linux")]
+            plan: None,
             notices: Vec::new(),
         };
     }
@@ -222,6 +233,10 @@ pub fn confine_with(launch: Launch, mode: Mode, roots: &Roots, support: &Support
     {
         let mut notices = notices;
         let namespaces = support.namespaces.is_ok();
+        let confined_fs = mode != Mode::Full;
+        // SAFETY: plain getter.
+        let root = unsafe { libc::geteuid() } == 0;
+        let user_namespace = support.user_namespace.is_ok() && (confined_fs || !root);
         let net_ns = mode == Mode::ReadOnly && support.network_namespace.is_ok();
         let tcp_rules = mode == Mode::ReadOnly && !net_ns;
         let ruleset = match (mode, &support.landlock) {
@@ -237,28 +252,82 @@ pub fn confine_with(launch: Launch, mode: Mode, roots: &Roots, support: &Support
                 }
             },
         };
-        let prepared =
-            linux::Prepared::new(namespaces, support.private_proc.is_ok(), net_ns, ruleset);
-        let pre_exec: Option<PreExec> = if prepared.is_noop() {
-            None
-        } else {
-            Some(Box::new(move || prepared.enter()))
+        let layers = linux::Layers {
+            namespaces,
+            user_namespace,
+            private_ipc_uts: user_namespace && confined_fs,
+            private_proc: support.private_proc.is_ok(),
+            network_namespace: net_ns,
+            view: confined_fs && user_namespace && support.filesystem_view.is_ok(),
         };
+        let prepared = linux::Prepared::new(mode, roots, layers, ruleset, limits);
         Confined {
             launch,
-            pre_exec,
+            plan: Some(prepared),
             notices,
         }
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = roots;
-        Confined {
-            launch,
-            pre_exec: None,
-            notices,
-        }
+        let _ = (roots, limits);
+        Confined { launch, notices }
     }
+}
+
+/// What [`spawn`] starts besides the program: the exact environment, the directory, where
+/// stdout and stderr go, and fds the shell gets as other numbers.
+#[cfg(target_os = "linux")]
+pub struct SpawnRequest<'a> {
+    pub env: &'a [(OsString, OsString)],
+    pub cwd: &'a std::path::Path,
+    /// stdout and stderr of the command.
+    pub output: std::os::fd::BorrowedFd<'a>,
+    /// `(source, number)`: `source` appears as fd `number` in the shell (at most 8). Nothing
+    /// else but 0–2 reaches the shell.
+    pub pass: &'a [(std::os::fd::BorrowedFd<'a>, i32)],
+}
+
+/// Starts `confined` in a new process group, stdin from /dev/null, with the parent-death
+/// signal armed, and returns the pid to wait for (and whose group to signal) once the shell has
+/// exec'd. A sandbox step that fails comes back as an error wrapping a [`StepError`] (which
+/// step, which errno); the command did not run. Blocks until the shell has exec'd: the engine
+/// calls it on a thread of its own, which must outlive the command (the parent-death signal
+/// is tied to the thread that forks).
+#[cfg(target_os = "linux")]
+pub fn spawn(confined: &Confined, request: &SpawnRequest) -> std::io::Result<i32> {
+    use std::os::fd::AsRawFd;
+    let pass: Vec<(i32, i32)> = request
+        .pass
+        .iter()
+        .map(|(fd, number)| (fd.as_raw_fd(), *number))
+        .collect();
+    let raw = linux::spawn::Request {
+        launch: &confined.launch,
+        env: request.env,
+        cwd: request.cwd,
+        output: request.output.as_raw_fd(),
+        pass: &pass,
+    };
+    linux::spawn::spawn(&raw, confined.plan.as_ref().map(|p| &p.plan), false)
+}
+
+/// Makes this process non-dumpable (`PR_SET_DUMPABLE 0`): a command running as the same user
+/// can then not open `/proc/<agent>/fd` (the protocol stream), `environ` or `mem`. `serve` does
+/// this at start; an embedder should too, early in `main`. It also turns off core dumps of the
+/// agent and lets only root attach a debugger. Root commands (holding CAP_SYS_PTRACE) are not
+/// stopped by it: that is what the user namespace of the confined modes is for.
+pub fn protect_agent_process() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+}
+
+/// Runs `job` on the thread that starts commands (see [`spawn`]).
+#[cfg(target_os = "linux")]
+pub fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
+    linux::spawn::on_spawner_thread(job)
 }
 
 /// What `mode` promises first (writes; read-only's network) and `support` can't enforce.
@@ -290,116 +359,131 @@ fn network_blocked(support: &Support) -> bool {
     support.network_namespace.is_ok() || support.landlock_abi() >= 4
 }
 
-/// What `mode` enforces on this machine, and what it does not: one line for a mode picker.
+/// What `mode` lets commands do, then what this machine does not enforce of it (if anything):
+/// a short text for a mode picker, which already shows the mode's name.
 pub fn describe(mode: Mode) -> String {
     describe_with(mode, Support::current())
 }
 
-/// [`describe`] for a given [`Support`].
-pub fn describe_with(mode: Mode, support: &Support) -> String {
-    if mode == Mode::Off {
-        return OFF_DESCRIPTION.to_string();
-    }
-    let abi = support.landlock_abi();
-    let mut on = Vec::new();
-    let mut off = Vec::new();
-    let landlock = support.landlock.is_ok();
-    match mode {
-        Mode::Workspace | Mode::ReadOnly => {
-            let temp = std::env::temp_dir();
-            let what = if mode == Mode::Workspace {
-                format!(
-                    "writes only in the session folder, the temp dir ({}) and /dev/null-like devices; reads anywhere",
-                    temp.display()
-                )
-            } else {
-                format!(
-                    "no writes except the temp dir ({}) and /dev/null-like devices; reads anywhere",
-                    temp.display()
-                )
-            };
-            if landlock {
-                on.push(what);
-                if abi < 3 {
-                    off.push("truncating files outside (needs Landlock ABI 3)".to_string());
-                }
-                if abi < 5 {
-                    off.push("ioctls on devices (needs Landlock ABI 5)".to_string());
-                }
-            } else {
-                off.push("write restrictions (no Landlock)".to_string());
-            }
-        }
-        Mode::Full | Mode::Off => on.push("no filesystem or network restriction".to_string()),
-    }
-    match mode {
-        Mode::Workspace => on.push("network on".to_string()),
-        Mode::Full | Mode::Off => {}
-        Mode::ReadOnly => {
-            if support.network_namespace.is_ok() {
-                on.push("no network (a private loopback only)".to_string());
-            } else if abi >= 4 {
-                on.push("no TCP (Landlock)".to_string());
-                off.push(
-                    "blocking UDP and other non-TCP traffic (no network namespace)".to_string(),
-                );
-            } else {
-                off.push(
-                    "blocking the network (no network namespace, Landlock < ABI 4)".to_string(),
-                );
-            }
-            if abi < 9 {
-                off.push("blocking Unix sockets on disk (Docker's, D-Bus's)".to_string());
-            }
-        }
-    }
-    if support.namespaces.is_ok() {
-        on.push("nothing a command starts outlives it".to_string());
-    } else if cfg!(target_os = "linux") {
-        on.push("what a command leaves running is killed when it ends (a subreaper)".to_string());
-        off.push(
-            "containing daemons started through systemd or D-Bus, or surviving an agent killed \
-             with SIGKILL mid-run (no PID namespace)"
-                .to_string(),
-        );
-    } else {
-        off.push(
-            "killing background processes a command leaves behind (no PID namespace)".to_string(),
-        );
-    }
+fn agent_is_root() -> bool {
     // SAFETY (Unix): plain getter.
     #[cfg(unix)]
-    let root = unsafe { libc::geteuid() } == 0;
+    return unsafe { libc::geteuid() } == 0;
     #[cfg(not(unix))]
-    let root = false;
-    if support.private_proc.is_ok() {
-        if mode == Mode::Full && root {
-            on.push("other processes' environments hidden (a root command could unmount the private /proc)".to_string());
-        } else {
-            on.push("other processes' environments hidden".to_string());
+    false
+}
+
+/// How `--max-processes` is enforced here, or why not.
+fn process_limit_support(support: &Support) -> Result<String, String> {
+    #[cfg(target_os = "linux")]
+    return linux::process_limit_support(support.user_namespace.is_ok());
+    #[cfg(not(target_os = "linux"))]
+    Err(format!("not on {}", std::env::consts::OS))
+}
+
+/// [`describe`] for a given [`Support`].
+pub fn describe_with(mode: Mode, support: &Support) -> String {
+    let root = agent_is_root();
+    let abi = support.landlock_abi();
+    let temp = std::env::temp_dir();
+    let allows = match mode {
+        Mode::Workspace => format!(
+            "Commands change files only in the session folder and {}, and may use the network.",
+            temp.display()
+        ),
+        Mode::ReadOnly => "Commands read everything but change nothing outside a private temp \
+                           dir, with no network."
+            .to_string(),
+        Mode::Full => "Commands change any file the agent may and use the network; what they \
+                       start still ends with them."
+            .to_string(),
+        Mode::Off => "No kernel sandbox, chosen by whoever started the agent \
+                      (`--sandbox off`)."
+            .to_string(),
+    };
+    let mut gaps: Vec<String> = Vec::new();
+    let confined = matches!(mode, Mode::Workspace | Mode::ReadOnly);
+    if confined {
+        let view = support.filesystem_view.is_ok();
+        match (view, support.landlock.is_ok()) {
+            (false, false) => gaps.push("any write restriction".to_string()),
+            (false, true) => {
+                gaps.push("protecting metadata (chmod, chown, timestamps) outside".to_string());
+                if abi < 3 {
+                    gaps.push("blocking truncation outside".to_string());
+                }
+            }
+            _ => {}
         }
-    } else {
-        off.push("hiding other processes' environments from /proc (no private /proc)".to_string());
+        if support.user_namespace.is_err() && root {
+            gaps.push(
+                "dropping root's capabilities (device nodes, host name, host network, IPC)"
+                    .to_string(),
+            );
+        }
+        if mode == Mode::ReadOnly {
+            if support.network_namespace.is_err() {
+                if abi >= 4 {
+                    gaps.push("blocking UDP and other non-TCP traffic".to_string());
+                } else {
+                    gaps.push("blocking the network".to_string());
+                }
+            }
+            if abi < 9 && !view {
+                gaps.push("blocking Unix sockets on disk (Docker's, D-Bus's)".to_string());
+            }
+        }
     }
-    if (landlock && mode != Mode::Full) || (support.user_namespace && support.namespaces.is_ok()) {
-        on.push("sudo and other setuid programs don't gain privileges".to_string());
+    if mode != Mode::Off {
+        if support.namespaces.is_err() {
+            gaps.push(if cfg!(target_os = "linux") {
+                "containing daemons started through systemd or D-Bus (no PID namespace)".to_string()
+            } else {
+                "ending background processes a command leaves".to_string()
+            });
+        }
+        if support.private_proc.is_err() {
+            gaps.push("hiding other processes' environments (no private /proc)".to_string());
+        }
+        if let Err(why) = process_limit_support(support) {
+            gaps.push(format!("--max-processes ({why})"));
+        }
     }
-    let mut line = format!("{}: {}.", mode.name(), on.join("; "));
-    if !off.is_empty() {
+    let gives_up = match (mode, root) {
+        (Mode::Full, true) => Some(
+            "As root, commands keep every capability: they can make device nodes, change the \
+             host's name and network, and unmount the private /proc to read other processes' \
+             memory and environments (the agent's too).",
+        ),
+        (Mode::Full, false) => {
+            Some("Commands can change everything this user owns, the agent's own files included.")
+        }
+        (Mode::Off, true) => Some(
+            "As root, commands can do anything root can: read and write any process's memory, \
+             fds and environment (the agent's stdout too), make devices, change the host; what \
+             they start in a new session can outlive them.",
+        ),
+        (Mode::Off, false) => Some(
+            "Commands can change everything this user owns and read this user's other \
+             processes' environments (not the agent's: it is non-dumpable); what they start in \
+             a new session can outlive them.",
+        ),
+        _ => None,
+    };
+    let mut line = allows;
+    if let Some(text) = gives_up {
+        line.push(' ');
+        line.push_str(text);
+    }
+    if !gaps.is_empty() {
         let _ = write!(
             line,
             " Not enforced on this machine: {} — run `acp-bash doctor`.",
-            off.join("; ")
+            gaps.join("; ")
         );
     }
     line
 }
-
-/// What `off` means, on any machine.
-const OFF_DESCRIPTION: &str = "Sandbox off: no kernel sandbox (offered only when the agent is \
-started with `--sandbox off`). Commands can write wherever the agent can, use the network and read other processes' environments in /proc; what a command \
-starts in a new session (setsid, daemons) can outlive it, while the rest of its process group is \
-killed when it ends. The environment scrub still applies.";
 
 /// One layer of the sandbox and whether it works here.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -445,10 +529,11 @@ impl DoctorReport {
             }
         }
         let ok = |r: &Result<(), String>, details: &str| r.clone().map(|()| details.to_string());
-        let how = if support.user_namespace {
-            "in a user namespace (not root)"
-        } else {
-            "as root"
+        let root = agent_is_root();
+        let how = match (&support.user_namespace, root) {
+            (Ok(()), true) => "in a user namespace (root's ids mapped to themselves)",
+            (Ok(()), false) => "in a user namespace (this user's id mapped to itself)",
+            (Err(_), _) => "without a user namespace",
         };
         let layers = vec![
             LayerReport {
@@ -475,6 +560,22 @@ impl DoctorReport {
                 name: "PID + mount namespaces",
                 purpose: "every mode: nothing a command starts (setsid, double fork, nohup) outlives it",
                 status: ok(&support.namespaces, how),
+            },
+            LayerReport {
+                name: "user namespace",
+                purpose: "workspace / read-only (and every mode when not root): commands hold no capability over the host: no device nodes, host name, host network or host IPC changes",
+                status: ok(&support.user_namespace, how),
+            },
+            LayerReport {
+                name: "read-only filesystem view",
+                purpose: "workspace / read-only: everything read-only and nosuid except the writable places (nodev, nosuid), private /dev/shm and IPC; metadata outside can't change",
+                status: ok(&support.filesystem_view, "mount namespace: read-only bind of /, writable binds"),
+            },
+            LayerReport {
+                name: "resource limits",
+                purpose: "--max-processes / --max-memory for each command",
+                status: process_limit_support(support)
+                    .map(|how| format!("--max-processes: {how}; --max-memory: RLIMIT_DATA, per process")),
             },
             LayerReport {
                 name: "subreaper fallback",

@@ -1,9 +1,13 @@
-//! Linux layers: Landlock rulesets built in the parent, namespaces entered in the child
-//! ([`child`]), and real probes of what this kernel allows.
+//! Linux layers: Landlock rulesets built in the parent, namespaces and the filesystem view
+//! entered in the child ([`child`], started by [`spawn`]), and real probes of what this kernel
+//! allows.
 
+mod cgroup;
 pub(crate) mod child;
+pub(crate) mod spawn;
+pub mod step;
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -11,7 +15,8 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
-use super::{Mode, Roots, Support};
+use super::{Limits, Mode, Roots, Support};
+use child::view::View;
 use child::ChildPlan;
 
 /// The Landlock ABI whose rights we ask for (the crate drops what an older kernel lacks).
@@ -119,6 +124,13 @@ pub(crate) fn ruleset(
     Ok(Option::<OwnedFd>::from(created))
 }
 
+/// The write rights a ruleset built by [`ruleset`] handles on this kernel (what a rule the child
+/// adds may allow).
+pub(crate) fn handled_write_rights() -> u64 {
+    let abi = landlock_abi().map_or(1, |v| v.min(TARGET_ABI as u32));
+    AccessFs::from_write(ABI::from(abi as i32)).bits()
+}
+
 /// `[env_start, env_end)` of this process, from /proc/self/stat (fields 50 and 51); fixed for
 /// the life of the process, so read once.
 pub(crate) fn env_region() -> Option<(usize, usize)> {
@@ -185,156 +197,220 @@ fn move_this_thread_to_a_new_network_namespace() -> std::io::Result<OwnedFd> {
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    child::loopback_up();
+    child::sys::loopback_up();
     std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
 }
 
-/// The per-command plan the pre-exec closure runs.
+/// The per-command plan the child runs, with the fds it refers to.
 pub(crate) struct Prepared {
-    plan: ChildPlan,
-    /// Keeps the Landlock ruleset open until the closure is dropped (after spawn).
+    pub(crate) plan: ChildPlan,
+    /// Keeps the Landlock ruleset open until the command has started.
     _ruleset: Option<OwnedFd>,
     /// Keeps the prepared network namespace open until then too.
     _netns: Option<OwnedFd>,
+    /// The command's pids cgroup (its `cgroup.procs`), kept open until then too.
+    _cgroup: Option<OwnedFd>,
+}
+
+/// How `--max-processes` is enforced here, or why it is not.
+pub(crate) fn process_limit_support(user_namespace: bool) -> Result<String, String> {
+    match (cgroup::available(), user_namespace) {
+        (Ok(how), _) => Ok(how),
+        (Err(_), true) if current_ids().0 != 0 => {
+            Ok("RLIMIT_NPROC, counted per command inside its user namespace".to_string())
+        }
+        (Err(why), _) => Err(format!(
+            "{why}; RLIMIT_NPROC does not bind root or counts every process of this user"
+        )),
+    }
+}
+
+/// Which layers a launch uses (decided by `confine_with` from the mode and the support).
+pub(crate) struct Layers {
+    pub namespaces: bool,
+    pub user_namespace: bool,
+    pub private_ipc_uts: bool,
+    pub private_proc: bool,
+    pub network_namespace: bool,
+    pub view: bool,
+}
+
+fn current_ids() -> (u32, u32) {
+    // SAFETY: plain getters.
+    unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+/// The view for `mode`: what is writable, and the private temp dir of read-only mode.
+pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
+    let workspace = roots
+        .workspace
+        .canonicalize()
+        .unwrap_or(roots.workspace.clone());
+    let temp = roots.temp.canonicalize().unwrap_or(roots.temp.clone());
+    let mut view = View {
+        private_shm: Path::new("/dev/shm").is_dir(),
+        ..View::default()
+    };
+    match mode {
+        Mode::Workspace => {
+            view.writable = [&workspace, &temp]
+                .into_iter()
+                .filter_map(|p| c(p))
+                .collect();
+        }
+        Mode::ReadOnly => {
+            view.private_temp = c(&temp);
+            if workspace.starts_with(&temp) {
+                view.keep_inside_temp = c(&workspace);
+                view.keep_parents = workspace
+                    .ancestors()
+                    .skip(1)
+                    .take_while(|p| p.starts_with(&temp) && *p != temp)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .filter_map(c)
+                    .collect();
+            }
+        }
+        Mode::Full | Mode::Off => {}
+    }
+    view
 }
 
 impl Prepared {
     pub(crate) fn new(
-        namespaces: bool,
-        private_proc: bool,
-        network_namespace: bool,
+        mode: Mode,
+        roots: &Roots,
+        layers: Layers,
         ruleset: Option<OwnedFd>,
+        limits: Limits,
     ) -> Self {
-        let netns = if network_namespace && namespaces {
+        let (uid, gid) = current_ids();
+        let netns = if layers.network_namespace && layers.namespaces && uid == 0 {
             prepared_network_namespace()
         } else {
             None
         };
-        let landlock_fd: RawFd = ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+        let user_namespace = layers.namespaces && layers.user_namespace;
+        let view = (layers.namespaces && layers.view).then(|| view_for(mode, roots));
+        let cgroup = limits.max_processes.and_then(cgroup::for_one_command);
         Prepared {
             plan: ChildPlan {
-                namespaces,
-                private_proc,
-                network_namespace,
+                namespaces: layers.namespaces,
+                user_namespace,
+                private_ipc_uts: layers.private_ipc_uts,
+                parent_maps_ids: user_namespace && uid == 0,
+                uid,
+                gid,
+                private_proc: layers.private_proc,
+                network_namespace: layers.network_namespace,
                 netns_fd: netns.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
-                landlock_fd,
-                env_region: if namespaces { env_region() } else { None },
-                message_fd: 2,
-                probe: false,
-                reaper: !namespaces,
+                view,
+                landlock_fd: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+                landlock_write_rights: if ruleset.is_some() {
+                    handled_write_rights()
+                } else {
+                    0
+                },
+                env_region: if layers.namespaces {
+                    env_region()
+                } else {
+                    None
+                },
+                reaper: !layers.namespaces,
+                drop_capabilities: user_namespace && uid == 0,
+                // RLIMIT_NPROC counts per user namespace: per command only inside one.
+                max_processes: if user_namespace {
+                    limits.max_processes.unwrap_or(0)
+                } else {
+                    0
+                },
+                max_memory: limits.max_memory.unwrap_or(0),
+                cgroup_procs_fd: cgroup.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             },
             _ruleset: ruleset,
             _netns: netns,
+            _cgroup: cgroup,
         }
-    }
-
-    pub(crate) fn is_noop(&self) -> bool {
-        !self.plan.namespaces && !self.plan.reaper && self.plan.landlock_fd < 0
-    }
-
-    /// The pre-exec step: async-signal-safe.
-    pub(crate) fn enter(&self) -> std::io::Result<()> {
-        child::enter(&self.plan)
     }
 }
 
-/// Runs `plan` in a forked child (as a probe: the would-be shell exits 0) and says whether
-/// every step worked, or the message of the step that failed.
-fn probe(mut plan: ChildPlan) -> Result<(), String> {
-    let mut fds = [-1; 2];
-    // SAFETY: pipe2/fork/waitpid; the child only runs the async-signal-safe `child::enter`.
-    unsafe {
-        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            return Err(format!(
-                "could not probe: {}",
-                std::io::Error::last_os_error()
-            ));
+/// Runs `plan` in a child (a probe: the would-be shell exits 0) and says whether every step
+/// worked, or which step failed and why.
+fn probe(plan: ChildPlan) -> Result<(), String> {
+    let launch = super::Launch {
+        program: "/bin/true".into(),
+        args: Vec::new(),
+    };
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| format!("could not probe: {e}"))?;
+    let request = spawn::Request {
+        launch: &launch,
+        env: &[],
+        cwd: Path::new("/"),
+        output: null.as_raw_fd(),
+        pass: &[],
+    };
+    let pid = spawn::spawn(&request, Some(&plan), true).map_err(|e| {
+        match e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<step::StepError>())
+        {
+            Some(step) => format!(
+                "{} failed: {} (errno {})",
+                step.step.describe(),
+                step.io_error(),
+                step.errno
+            ),
+            None => format!("could not probe: {e}"),
         }
-        plan.message_fd = fds[1];
-        plan.probe = true;
-        let pid = libc::fork();
-        if pid == 0 {
-            libc::close(fds[0]);
-            let _ = child::enter(&plan);
-            libc::_exit(0);
+    })?;
+    let mut status = 0;
+    // SAFETY: waitpid on our own child.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
         }
-        libc::close(fds[1]);
-        if pid < 0 {
-            libc::close(fds[0]);
-            return Err(format!(
-                "could not probe: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let mut message = Vec::new();
-        let mut buf = [0u8; 512];
-        loop {
-            let n = libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len());
-            if n > 0 {
-                message.extend_from_slice(&buf[..n as usize]);
-            } else if n < 0
-                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
-            {
-                continue;
-            } else {
-                break;
-            }
-        }
-        libc::close(fds[0]);
-        let mut status = 0;
-        while libc::waitpid(pid, &mut status, 0) < 0 {
-            if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-                break;
-            }
-        }
-        if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-            return Ok(());
-        }
-        let text = String::from_utf8_lossy(&message);
-        let text = text
-            .trim()
-            .trim_start_matches("acp-bash sandbox: ")
-            .split("; the command did not run")
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        Err(if text.is_empty() {
-            format!("the probe ended with wait status {status}")
-        } else {
-            text
-        })
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(())
+    } else {
+        Err(format!("the probe ended with wait status {status}"))
     }
 }
 
-fn plan(
-    namespaces: bool,
-    private_proc: bool,
-    network_namespace: bool,
-    landlock_fd: RawFd,
-) -> ChildPlan {
+fn plan(namespaces: bool, user_namespace: bool) -> ChildPlan {
+    let (uid, gid) = current_ids();
     ChildPlan {
         namespaces,
-        private_proc,
-        network_namespace,
+        user_namespace,
+        private_ipc_uts: user_namespace,
+        parent_maps_ids: user_namespace && uid == 0,
+        uid,
+        gid,
         netns_fd: -1,
-        landlock_fd,
-        env_region: None,
-        message_fd: 2,
-        probe: true,
-        reaper: false,
+        landlock_fd: -1,
+        cgroup_procs_fd: -1,
+        drop_capabilities: user_namespace && uid == 0,
+        ..ChildPlan::default()
     }
 }
 
 /// Why namespaces fail, in words a user can act on.
-fn namespace_advice(step: String, user_ns: bool) -> String {
-    if !user_ns {
-        return format!(
-            "{step} — root without CAP_SYS_ADMIN, or a seccomp profile that forbids unshare \
-             (typical of containers: run it with --cap-add SYS_ADMIN, or as a normal user where \
-             user namespaces are allowed)"
-        );
-    }
+fn namespace_advice(step: String, root: bool) -> String {
     let mut why = step;
+    if root {
+        why.push_str(
+            " — a seccomp profile or a container runtime that forbids unshare (run it with \
+             --cap-add SYS_ADMIN, or where user namespaces are allowed)",
+        );
+        return why;
+    }
     let apparmor =
         std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
             .map(|v| v.trim() == "1")
@@ -368,8 +444,7 @@ fn namespace_advice(step: String, user_ns: bool) -> String {
 
 /// Probes each layer for real.
 pub(crate) fn probe_support() -> Support {
-    // SAFETY: plain getter.
-    let user_namespace = unsafe { libc::geteuid() } != 0;
+    let root = current_ids().0 == 0;
     let landlock = landlock_abi().and_then(|abi| {
         let roots = Roots {
             workspace: PathBuf::from("/"),
@@ -377,28 +452,58 @@ pub(crate) fn probe_support() -> Support {
         };
         let fd = ruleset(Mode::ReadOnly, &roots, false)?
             .ok_or_else(|| "the ruleset came out empty".to_string())?;
-        probe(plan(false, false, false, fd.as_raw_fd())).map(|()| abi)
+        let mut p = plan(false, false);
+        p.landlock_fd = fd.as_raw_fd();
+        probe(p).map(|()| abi)
     });
-    let namespaces =
-        probe(plan(true, false, false, -1)).map_err(|e| namespace_advice(e, user_namespace));
+    let user_namespace = probe(plan(true, true)).map_err(|e| namespace_advice(e, root));
+    let namespaces = match (&user_namespace, root) {
+        (Ok(()), _) => Ok(()),
+        (Err(why), false) => Err(why.clone()),
+        // Root without user namespaces: PID + mount namespaces alone (root keeps its
+        // capabilities; said in the descriptions).
+        (Err(_), true) => probe(plan(true, false)).map_err(|e| namespace_advice(e, root)),
+    };
+    let with_userns = user_namespace.is_ok();
     let private_proc = match &namespaces {
         Err(_) => Err("needs the PID namespace, which does not work here".to_string()),
-        Ok(()) => probe(plan(true, true, false, -1)).map_err(|e| {
-            format!(
-                "{e} — /proc is partly hidden here (as in many containers), so the kernel refuses \
-                 a fresh one"
-            )
-        }),
+        Ok(()) => {
+            let mut p = plan(true, with_userns);
+            p.private_proc = true;
+            probe(p).map_err(|e| {
+                format!(
+                    "{e} — /proc is partly hidden here (as in many containers), so the kernel \
+                     refuses a fresh one"
+                )
+            })
+        }
     };
     let network_namespace = match &namespaces {
         Err(_) => Err("needs the namespaces, which do not work here".to_string()),
-        Ok(()) => probe(plan(true, false, true, -1)),
+        Ok(()) => {
+            let mut p = plan(true, with_userns);
+            p.network_namespace = true;
+            probe(p)
+        }
+    };
+    let filesystem_view = match &user_namespace {
+        Err(_) => Err("needs a user namespace, which does not work here".to_string()),
+        Ok(()) => {
+            let roots = Roots {
+                workspace: std::env::temp_dir(),
+                temp: std::env::temp_dir(),
+            };
+            let mut p = plan(true, true);
+            p.view = Some(view_for(Mode::Workspace, &roots));
+            probe(p)
+        }
     };
     Support {
         landlock,
         namespaces,
+        user_namespace,
         private_proc,
         network_namespace,
-        user_namespace,
+        filesystem_view,
     }
 }

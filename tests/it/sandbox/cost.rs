@@ -31,7 +31,7 @@ fn sandbox_cost_per_command() {
                     args: vec!["-c".into(), "true".into()],
                 };
                 let start = Instant::now();
-                let confined = sandbox::confine(launch, mode, &roots);
+                let confined = sandbox::confine(launch, mode, &roots, sandbox::Limits::default());
                 let took = start.elapsed();
                 drop(confined);
                 took
@@ -43,8 +43,7 @@ fn sandbox_cost_per_command() {
         .map(|_| {
             let start = Instant::now();
             let _ =
-                crate::support::sandbox::spawn_with("true", Mode::Full, dir.path(), &none, |_| {})
-                    .finish();
+                crate::support::sandbox::spawn_with("true", Mode::Full, dir.path(), &none).finish();
             start.elapsed()
         })
         .collect();
@@ -59,7 +58,6 @@ fn sandbox_cost_per_command() {
                     mode,
                     dir.path(),
                     Support::current(),
-                    |_| {},
                 )
                 .finish();
                 start.elapsed()

@@ -57,7 +57,7 @@ async fn the_default_mode_confines_writes_to_the_workspace_and_says_nothing_when
     .await;
     assert_eq!(outcome.status.exit, Exit::Code(1));
     assert!(
-        outcome.output.contains("Permission denied"),
+        outcome.output.contains("Read-only file system"),
         "{}",
         outcome.output
     );
@@ -78,7 +78,7 @@ async fn set_mode_changes_what_the_next_command_may_do_and_cd_still_carries_over
     let outcome = run(&session, "cd sub && echo x > f").await;
     assert_ne!(outcome.status.exit, Exit::Code(0));
     assert!(
-        outcome.output.contains("Permission denied"),
+        outcome.output.contains("Read-only file system"),
         "{}",
         outcome.output
     );
@@ -198,12 +198,13 @@ async fn no_other_environment_is_readable() {
         session.set_mode(mode);
         let script = format!(
             "cat /proc/{victim}/environ 2>/dev/null | wc -c; \
-             cat /proc/1/environ | tr -d '\\0' | wc -c; \
+             cat /proc/1/environ 2>/dev/null | tr -d '\\0' | wc -c; \
              for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done 2>/dev/null | grep -c hunter2-acpbash",
             victim = victim.id()
         );
         let outcome = run(&session, &script).await;
-        // Not visible at all; PID 1 (a fork of the agent) shows an empty environment.
+        // Not visible at all; PID 1 (a fork of the agent) shows an empty environment, or none
+        // (a root command in a user namespace may not read it at all).
         assert_eq!(outcome.output, "0\n0\n0\n", "{mode}");
     }
     victim.kill().unwrap();

@@ -46,13 +46,7 @@ fn check_with(
 ) -> std::process::ExitStatus {
     let dir = tempfile::tempdir().unwrap();
     let mark = marker("esc");
-    let running = spawn_with(
-        &script(&mark, dir.path(), tail),
-        mode,
-        dir.path(),
-        support,
-        |_| {},
-    );
+    let running = spawn_with(&script(&mark, dir.path(), tail), mode, dir.path(), support);
     wait_for_file(&dir.path().join("ready"));
     assert_eq!(
         processes_with(&mark).len(),
@@ -71,7 +65,9 @@ fn nothing_survives_a_normal_end() {
     if !namespaces() {
         return;
     }
-    for mode in Mode::ALL {
+    // Read-only commands can't write the `ready` file the test waits for; their PID namespace
+    // is the same code as the other modes'.
+    for mode in [Mode::Workspace, Mode::Full] {
         let status = check(
             mode,
             "until [ -e go ]; do sleep 0.01; done; exit 7",
@@ -252,7 +248,6 @@ fn without_namespaces_a_background_job_can_still_print_after_the_shell_exits() {
         Mode::Workspace,
         dir.path(),
         &without_namespaces(),
-        |_| {},
     )
     .finish();
     assert!(status.success());
@@ -297,7 +292,6 @@ fn fake_agent() {
         Mode::Workspace,
         &dir,
         &support,
-        |_| {},
     );
     std::thread::sleep(Duration::from_secs(600));
 }

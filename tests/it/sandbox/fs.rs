@@ -73,7 +73,9 @@ fn workspace_mode_writes_inside_and_is_denied_outside() {
         let (code, output) = run(&attempt, Mode::Workspace, &ws);
         assert_ne!(code, 0, "{attempt} succeeded: {output}");
         assert!(
-            output.contains("Permission denied") || output.contains("Operation not permitted"),
+            output.contains("Permission denied")
+                || output.contains("Operation not permitted")
+                || output.contains("Read-only file system"),
             "{attempt}: {output}"
         );
     }
@@ -98,19 +100,45 @@ fn read_only_mode_denies_the_workspace_but_not_the_temp_dir() {
     std::fs::write(ws.join("file"), "orig\n").unwrap();
     let (code, output) = run("echo x > new", Mode::ReadOnly, &ws);
     assert_ne!(code, 0);
-    assert!(output.contains("Permission denied"), "{output}");
+    assert!(output.contains("Read-only file system"), "{output}");
     let (code, _) = run("echo x >> file", Mode::ReadOnly, &ws);
     assert_ne!(code, 0);
     assert_eq!(std::fs::read_to_string(ws.join("file")).unwrap(), "orig\n");
 
+    // The temp dir is a private one: writable, empty, gone with the command.
     let tmp = tempfile::tempdir().unwrap();
     let script = format!(
-        "echo ok > {}/t && cat {}/t && cat file",
+        "ls -A {}; echo ok > {}/t && cat {}/t && cat file",
+        std::env::temp_dir().display(),
         tmp.path().display(),
         tmp.path().display()
     );
     let (code, output) = run(&script, Mode::ReadOnly, &ws);
+    assert_eq!(
+        (code, output.as_str()),
+        (
+            1,
+            format!(
+                "/bin/bash: line 1: {}/t: No such file or directory\n",
+                tmp.path().display()
+            )
+            .as_str()
+        ),
+        "a host temp folder is not there"
+    );
+    let (code, output) = run(
+        &format!(
+            "mkdir -p {0} && echo ok > {0}/t && cat {0}/t && cat file",
+            tmp.path().display()
+        ),
+        Mode::ReadOnly,
+        &ws,
+    );
     assert_eq!((code, output.as_str()), (0, "ok\norig\n"));
+    assert!(
+        !tmp.path().join("t").exists(),
+        "the host's temp dir is untouched"
+    );
 }
 
 #[test]
@@ -132,7 +160,7 @@ fn landlock_without_namespaces_still_confines_writes() {
     support.private_proc = Err("test".into());
     support.network_namespace = Err("test".into());
     let script = format!("echo in > inside; echo x > {}/new", out.display());
-    let (status, output) = spawn_with(&script, Mode::Workspace, &ws, &support, |_| {}).finish();
+    let (status, output) = spawn_with(&script, Mode::Workspace, &ws, &support).finish();
     assert_eq!(status.code(), Some(1), "{output}");
     assert!(ws.join("inside").exists());
     assert!(!out.join("new").exists());

@@ -3,7 +3,7 @@
 
 use std::net::TcpListener;
 
-use crate::support::sandbox::{spawn, spawn_with, wait_for_file};
+use crate::support::sandbox::{spawn, spawn_with};
 use acp_bash::sandbox::{Mode, Support};
 
 fn connect_script(port: u16) -> String {
@@ -53,13 +53,7 @@ fn read_only_mode_without_a_network_namespace_blocks_tcp_with_landlock() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
-    let running = spawn_with(
-        &connect_script(port),
-        Mode::ReadOnly,
-        dir.path(),
-        &support,
-        |_| {},
-    );
+    let running = spawn_with(&connect_script(port), Mode::ReadOnly, dir.path(), &support);
     assert!(running.notices.is_empty(), "{:?}", running.notices);
     let (status, output) = running.finish();
     assert!(status.success());
@@ -98,22 +92,23 @@ fn every_read_only_command_gets_a_network_namespace_of_its_own() {
     // reused once freed) must be in three namespaces, none the host's.
     let running: Vec<_> = (0..3)
         .map(|n| {
-            let script = format!(
-                "readlink /proc/self/ns/net > ns{n}.tmp && mv ns{n}.tmp ns{n}; \
-                 until [ -e go ]; do sleep 0.01; done"
-            );
-            let running = spawn(&script, Mode::ReadOnly, dir.path());
-            wait_for_file(&dir.path().join(format!("ns{n}")));
-            running
+            // The namespace exists once spawn returns (it is made before exec), and each
+            // command stays until `go`: all three are alive at once. Read-only commands can't
+            // write files the test sees, so each prints its namespace.
+            let _ = n;
+            spawn(
+                "readlink /proc/self/ns/net; until [ -e go ]; do sleep 0.01; done",
+                Mode::ReadOnly,
+                dir.path(),
+            )
         })
         .collect();
-    let seen: Vec<String> = (0..3)
-        .map(|n| std::fs::read_to_string(dir.path().join(format!("ns{n}"))).unwrap())
-        .collect();
     std::fs::write(dir.path().join("go"), "").unwrap();
+    let mut seen = Vec::new();
     for running in running {
         let (status, output) = running.finish();
         assert!(status.success(), "{output}");
+        seen.push(output);
     }
     for (n, netns) in seen.iter().enumerate() {
         assert!(netns.starts_with("net:["), "{netns}");

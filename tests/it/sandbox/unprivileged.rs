@@ -1,50 +1,15 @@
-//! The same layers for an agent that is not root: the namespaces come with a user namespace
-//! (our uid mapped to itself). Runs the command as `nobody` through `Command::uid`, which std
-//! applies before the sandbox's pre-exec step, exactly as if the agent ran as that user.
+//! The same layers for an agent that is not root: the test binary runs these again as `nobody`
+//! (`as_root_and_nobody`), where the namespaces come with a user namespace mapping that user's
+//! id to itself. And a sandbox step that fails reaches the agent as a typed error.
 #![cfg(target_os = "linux")]
 
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 
-use crate::support::sandbox::{marker, processes_with, spawn_with, wait_for_file, wait_until_gone};
-use acp_bash::sandbox::{Mode, Support};
-
-const NOBODY: u32 = 65534;
-
-fn as_root_with_user_namespaces() -> bool {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: needs root to switch to nobody");
-        return false;
-    }
-    // Probe as nobody: can this machine give an unprivileged user a PID namespace?
-    let dir = open_dir();
-    let (status, output) = spawn_with(
-        "echo $$",
-        Mode::Full,
-        dir.path(),
-        Support::current(),
-        as_nobody,
-    )
-    .finish();
-    if !(status.success() && output == "2\n") {
-        eprintln!("skipping: unprivileged user namespaces don't work here: {output}");
-        return false;
-    }
-    eprintln!("running as nobody in a user namespace");
-    true
-}
-
-fn as_nobody(cmd: &mut std::process::Command) {
-    cmd.uid(NOBODY).gid(NOBODY);
-    // A process that dropped root is marked non-dumpable, which makes its /proc/self files
-    // root's; an agent started as a normal user is dumpable. Be that agent.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
-            Ok(())
-        });
-    }
-}
+use crate::support::sandbox::{
+    as_root_and_nobody, marker, processes_with, require_namespaces, spawn_with, try_spawn,
+    wait_for_file, wait_until_gone,
+};
+use acp_bash::sandbox::{Mode, Step, StepError, Support};
 
 fn open_dir() -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
@@ -56,16 +21,20 @@ fn open_dir() -> tempfile::TempDir {
 }
 
 #[test]
-fn a_non_root_agent_gets_every_layer() {
-    if !as_root_with_user_namespaces() {
-        return;
-    }
-    let ws = open_dir();
-    let outside = open_dir();
-    let mark = marker("nobody");
-    let (head, rest) = mark.split_at(4);
-    let script = format!(
-        r#"id -u; echo $$
+fn every_layer_works_for_root_and_for_an_ordinary_user() {
+    as_root_and_nobody(
+        "sandbox::unprivileged::every_layer_works_for_root_and_for_an_ordinary_user",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let uid = unsafe { libc::geteuid() };
+            let ws = open_dir();
+            let outside = open_dir();
+            let mark = marker("nobody");
+            let (head, rest) = mark.split_at(4);
+            let script = format!(
+                r#"id -u; echo $$
 echo in > inside && echo wrote-inside
 {{ echo x > {outside}/f; }} 2>/dev/null || echo denied-outside
 cat /proc/1/environ 2>/dev/null | tr -d '\0' | wc -c
@@ -73,76 +42,78 @@ P={head}; P="${{P}}{rest}"
 setsid bash -c "exec -a $P-setsid sleep 1000" &
 until grep -q "$P-setsid" /proc/[0-9]*/cmdline 2>/dev/null; do sleep 0.01; done
 echo ready > {ready}"#,
-        outside = outside.path().display(),
-        ready = ws.path().join("ready").display(),
-    );
-    let (status, output) = spawn_with(
-        &script,
-        Mode::Workspace,
-        ws.path(),
-        Support::current(),
-        as_nobody,
-    )
-    .finish();
-    assert!(status.success(), "{output}");
-    assert_eq!(output, "65534\n2\nwrote-inside\ndenied-outside\n0\n");
-    wait_for_file(&ws.path().join("ready"));
-    wait_until_gone(&mark);
-    assert!(processes_with(&mark).is_empty());
-    assert!(!outside.path().join("f").exists());
-}
-
-#[test]
-fn read_only_mode_for_a_non_root_agent_has_no_network() {
-    if !as_root_with_user_namespaces() {
-        return;
-    }
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let ws = open_dir();
-    let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected || echo refused");
-    let (_, output) = spawn_with(
-        &script,
-        Mode::ReadOnly,
-        ws.path(),
-        Support::current(),
-        as_nobody,
-    )
-    .finish();
-    assert!(output.ends_with("refused\n"), "{output}");
-    listener.set_nonblocking(true).unwrap();
-    assert!(listener.accept().is_err());
-}
-
-#[test]
-fn a_sandbox_step_that_fails_at_run_time_says_which_and_why() {
-    if unsafe { libc::geteuid() } != 0 || Support::current().namespaces.is_err() {
-        eprintln!("skipping: needs root and namespaces");
-        return;
-    }
-    // Dropping root without restoring dumpability leaves /proc/self owned by root, so the
-    // user-namespace setup fails: the command must not run, and the output must say why.
-    let ws = open_dir();
-    let (status, output) = spawn_with(
-        "echo ran",
-        Mode::Workspace,
-        ws.path(),
-        Support::current(),
-        |cmd| {
-            cmd.uid(NOBODY).gid(NOBODY);
+                outside = outside.path().display(),
+                ready = ws.path().join("ready").display(),
+            );
+            let (status, output) =
+                spawn_with(&script, Mode::Workspace, ws.path(), Support::current()).finish();
+            assert!(status.success(), "{output}");
+            assert_eq!(
+                output,
+                format!("{uid}\n2\nwrote-inside\ndenied-outside\n0\n")
+            );
+            wait_for_file(&ws.path().join("ready"));
+            wait_until_gone(&mark);
+            assert!(processes_with(&mark).is_empty());
+            assert!(!outside.path().join("f").exists());
         },
-    )
-    .finish();
-    assert_eq!(status.code(), Some(126), "{output}");
-    assert!(!output.contains("ran"), "{output}");
-    assert!(
-        output.starts_with(
-            "acp-bash sandbox: writing /proc/self/setgroups failed: permission denied (EACCES)"
-        ),
-        "{output}"
     );
+}
+
+#[test]
+fn read_only_mode_has_no_network_for_root_and_for_an_ordinary_user() {
+    as_root_and_nobody(
+        "sandbox::unprivileged::read_only_mode_has_no_network_for_root_and_for_an_ordinary_user",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let ws = open_dir();
+            let script =
+                format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected || echo refused");
+            let (_, output) =
+                spawn_with(&script, Mode::ReadOnly, ws.path(), Support::current()).finish();
+            assert!(output.ends_with("refused\n"), "{output}");
+            listener.set_nonblocking(true).unwrap();
+            assert!(listener.accept().is_err());
+        },
+    );
+}
+
+#[test]
+fn a_sandbox_step_that_fails_is_a_typed_error_naming_the_step_and_errno() {
+    let support = Support::current();
+    if !require_namespaces() || support.filesystem_view.is_err() {
+        eprintln!("skipping: needs the filesystem view");
+        return;
+    }
+    // A session folder that is gone by the time the view binds it writable.
+    let ws = open_dir();
+    let gone = ws.path().join("gone");
+    let error = match try_spawn("echo ran", Mode::Workspace, &gone, support) {
+        Ok(_) => panic!("the command ran"),
+        Err(error) => error,
+    };
+    let step = error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<StepError>())
+        .copied()
+        .expect("a StepError");
+    assert_eq!(
+        step,
+        StepError {
+            step: Step::WritablePlace,
+            errno: libc::ENOENT
+        }
+    );
+    assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+    let text = error.to_string();
     assert!(
-        output.contains("the command did not run") && output.contains("acp-bash doctor"),
-        "{output}"
+        text.starts_with("acp-bash sandbox: binding a writable folder failed: No such file or directory (errno 2)")
+            && text.contains("the command did not run")
+            && text.contains("acp-bash doctor"),
+        "{text}"
     );
 }

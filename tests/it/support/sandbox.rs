@@ -1,16 +1,16 @@
-//! Shared helper for the sandbox tests: spawns `bash -c` exactly the way the engine does
-//! (scrubbed env, cwd, stdin /dev/null, stdout+stderr on one pipe, own process group,
-//! parent-death signal, then the sandbox's pre-exec last).
+//! Shared helper for the sandbox tests: starts `bash -c` through the engine's own spawn path
+//! (`sandbox::spawn`: own process group, stdin /dev/null, stdout+stderr on one pipe,
+//! parent-death signal, the sandbox steps, only fds 0–2) with a small fixed environment.
 
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
+use std::os::fd::AsFd;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use acp_bash::sandbox::{self, Launch, Mode, Roots, Support};
+use acp_bash::sandbox::{self, Launch, Limits, Mode, Roots, Support};
 
 pub const HANG_GUARD: Duration = Duration::from_secs(60);
 
@@ -29,68 +29,63 @@ pub fn roots(workspace: &Path) -> Roots {
     }
 }
 
-/// A running confined command: its child (the process the engine would hold) and its output.
+/// A running confined command: the pid the engine would hold, and its output.
 pub struct Running {
-    pub child: Child,
+    pid: i32,
     pub output: mpsc::Receiver<String>,
     pub notices: Vec<String>,
 }
 
 pub fn spawn(script: &str, mode: Mode, workspace: &Path) -> Running {
-    spawn_with(script, mode, workspace, Support::current(), |_| {})
+    spawn_with(script, mode, workspace, Support::current())
 }
 
-pub fn spawn_with(
+/// Starts `script` confined by `mode` with `support`, or returns the error of the step that
+/// failed.
+pub fn try_spawn(
     script: &str,
     mode: Mode,
     workspace: &Path,
     support: &Support,
-    tweak: impl FnOnce(&mut Command),
-) -> Running {
+) -> std::io::Result<Running> {
     let launch = Launch {
         program: bash(),
         args: vec!["-c".into(), script.into()],
     };
-    let confined = sandbox::confine_with(launch, mode, &roots(workspace), support);
-    let mut fds = [0; 2];
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let mut cmd = Command::new(&confined.launch.program);
-    cmd.args(&confined.launch.args)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
-        .env("HOME", workspace)
-        .current_dir(workspace)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(write.try_clone().unwrap()))
-        .stderr(Stdio::from(write))
-        .process_group(0);
-    tweak(&mut cmd);
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-        if let Some(pre) = confined.pre_exec {
-            cmd.pre_exec(pre);
-        }
-    }
-    let child = cmd.spawn().expect("spawn");
-    drop(cmd); // closes our copies of the pipe's write end
+    let confined =
+        sandbox::confine_with(launch, mode, &roots(workspace), Limits::default(), support);
+    let (read, write) = std::io::pipe().unwrap();
+    let env = [
+        (
+            "PATH".into(),
+            "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into(),
+        ),
+        ("HOME".into(), workspace.as_os_str().to_owned()),
+    ];
+    let request = sandbox::SpawnRequest {
+        env: &env,
+        cwd: workspace,
+        output: write.as_fd(),
+        pass: &[],
+    };
+    let pid = sandbox::spawn(&confined, &request)?;
+    drop(write);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let mut file = std::fs::File::from(read);
+        let mut file = read;
         let mut out = Vec::new();
         let _ = file.read_to_end(&mut out);
         let _ = tx.send(String::from_utf8_lossy(&out).into_owned());
     });
-    Running {
-        child,
+    Ok(Running {
+        pid,
         output: rx,
         notices: confined.notices,
-    }
+    })
+}
+
+pub fn spawn_with(script: &str, mode: Mode, workspace: &Path, support: &Support) -> Running {
+    try_spawn(script, mode, workspace, support).expect("spawn")
 }
 
 /// The engine's wait for grandchildren holding the output pipe after the shell exits.
@@ -109,8 +104,8 @@ impl Running {
         self.finish_with(false)
     }
 
-    fn finish_with(mut self, group_kill: bool) -> (ExitStatus, String) {
-        let status = wait_guarded(&mut self.child);
+    fn finish_with(self, group_kill: bool) -> (ExitStatus, String) {
+        let status = wait_guarded(self.pid);
         let early = self.output.recv_timeout(PIPE_GRACE).ok();
         if group_kill {
             self.signal_group(libc::SIGKILL);
@@ -126,7 +121,7 @@ impl Running {
     }
 
     pub fn pid(&self) -> i32 {
-        self.child.id() as i32
+        self.pid
     }
 
     /// Signals the process group, as the engine does on timeout and cancel.
@@ -135,14 +130,18 @@ impl Running {
     }
 }
 
-pub fn wait_guarded(child: &mut Child) -> ExitStatus {
+/// Waits for `pid` (our child) to end; kills its group and panics after [`HANG_GUARD`].
+pub fn wait_guarded(pid: i32) -> ExitStatus {
     let start = Instant::now();
     loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status;
+        let mut status = 0;
+        let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if reaped == pid {
+            return ExitStatus::from_raw(status);
         }
+        assert!(reaped == 0, "waitpid: {}", std::io::Error::last_os_error());
         if start.elapsed() > HANG_GUARD {
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
             panic!("command hung");
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -242,9 +241,6 @@ pub fn require_namespaces() -> bool {
 /// Set in the environment of a test binary re-run as an ordinary user by [`as_root_and_nobody`].
 const AS_NOBODY: &str = "ACP_BASH_TEST_AS_NOBODY";
 
-/// The unprivileged user the escape tests also run as.
-pub const NOBODY: u32 = 65534;
-
 /// Whether this process is the ordinary-user half of [`as_root_and_nobody`].
 pub fn running_as_nobody() -> bool {
     std::env::var_os(AS_NOBODY).is_some()
@@ -264,7 +260,14 @@ pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
     };
     let exe = std::env::current_exe().expect("the test binary's path");
     let output = Command::new(setpriv)
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "--"])
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--",
+        ])
         .arg(&exe)
         .args([test, "--exact", "--nocapture", "--test-threads", "1"])
         .env(AS_NOBODY, "1")

@@ -1,0 +1,389 @@
+//! Everything that runs between fork and exec: async-signal-safe only.
+//!
+//! The child of a multi-threaded process may not allocate, lock or touch Rust's std I/O: every
+//! file here makes raw syscalls through `libc` on data the parent prepared ([`ExecArgs`],
+//! [`ChildPlan`]) and reports a failing step as a typed record ([`super::step::StepError`]) on a
+//! close-on-exec pipe. Forks in the child go through the raw `clone` syscall ([`sys::raw_fork`]).
+//!
+//! Process shape when namespaces are on (see `notes/2026-11-29-sandbox-design.md` and
+//! `notes/2026-11-30-sandbox-v2.md`):
+//!
+//! ```text
+//! engine ── W (the spawned child: ignores the group's TERM/INT/…, exits like the shell)   waiter.rs
+//!            └─ I (PID 1 of the new PID namespace: mounts /proc, reaps, hands W the
+//!                 │  shell's status, lingers ≤ LINGER for background jobs, exits)          init.rs
+//!                 └─ B (PID 2: capabilities, limits, Landlock, fds, then exec bash)        mod.rs
+//! ```
+//!
+//! All three stay in the engine's process group: the engine's signals reach the shell (and its
+//! children) directly, and its final SIGKILL of the group reaches I. When I exits the kernel
+//! SIGKILLs everything else in the namespace. W's parent-death signal and I's (set here, while
+//! the shell runs) chain the agent's death down to I. Without namespaces, W is a subreaper
+//! instead (`reaper.rs`).
+#![deny(
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
+
+pub(crate) mod init;
+pub(crate) mod reaper;
+pub(crate) mod sys;
+pub(crate) mod view;
+pub(crate) mod waiter;
+
+use std::ffi::CString;
+use std::os::fd::RawFd;
+
+use libc::c_int;
+
+use super::step::Step;
+use sys::{check, errno, fail, raw_fork};
+
+/// The capabilities a root command keeps inside its user namespace: enough to work on files of
+/// any owner where it may write (as root could before), nothing over mounts, devices, the
+/// network, other processes or the kernel.
+/// (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID.)
+const KEPT_CAPABILITIES: [u32; 5] = [0, 1, 2, 3, 4];
+
+/// The sandbox part of the child's program, prepared in the parent.
+#[derive(Debug, Default)]
+pub(crate) struct ChildPlan {
+    /// Fresh PID, mount, UTS and IPC namespaces (and network ones with `network_namespace`).
+    pub namespaces: bool,
+    /// Also a user namespace (always for workspace/read-only, and whenever not root).
+    pub user_namespace: bool,
+    /// Private UTS and IPC namespaces (workspace and read-only).
+    pub private_ipc_uts: bool,
+    /// Root: the parent writes an identity map of every id (W waits for it on `map_sync`).
+    /// Otherwise W maps its own uid and gid.
+    pub parent_maps_ids: bool,
+    pub uid: u32,
+    pub gid: u32,
+    /// Mount a fresh /proc for the new PID namespace.
+    pub private_proc: bool,
+    /// A fresh network namespace (only loopback, brought up).
+    pub network_namespace: bool,
+    /// With `network_namespace`: one made ahead of time to join instead (-1: create one).
+    pub netns_fd: RawFd,
+    /// The read-only view of the filesystem (workspace and read-only modes).
+    pub view: Option<view::View>,
+    /// Landlock ruleset to restrict the shell with (-1: none).
+    pub landlock_fd: RawFd,
+    /// Write rights for the rules B adds for the private tmpfs mounts of the view.
+    pub landlock_write_rights: u64,
+    /// The agent's environment block `[start, end)`, wiped in PID 1.
+    pub env_region: Option<(usize, usize)>,
+    /// Without namespaces: keep a subreaper between the engine and the shell.
+    pub reaper: bool,
+    /// Root in a user namespace: keep only [`KEPT_CAPABILITIES`].
+    pub drop_capabilities: bool,
+    /// RLIMIT_NPROC (0: leave as is).
+    pub max_processes: u64,
+    /// RLIMIT_DATA (0: leave as is).
+    pub max_memory: u64,
+    /// `cgroup.procs` of the command's own pids cgroup, joined first (-1: none).
+    pub cgroup_procs_fd: RawFd,
+}
+
+/// What the child execs and with which fds, prepared in the parent.
+pub(crate) struct ExecArgs {
+    pub program: CString,
+    pub argv: Vec<*const libc::c_char>,
+    pub envp: Vec<*const libc::c_char>,
+    pub cwd: CString,
+    pub stdin: RawFd,
+    pub output: RawFd,
+    /// `(source, target)`: the source fd appears as `target` in the shell.
+    pub pass: Vec<(RawFd, RawFd)>,
+    pub parent: libc::pid_t,
+    /// Write end of the close-on-exec error pipe.
+    pub error_fd: RawFd,
+    /// With [`ChildPlan::parent_maps_ids`]: W writes a byte here once it has unshared, then
+    /// reads one back once the parent has written its id maps.
+    pub map_sync: (RawFd, RawFd),
+    /// A probe: B exits 0 instead of exec'ing.
+    pub probe: bool,
+}
+
+/// The child: from just after clone to exec. Never returns.
+pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
+    let efd = exec.error_fd;
+    sys::reset_signals();
+    // SAFETY: raw syscalls on fds and strings the parent prepared.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != exec.parent {
+            libc::_exit(127); // the agent died before the signal was armed
+        }
+        check(efd, Step::ProcessGroup, libc::setpgid(0, 0) as i64);
+        for (from, to) in [(exec.stdin, 0), (exec.output, 1), (exec.output, 2)] {
+            if from == to {
+                check(efd, Step::Stdio, libc::fcntl(to, libc::F_SETFD, 0) as i64);
+            } else {
+                check(efd, Step::Stdio, libc::dup2(from, to) as i64);
+            }
+        }
+    }
+    if let Some(plan) = plan {
+        enter(plan, exec);
+    }
+    // B (or the only process): fds, directory, exec.
+    sys::close_from(3, false);
+    // SAFETY: raw syscalls on fds and strings the parent prepared.
+    unsafe {
+        // Move every source above the targets first, so that no dup2 lands on a source.
+        let mut moved = [(-1 as RawFd, -1 as RawFd); 8];
+        for (slot, &(from, to)) in moved.iter_mut().zip(exec.pass.iter()) {
+            let high = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 100);
+            check(efd, Step::Descriptors, high as i64);
+            *slot = (high, to);
+        }
+        for &(high, to) in moved.iter().take(exec.pass.len()) {
+            check(efd, Step::Descriptors, libc::dup2(high, to) as i64);
+        }
+        if libc::chdir(exec.cwd.as_ptr()) != 0 {
+            fail(efd, Step::Chdir, errno());
+        }
+        if exec.probe {
+            libc::_exit(0);
+        }
+        libc::execve(
+            exec.program.as_ptr(),
+            exec.argv.as_ptr(),
+            exec.envp.as_ptr(),
+        );
+        fail(efd, Step::Exec, errno())
+    }
+}
+
+/// Applies `plan`. Returns only in the process that goes on to exec the command.
+fn enter(plan: &ChildPlan, exec: &ExecArgs) {
+    let efd = exec.error_fd;
+    if plan.cgroup_procs_fd >= 0 {
+        // SAFETY: write on an fd the parent opened.
+        let n = unsafe { libc::write(plan.cgroup_procs_fd, b"0".as_ptr().cast(), 1) };
+        check(efd, Step::ResourceLimits, n as i64);
+    }
+    if !plan.namespaces {
+        if plan.reaper && !exec.probe {
+            reaper::fork_shell(efd);
+        }
+        restrict(plan, efd);
+        return;
+    }
+    // SAFETY: raw syscalls only, as required between fork and exec.
+    unsafe {
+        let join_netns = plan.network_namespace && plan.netns_fd >= 0;
+        if join_netns {
+            check(
+                efd,
+                Step::JoinNetworkNamespace,
+                libc::setns(plan.netns_fd, libc::CLONE_NEWNET) as i64,
+            );
+        }
+        let mut flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+        if plan.private_ipc_uts {
+            flags |= libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
+        }
+        if plan.network_namespace && !join_netns {
+            flags |= libc::CLONE_NEWNET;
+        }
+        if plan.user_namespace {
+            flags |= libc::CLONE_NEWUSER;
+        }
+        check(efd, Step::Unshare, libc::unshare(flags) as i64);
+        if plan.user_namespace {
+            if plan.parent_maps_ids {
+                let (tell, wait) = exec.map_sync;
+                sys::write_all(tell, b"u");
+                let mut answer = [0u8; 1];
+                let n = libc::read(wait, answer.as_mut_ptr().cast(), 1);
+                if n != 1 || answer != *b"m" {
+                    fail(efd, Step::UidMap, if n < 0 { errno() } else { libc::EPERM });
+                }
+            } else {
+                check(
+                    efd,
+                    Step::Setgroups,
+                    sys::write_file(b"/proc/self/setgroups\0", b"deny") as i64,
+                );
+                check(
+                    efd,
+                    Step::UidMap,
+                    sys::write_id_map(b"/proc/self/uid_map\0", plan.uid, plan.uid, 1) as i64,
+                );
+                check(
+                    efd,
+                    Step::GidMap,
+                    sys::write_id_map(b"/proc/self/gid_map\0", plan.gid, plan.gid, 1) as i64,
+                );
+            }
+        }
+        check(
+            efd,
+            Step::PrivateMounts,
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) as i64,
+        );
+        if plan.network_namespace && !join_netns {
+            sys::loopback_up();
+        }
+        if let Some(view) = &plan.view {
+            view::build(view, efd);
+        }
+        let mut pipe = [-1 as c_int; 2];
+        check(
+            efd,
+            Step::StartInit,
+            libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) as i64,
+        );
+        let [status_read, status_write] = pipe;
+        let init = raw_fork();
+        check(efd, Step::StartInit, init as i64);
+        if init > 0 {
+            libc::close(status_write);
+            waiter::run(init, status_read);
+        }
+
+        // I: PID 1.
+        libc::close(status_read);
+        sys::reset_signals();
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // If W died before the line above, nobody would wait for us: the pipe tells.
+        let mut poll = libc::pollfd {
+            fd: status_write,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        if libc::poll(&mut poll, 1, 0) > 0 && poll.revents & libc::POLLERR != 0 {
+            libc::_exit(sys::SETUP_FAILED);
+        }
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        libc::prctl(libc::PR_SET_NAME, c"acp-bash-init".as_ptr(), 0, 0, 0);
+        if plan.private_proc {
+            check(
+                efd,
+                Step::PrivateProc,
+                libc::mount(
+                    c"proc".as_ptr(),
+                    c"/proc".as_ptr(),
+                    c"proc".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                ) as i64,
+            );
+        }
+        let shell = raw_fork();
+        check(efd, Step::StartShell, shell as i64);
+        if shell > 0 {
+            init::run(shell, status_write, plan.env_region);
+        }
+        libc::close(status_write);
+    }
+    // B: the shell-to-be, PID 2.
+    restrict(plan, efd);
+}
+
+/// Capabilities, limits and Landlock, in the process that is about to exec.
+fn restrict(plan: &ChildPlan, efd: RawFd) {
+    // SAFETY: raw prctl/setrlimit/landlock syscalls.
+    unsafe {
+        if plan.drop_capabilities {
+            for cap in 0..64u32 {
+                if KEPT_CAPABILITIES.contains(&cap) {
+                    continue;
+                }
+                let r = libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
+                if r < 0 && errno() != libc::EINVAL {
+                    fail(efd, Step::DropCapabilities, errno());
+                }
+            }
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+        }
+        for (resource, value) in [
+            (libc::RLIMIT_NPROC, plan.max_processes),
+            (libc::RLIMIT_DATA, plan.max_memory),
+        ] {
+            if value > 0 {
+                let limit = libc::rlimit {
+                    rlim_cur: value,
+                    rlim_max: value,
+                };
+                check(
+                    efd,
+                    Step::ResourceLimits,
+                    libc::setrlimit(resource, &limit) as i64,
+                );
+            }
+        }
+        if plan.landlock_fd < 0 {
+            return;
+        }
+        check(
+            efd,
+            Step::NoNewPrivs,
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as i64,
+        );
+        // The view's private tmpfs mounts are new inodes the parent's rules can't name.
+        if let Some(view) = &plan.view {
+            let shm = view.private_shm.then_some(c"/dev/shm");
+            let temp = view.private_temp.as_deref();
+            for dir in [shm, temp].into_iter().flatten() {
+                allow_writes_beneath(plan, dir, efd);
+            }
+        }
+        let r = libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32);
+        if r < 0 {
+            fail(efd, Step::Landlock, errno());
+        }
+        libc::close(plan.landlock_fd);
+    }
+}
+
+/// `struct landlock_path_beneath_attr` (packed, as in the kernel's UAPI).
+#[repr(C, packed)]
+struct PathBeneath {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+fn allow_writes_beneath(plan: &ChildPlan, dir: &std::ffi::CStr, efd: RawFd) {
+    // SAFETY: open/landlock_add_rule/close with valid arguments.
+    unsafe {
+        let fd = libc::open(
+            dir.as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY,
+        );
+        if fd < 0 {
+            fail(efd, Step::Landlock, errno());
+        }
+        let rule = PathBeneath {
+            allowed_access: plan.landlock_write_rights,
+            parent_fd: fd,
+        };
+        let r = libc::syscall(
+            libc::SYS_landlock_add_rule,
+            plan.landlock_fd,
+            1u32, // LANDLOCK_RULE_PATH_BENEATH
+            &rule as *const PathBeneath,
+            0u32,
+        );
+        if r < 0 {
+            fail(efd, Step::Landlock, errno());
+        }
+        libc::close(fd);
+    }
+}

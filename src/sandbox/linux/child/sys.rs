@@ -1,0 +1,254 @@
+//! Raw system-call helpers for the code between fork and exec: async-signal-safe only.
+//!
+//! No allocation, no locks, no panics: every function here makes plain syscalls on memory the
+//! caller owns, and reports failure through return values.
+#![deny(
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
+
+use std::os::fd::RawFd;
+
+use libc::c_int;
+
+use super::super::step::Step;
+
+/// Exit status of a child whose sandbox step failed (the agent learns which step and why from
+/// the error pipe, never from this number).
+pub(crate) const SETUP_FAILED: c_int = 126;
+
+pub(crate) fn errno() -> c_int {
+    // SAFETY: reading the thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+pub(crate) fn write_all(fd: RawFd, mut bytes: &[u8]) {
+    while !bytes.is_empty() {
+        // SAFETY: valid buffer.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 {
+            if errno() == libc::EINTR {
+                continue;
+            }
+            return;
+        }
+        bytes = bytes.get(n as usize..).unwrap_or_default();
+    }
+}
+
+/// Writes `n` in decimal into `buf`, returns the digits.
+pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        if let Some(slot) = buf.get_mut(i) {
+            *slot = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || i == 0 {
+            break;
+        }
+    }
+    buf.get(i..).unwrap_or_default()
+}
+
+/// Reports `step` failing with `err` on the error pipe (a step code and the errno, 8 bytes) and
+/// ends this process.
+pub(crate) fn fail(error_fd: RawFd, step: Step, err: c_int) -> ! {
+    let mut record = [0u8; 8];
+    let (code, errno) = record.split_at_mut(4);
+    code.copy_from_slice(&(step as u32).to_ne_bytes());
+    errno.copy_from_slice(&err.to_ne_bytes());
+    write_all(error_fd, &record);
+    // SAFETY: ending the child without running atexit handlers.
+    unsafe { libc::_exit(SETUP_FAILED) }
+}
+
+/// [`fail`] with the current errno when `result` is negative.
+pub(crate) fn check(error_fd: RawFd, step: Step, result: i64) {
+    if result < 0 {
+        fail(error_fd, step, errno());
+    }
+}
+
+/// A fork through the raw `clone` syscall (no glibc `fork()` and its atfork handlers in a child
+/// of a multi-threaded process). Returns 0 in the child, the child's pid in the parent, -1 on
+/// error.
+pub(crate) fn raw_fork() -> libc::pid_t {
+    // SAFETY: clone without CLONE_VM gives the child its own copy of memory and continues on a
+    // copy of this stack, exactly like fork.
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        ) as libc::pid_t
+    }
+}
+
+/// Marks every fd from `first` up close-on-exec, or closes them (`close` true). Falls back to
+/// a loop where `close_range` is missing.
+pub(crate) fn close_from(first: u32, close: bool) {
+    let flags: u32 = if close { 0 } else { libc::CLOSE_RANGE_CLOEXEC };
+    // SAFETY: close_range/fcntl/close on fds of this process.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, first, u32::MAX, flags) == 0 {
+            return;
+        }
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(65536) as u32
+        } else {
+            4096
+        };
+        for fd in first..max {
+            if close {
+                libc::close(fd as c_int);
+            } else {
+                libc::fcntl(fd as c_int, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
+/// Closes every fd from 3 up except `keep` (-1: none).
+pub(crate) fn close_all_but(keep: RawFd) {
+    if keep >= 3 {
+        // SAFETY: closing fds below `keep` that this process does not use.
+        unsafe { libc::syscall(libc::SYS_close_range, 3u32, keep as u32 - 1, 0u32) };
+        close_from(keep as u32 + 1, true);
+    } else {
+        close_from(3, true);
+    }
+}
+
+/// Every signal back to its default action and an empty mask: the agent's handlers must not run
+/// in the helpers, and exec keeps an ignored signal ignored.
+pub(crate) fn reset_signals() {
+    // SAFETY: sigaction/sigprocmask on this process.
+    unsafe {
+        for signal in 1..=libc::SIGRTMAX() {
+            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+                continue;
+            }
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    }
+}
+
+/// Writes `contents` to the file at `path` (NUL-terminated). 0, or -1 with errno set.
+pub(crate) fn write_file(path: &[u8], contents: &[u8]) -> c_int {
+    // SAFETY: `path` is NUL-terminated by the callers.
+    unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return -1;
+        }
+        let n = libc::write(fd, contents.as_ptr().cast(), contents.len());
+        let err = errno();
+        libc::close(fd);
+        if n != contents.len() as isize {
+            *libc::__errno_location() = if n < 0 { err } else { libc::EIO };
+            return -1;
+        }
+        0
+    }
+}
+
+/// `"<inside> <outside> <count>\n"` into `path` (a uid_map or gid_map).
+pub(crate) fn write_id_map(path: &[u8], inside: u32, outside: u32, count: u32) -> c_int {
+    let mut line = [0u8; 72];
+    let mut len = 0;
+    let mut digits = [[0u8; 20]; 3];
+    let [a, b, c] = &mut digits;
+    let parts: [&[u8]; 6] = [
+        decimal(inside as u64, a),
+        b" ",
+        decimal(outside as u64, b),
+        b" ",
+        decimal(count as u64, c),
+        b"\n",
+    ];
+    for part in parts {
+        let Some(slot) = line.get_mut(len..len + part.len()) else {
+            return -1;
+        };
+        slot.copy_from_slice(part);
+        len += part.len();
+    }
+    write_file(path, line.get(..len).unwrap_or_default())
+}
+
+/// Brings up `lo` in a fresh network namespace so a command can still talk to itself.
+pub(crate) fn loopback_up() {
+    // SAFETY: plain ioctls on a socket we own.
+    unsafe {
+        let sock = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if sock < 0 {
+            return;
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        req.ifr_name[0] = b'l' as libc::c_char;
+        req.ifr_name[1] = b'o' as libc::c_char;
+        if libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) == 0 {
+            req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+            libc::ioctl(sock, libc::SIOCSIFFLAGS, &mut req);
+        }
+        libc::close(sock);
+    }
+}
+
+pub(crate) fn monotonic_ms() -> i64 {
+    // SAFETY: clock_gettime into a local.
+    unsafe {
+        let mut now: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now);
+        now.tv_sec * 1000 + now.tv_nsec / 1_000_000
+    }
+}
+
+pub(crate) fn sleep_ms(ms: i64) {
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: ms * 1_000_000,
+    };
+    // SAFETY: nanosleep on a local.
+    unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+}
+
+/// Ends this process the way the shell ended: same exit code, or the same signal.
+pub(crate) fn exit_like(status: c_int) -> ! {
+    // SAFETY: plain process-ending syscalls.
+    unsafe {
+        if libc::WIFSIGNALED(status) {
+            let sig = libc::WTERMSIG(status);
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig);
+        }
+        libc::_exit(if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            1
+        })
+    }
+}

@@ -1,0 +1,66 @@
+//! W, the process the engine spawned: waits for the shell's status from the namespace's init and
+//! exits the same way. Async-signal-safe only.
+#![deny(
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
+
+use std::os::fd::RawFd;
+
+use libc::c_int;
+
+use super::sys::{close_all_but, errno, exit_like, SETUP_FAILED};
+
+/// Signals the engine sends to the whole process group: W ignores them (the shell, in the same
+/// group, gets them directly) so that W lives to report how the shell ended.
+pub(crate) const GROUP_SIGNALS: [c_int; 7] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+];
+
+/// Waits for the shell's status from PID 1 (`init`), then exits the same way. Never returns.
+pub(crate) fn run(init: libc::pid_t, status_read: RawFd) -> ! {
+    close_all_but(status_read);
+    // SAFETY: raw syscalls only.
+    unsafe {
+        for sig in GROUP_SIGNALS {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+        // The shell's own status, written by PID 1 when the shell ends (PID 1 may outlive it
+        // briefly, see LINGER, and cannot die of most signals itself).
+        let mut shell = [0u8; 4];
+        let mut got = 0usize;
+        while got < 4 {
+            let rest = shell.get_mut(got..).unwrap_or_default();
+            let n = libc::read(status_read, rest.as_mut_ptr().cast(), rest.len());
+            if n > 0 {
+                got += n as usize;
+            } else if n < 0 && errno() == libc::EINTR {
+                continue;
+            } else {
+                break;
+            }
+        }
+        if got == 4 {
+            exit_like(c_int::from_ne_bytes(shell));
+        }
+        // PID 1 ended before the shell did (killed, or a setup step failed): report that.
+        let mut status: c_int = 0;
+        loop {
+            let r = libc::waitpid(init, &mut status, 0);
+            if r == init {
+                exit_like(status);
+            }
+            if r < 0 && errno() != libc::EINTR {
+                libc::_exit(SETUP_FAILED);
+            }
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The parent's side of starting a command: prepares everything the child needs (it may not
+//! allocate), clones, writes a root command's id maps, and reads the child's error pipe until
+//! the shell has exec'd or a step has failed.
+//!
+//! Without a sandbox plan the child shares the agent's memory (`CLONE_VM | CLONE_VFORK`, as
+//! `posix_spawn` does) and the agent waits only until it has exec'd. With one, the child is a
+//! plain raw `clone` (it forks again and never execs itself).
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use super::child::{self, ChildPlan, ExecArgs};
+use super::step::StepError;
+use crate::sandbox::Launch;
+
+fn cstring(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "nul byte found in provided data",
+        )
+    })
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 into a local array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two new fds we own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// What to start, besides the program: environment, directory, output and passed fds.
+pub(crate) struct Request<'a> {
+    pub launch: &'a Launch,
+    pub env: &'a [(OsString, OsString)],
+    pub cwd: &'a Path,
+    /// stdout and stderr.
+    pub output: RawFd,
+    /// `(source, target)`: fds the shell gets besides 0–2.
+    pub pass: &'a [(RawFd, RawFd)],
+}
+
+extern "C" fn vfork_child(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the parent's `ExecArgs`, alive until we exec or exit (CLONE_VFORK).
+    let exec = unsafe { &*(arg as *const ExecArgs) };
+    child::program(exec, None)
+}
+
+/// Starts `request`, confined by `plan`, and returns the pid of the process to wait for once
+/// the shell has exec'd. A failed step comes back as an [`io::Error`] wrapping a [`StepError`]
+/// (its kind from the errno).
+pub(crate) fn spawn(
+    request: &Request,
+    plan: Option<&ChildPlan>,
+    probe: bool,
+) -> io::Result<libc::pid_t> {
+    let program = cstring(request.launch.program.as_os_str().as_bytes())?;
+    let mut args = vec![program.clone()];
+    for arg in &request.launch.args {
+        args.push(cstring(arg.as_bytes())?);
+    }
+    let mut vars = Vec::with_capacity(request.env.len());
+    for (name, value) in request.env {
+        let mut pair = name.as_bytes().to_vec();
+        pair.push(b'=');
+        pair.extend_from_slice(value.as_bytes());
+        vars.push(cstring(&pair)?);
+    }
+    if request.pass.len() > 8 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "at most 8 passed fds",
+        ));
+    }
+    let null = std::fs::File::open("/dev/null")?;
+    let (error_read, error_write) = pipe()?;
+    let parent_maps = plan.is_some_and(|p| p.namespaces && p.user_namespace && p.parent_maps_ids);
+    let sync = if parent_maps {
+        Some((pipe()?, pipe()?))
+    } else {
+        None
+    };
+    let exec = ExecArgs {
+        argv: args
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain([std::ptr::null()])
+            .collect(),
+        envp: vars
+            .iter()
+            .map(|v| v.as_ptr())
+            .chain([std::ptr::null()])
+            .collect(),
+        program,
+        cwd: cstring(request.cwd.as_os_str().as_bytes())?,
+        stdin: null.as_raw_fd(),
+        output: request.output,
+        pass: request.pass.to_vec(),
+        parent: std::process::id() as libc::pid_t,
+        error_fd: error_write.as_raw_fd(),
+        map_sync: sync.as_ref().map_or((-1, -1), |((_, tell), (wait, _))| {
+            (tell.as_raw_fd(), wait.as_raw_fd())
+        }),
+        probe,
+    };
+    let mut stack = if plan.is_none() {
+        vec![0u8; 64 * 1024]
+    } else {
+        Vec::new()
+    };
+    // SAFETY: all signals are blocked around the clone so that no handler of the agent runs in
+    // the child before it resets them; the child only makes raw system calls on data prepared
+    // above. With CLONE_VFORK this frame stays alive until the child has exec'd or exited.
+    let pid = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = match plan {
+            None => {
+                let top = (stack.as_mut_ptr() as usize + stack.len()) & !15;
+                libc::clone(
+                    vfork_child,
+                    top as *mut libc::c_void,
+                    libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                    &exec as *const ExecArgs as *mut libc::c_void,
+                )
+            }
+            Some(plan) => {
+                let pid = child::sys::raw_fork();
+                if pid == 0 {
+                    child::program(&exec, Some(plan));
+                }
+                pid
+            }
+        };
+        let clone_error = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 {
+            return Err(clone_error);
+        }
+        pid
+    };
+    drop(stack);
+    drop(error_write);
+    if let Some(((from_child, tell), (wait, to_child))) = sync {
+        drop(tell);
+        drop(wait);
+        let mut byte = [0u8; 1];
+        if read_full(&from_child, &mut byte) == 1 {
+            // Root's user namespace maps every id to itself: the command keeps working on files
+            // of any owner, with no capability outside its namespaces. Only a process in the
+            // parent namespace may write such a map.
+            let full = "0 0 4294967295\n";
+            let written = std::fs::write(format!("/proc/{pid}/uid_map"), full)
+                .and_then(|()| std::fs::write(format!("/proc/{pid}/gid_map"), full));
+            if written.is_ok() {
+                let _ = std::fs::File::from(to_child).write_all_once(b"m");
+            }
+            // On failure `to_child` closes: W reports the step and exits.
+        }
+    }
+    let mut record = [0u8; 8];
+    let got = read_full(&error_read, &mut record);
+    if got == 0 {
+        return Ok(pid);
+    }
+    let mut status = 0;
+    // SAFETY: reaping our own child, which failed before exec.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let error = StepError::decode(record);
+    Err(io::Error::new(error.io_error().kind(), error))
+}
+
+trait WriteOnce {
+    fn write_all_once(self, bytes: &[u8]) -> io::Result<()>;
+}
+
+impl WriteOnce for std::fs::File {
+    fn write_all_once(mut self, bytes: &[u8]) -> io::Result<()> {
+        io::Write::write_all(&mut self, bytes)
+    }
+}
+
+/// Reads until `buf` is full or EOF; returns how many bytes came.
+fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        let rest = &mut buf[got..];
+        // SAFETY: read into our buffer.
+        let n = unsafe { libc::read(fd.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len()) };
+        if n > 0 {
+            got += n as usize;
+        } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        } else {
+            break;
+        }
+    }
+    got
+}
+
+/// Runs jobs on one long-lived thread: a child's parent-death signal is tied to the thread that
+/// forked it, and the runtime's workers must not wait for a sandbox to be built.
+pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
+    use std::sync::mpsc;
+    use std::sync::{Mutex, OnceLock};
+    static JOBS: OnceLock<Mutex<mpsc::Sender<Box<dyn FnOnce() + Send>>>> = OnceLock::new();
+    let sender = JOBS.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        let started = std::thread::Builder::new()
+            .name("acp-bash-spawner".into())
+            .spawn(move || {
+                for job in rx {
+                    job();
+                }
+            });
+        if let Err(error) = started {
+            tracing::error!(%error, "no thread to start commands on");
+        }
+        Mutex::new(tx)
+    });
+    let sent = sender.lock().map(|tx| tx.send(job));
+    match sent {
+        Ok(Ok(())) => {}
+        Ok(Err(mpsc::SendError(job))) => job(),
+        Err(_) => tracing::error!("the spawner's queue is poisoned"),
+    }
+}

@@ -1,0 +1,133 @@
+//! The steps of starting a confined command that can fail, and the typed error the agent gets
+//! when one does (the child reports the step and the errno on a close-on-exec pipe).
+
+/// One step between fork and exec. The number is what travels on the error pipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Step {
+    ProcessGroup = 1,
+    ParentDeathSignal,
+    Stdio,
+    JoinNetworkNamespace,
+    Unshare,
+    Setgroups,
+    UidMap,
+    GidMap,
+    PrivateMounts,
+    ReadOnlyView,
+    WritablePlace,
+    PrivateTemp,
+    PrivateShm,
+    StartInit,
+    PrivateProc,
+    StartShell,
+    Subreaper,
+    DropCapabilities,
+    ResourceLimits,
+    NoNewPrivs,
+    Landlock,
+    Descriptors,
+    Chdir,
+    Exec,
+}
+
+impl Step {
+    const ALL: [Step; 24] = [
+        Step::ProcessGroup,
+        Step::ParentDeathSignal,
+        Step::Stdio,
+        Step::JoinNetworkNamespace,
+        Step::Unshare,
+        Step::Setgroups,
+        Step::UidMap,
+        Step::GidMap,
+        Step::PrivateMounts,
+        Step::ReadOnlyView,
+        Step::WritablePlace,
+        Step::PrivateTemp,
+        Step::PrivateShm,
+        Step::StartInit,
+        Step::PrivateProc,
+        Step::StartShell,
+        Step::Subreaper,
+        Step::DropCapabilities,
+        Step::ResourceLimits,
+        Step::NoNewPrivs,
+        Step::Landlock,
+        Step::Descriptors,
+        Step::Chdir,
+        Step::Exec,
+    ];
+
+    pub fn from_code(code: u32) -> Option<Step> {
+        Step::ALL.into_iter().find(|s| *s as u32 == code)
+    }
+
+    /// What the step does, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Step::ProcessGroup => "putting the command in its own process group",
+            Step::ParentDeathSignal => "tying the command to the agent's life",
+            Step::Stdio => "connecting stdin, stdout and stderr",
+            Step::JoinNetworkNamespace => "joining the prepared network namespace (setns)",
+            Step::Unshare => "creating namespaces (unshare)",
+            Step::Setgroups => "writing /proc/self/setgroups",
+            Step::UidMap => "writing /proc/self/uid_map",
+            Step::GidMap => "writing /proc/self/gid_map",
+            Step::PrivateMounts => "making mounts private",
+            Step::ReadOnlyView => "making the filesystem read-only (mount_setattr)",
+            Step::WritablePlace => "binding a writable folder",
+            Step::PrivateTemp => "mounting a private temp dir",
+            Step::PrivateShm => "mounting a private /dev/shm",
+            Step::StartInit => "starting the namespace's init",
+            Step::PrivateProc => "mounting a private /proc",
+            Step::StartShell => "starting the shell",
+            Step::Subreaper => "becoming a subreaper",
+            Step::DropCapabilities => "dropping capabilities",
+            Step::ResourceLimits => "setting resource limits",
+            Step::NoNewPrivs => "setting no_new_privs",
+            Step::Landlock => "applying the Landlock ruleset",
+            Step::Descriptors => "passing file descriptors",
+            Step::Chdir => "entering the working directory",
+            Step::Exec => "starting bash (exec)",
+        }
+    }
+}
+
+/// A sandbox step that failed in the child: which one, and the errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepError {
+    pub step: Step,
+    pub errno: i32,
+}
+
+impl StepError {
+    /// Decodes the 8-byte record the child wrote.
+    pub(crate) fn decode(record: [u8; 8]) -> StepError {
+        let [a, b, c, d, e, f, g, h] = record;
+        let step = Step::from_code(u32::from_ne_bytes([a, b, c, d])).unwrap_or(Step::Exec);
+        StepError {
+            step,
+            errno: i32::from_ne_bytes([e, f, g, h]),
+        }
+    }
+
+    pub fn io_error(&self) -> std::io::Error {
+        std::io::Error::from_raw_os_error(self.errno)
+    }
+}
+
+impl std::fmt::Display for StepError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = self.io_error().to_string();
+        let text = text.split(" (os error").next().unwrap_or_default();
+        write!(
+            f,
+            "acp-bash sandbox: {} failed: {text} (errno {}); the command did not run. `acp-bash doctor` shows which sandbox layers work here",
+            self.step.describe(),
+            self.errno
+        )
+    }
+}
+
+impl std::error::Error for StepError {}
