@@ -167,45 +167,53 @@ pub fn bash_true_like_engine(prelude: Option<(&std::path::Path, &std::path::Path
 }
 
 /// The engine's prelude, taken from its source so that the two never differ.
-pub fn engine_prelude() -> &'static str {
+pub fn engine_prelude() -> String {
     let source = include_str!("../../src/exec/prelude.rs");
-    let start = source.find("r#\"").expect("the prelude literal") + 3;
-    let end = start + source[start..].find("\"#;").expect("its end");
-    &source[start..end]
+    let from = source
+        .find("fn prelude_text")
+        .expect("the prelude's builder");
+    let start = from + source[from..].find("r#\"").expect("the prelude literal") + 3;
+    let end = start + source[start..].find("\"#").expect("its end");
+    // The format string, filled the way the engine fills it (the eval'd texts left empty).
+    source[start..end]
+        .replace("{PRELUDE_FD}", "3")
+        .replace("{CWD_FD}", "63")
+        .replace("{TRAP_WRAPPER}", "")
+        .replace("{EXIT_CHAIN}", "")
+        .replace("{{", "{")
+        .replace("}}", "}")
 }
 
-/// `bash -c true` started as the engine starts it in sandbox `mode`: `sandbox::confine`'s
-/// pre-exec step after the parent-death signal, in its own process group.
+/// `bash -c true` started as the engine starts it in sandbox `mode`, through `sandbox::spawn`.
 pub fn bash_true_confined(
     mode: acp_bash::sandbox::Mode,
     roots: &acp_bash::sandbox::Roots,
 ) -> Duration {
-    use std::os::unix::process::CommandExt;
+    use std::os::fd::AsFd;
     let started = Instant::now();
     let launch = acp_bash::sandbox::Launch {
         program: BASH.into(),
         args: vec!["-c".into(), "true".into()],
     };
-    let confined = acp_bash::sandbox::confine(launch, mode, roots);
-    let mut command = Command::new(&confined.launch.program);
-    command
-        .args(&confined.launch.args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
-    let mut step = confined.pre_exec;
-    // SAFETY: prctl is async-signal-safe, and so is the sandbox's step (its promise).
-    unsafe {
-        command.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            match step.as_mut() {
-                Some(step) => step(),
-                None => Ok(()),
-            }
-        });
-    }
-    let status = command.status().expect("bash runs");
-    assert!(status.success(), "confined bash -c true: {status}");
+    let confined =
+        acp_bash::sandbox::confine(launch, mode, roots, acp_bash::sandbox::Limits::default());
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .expect("/dev/null");
+    let request = acp_bash::sandbox::SpawnRequest {
+        env: &[],
+        cwd: &roots.workspace,
+        output: null.as_fd(),
+        pass: &[],
+    };
+    let pid = acp_bash::sandbox::spawn(&confined, &request).expect("bash runs");
+    let mut status = 0;
+    // SAFETY: waitpid on our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "confined bash -c true: {status}"
+    );
     started.elapsed()
 }

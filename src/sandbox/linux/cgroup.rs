@@ -67,7 +67,7 @@ pub(crate) fn available() -> Result<String, String> {
 pub(crate) fn for_one_command(max: u64) -> Option<OwnedFd> {
     let base = base().as_ref().ok()?;
     static RUNS: AtomicU64 = AtomicU64::new(0);
-    remove_finished(base, &made_by_us());
+    remove_finished(base, made_by_us());
     let dir = base.join(format!("run-{}", RUNS.fetch_add(1, Ordering::Relaxed)));
     let made = std::fs::create_dir(&dir)
         .and_then(|()| std::fs::write(dir.join("pids.max"), max.to_string()))

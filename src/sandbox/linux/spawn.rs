@@ -211,9 +211,10 @@ fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
 pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
     use std::sync::mpsc;
     use std::sync::{Mutex, OnceLock};
-    static JOBS: OnceLock<Mutex<mpsc::Sender<Box<dyn FnOnce() + Send>>>> = OnceLock::new();
+    type Job = Box<dyn FnOnce() + Send>;
+    static JOBS: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     let sender = JOBS.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        let (tx, rx) = mpsc::channel::<Job>();
         let started = std::thread::Builder::new()
             .name("acp-bash-spawner".into())
             .spawn(move || {

@@ -22,12 +22,12 @@ use tokio_util::sync::CancellationToken;
 const CONFINED: [Mode; 2] = [Mode::Workspace, Mode::ReadOnly];
 
 fn engine_with(limits: Limits) -> Engine {
-    Engine::new(EngineConfig {
-        kill_grace: Duration::from_millis(300),
-        pipe_grace: Duration::from_millis(300),
-        limits,
-        ..EngineConfig::default()
-    })
+    Engine::new(
+        EngineConfig::default()
+            .kill_grace(Duration::from_millis(300))
+            .pipe_grace(Duration::from_millis(300))
+            .limits(limits),
+    )
 }
 
 fn session(dir: &Path, mode: Mode) -> Session {
@@ -337,10 +337,7 @@ sleep 1000"#
             block_on(async {
                 let cancel = CancellationToken::new();
                 let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
-                let request = RunRequest {
-                    script,
-                    timeout: Some(HANG_GUARD),
-                };
+                let request = RunRequest::new(script).timeout(HANG_GUARD);
                 let running = async {
                     let mut on_output = |text: &str| {
                         if text.contains("Resource temporarily unavailable")
