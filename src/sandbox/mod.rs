@@ -397,8 +397,8 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
         Mode::Full => "Commands change any file the agent may and use the network; what they \
                        start still ends with them."
             .to_string(),
-        Mode::Off => "No kernel sandbox, chosen by whoever started the agent \
-                      (`--sandbox off`)."
+        Mode::Off => "Commands run with no kernel sandbox, chosen by whoever started the \
+                      agent (`--sandbox off`)."
             .to_string(),
     };
     let mut gaps: Vec<String> = Vec::new();
