@@ -5,21 +5,29 @@
 //! layers this machine enforces ([`Support`], [`doctor_report`], [`describe`]). Must not touch:
 //! output handling, the environment scrub, ACP.
 //!
-//! Layers (Linux; see `notes/2026-11-29-sandbox-design.md`):
-//! - **Landlock** (filesystem writes; TCP when a network namespace is unavailable; signal scope),
-//!   applied in the child right before exec.
+//! Layers (Linux; see `notes/2026-11-29-sandbox-design.md` and `notes/2026-11-30-sandbox-v2.md`):
+//! - **User namespace** for workspace and read-only commands, also when the agent is root (ids
+//!   mapped to the agent's own, root keeping only file capabilities), with private UTS and IPC.
+//! - **Read-only view** built in the mount namespace: `/` read-only and nosuid, the writable places
+//!   bound back (nodev, nosuid), private `/dev/shm`, read-only mode's private temp dir.
+//! - **Landlock** (second layer for writes; TCP when a network namespace is unavailable; signal
+//!   scope), applied in the child right before exec.
 //! - **PID + mount namespaces**: the command runs under a tiny init (PID 1) that exits with the
 //!   shell, so the kernel kills everything the command left behind; a fresh `/proc` shows only
 //!   the command's own processes, so no other process's environment is readable.
 //! - **Network namespace** in `read-only` mode: only a private loopback.
+//! - **Resource limits**: a pids cgroup per command where the agent may make one, else
+//!   RLIMIT_NPROC inside the user namespace; RLIMIT_DATA for memory.
 //! - **Subreaper** where namespaces don't work: kills what the command leaves running.
 //!
 //! Each layer degrades on its own: when the kernel or the host forbids it, commands still run and
 //! [`describe`] / [`doctor_report`] say what is not enforced and why.
 //!
-//! For embedders: the process you spawn is not bash itself but a small waiter that exits with
-//! bash's exit code or signal; signal the process group (as the engine does), not that pid,
-//! and SIGKILL the group when the run is over.
+//! Everything between fork and exec lives in `linux/child/` (async-signal-safe only), started by
+//! [`spawn`], the one spawn path the engine and the tests use. For embedders: the pid [`spawn`]
+//! returns is not bash itself but a small waiter that exits with bash's exit code or signal;
+//! signal the process group (as the engine does), not that pid, and SIGKILL the group when the
+//! run is over. Call [`protect_agent_process`] early in `main`.
 
 #[cfg(target_os = "linux")]
 mod linux;
