@@ -19,10 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
-    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, SessionId, SessionNotification, SessionUpdate, SetSessionModeRequest,
-    SetSessionModeResponse, StopReason, ToolCallId,
+    CancelNotification, CloseSessionRequest, ContentBlock, DeleteSessionRequest,
+    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, LoadSessionRequest, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, ResumeSessionRequest, SessionId, SessionNotification, SessionUpdate,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason, ToolCallId,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
@@ -37,7 +38,10 @@ use crate::driver::call_from_prompt;
 use crate::exec::{Engine, Session};
 use crate::present::{console_block, present_call, present_result, ResultView};
 use crate::sandbox;
+use crate::store::{SessionLog, SessionRecord, Store};
 use crate::tool::{run_bash, BashCall, BashResult};
+
+mod lifecycle;
 
 /// How long [`AcpBashAgent::serve`] waits, after the client went away, for cancelled commands to
 /// be killed and reaped before it returns anyway.
@@ -50,6 +54,7 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 pub struct AcpBashAgent {
     engine: Engine,
     limits: StreamLimits,
+    store: Option<Store>,
 }
 
 impl AcpBashAgent {
@@ -57,7 +62,16 @@ impl AcpBashAgent {
         AcpBashAgent {
             engine,
             limits: StreamLimits::default(),
+            store: None,
         }
+    }
+
+    /// Keeps every session in `store`, so that it can be listed, loaded and resumed by this or
+    /// a later agent process (`session/list`, `session/load`, `session/resume`,
+    /// `session/delete`). Without a store nothing is written and only `session/close` is offered.
+    pub fn with_session_store(mut self, store: Store) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// Changes how live output is batched and capped (the defaults suit Zed).
@@ -84,7 +98,7 @@ impl AcpBashAgent {
         transport: impl ConnectTo<Agent>,
         stop: impl std::future::Future<Output = ()>,
     ) -> agent_client_protocol::Result<()> {
-        let connection = Arc::new(Connection::new(self.engine, self.limits));
+        let connection = Arc::new(Connection::new(self.engine, self.limits, self.store));
         let result = tokio::select! {
             result = connection.clone().handle(transport) => result,
             () = stop => Ok(()),
@@ -110,6 +124,8 @@ impl ConnectTo<Client> for AcpBashAgent {
 struct Connection {
     engine: Engine,
     limits: StreamLimits,
+    /// Where sessions are kept; `None` with `--no-history`.
+    store: Option<Store>,
     features: Mutex<ClientFeatures>,
     next_session: AtomicU64,
     sessions: Mutex<HashMap<SessionId, Arc<SessionState>>>,
@@ -121,6 +137,10 @@ struct Connection {
 struct SessionState {
     number: u64,
     session: Arc<Session>,
+    /// The session's record, written to the store as it changes.
+    log: SessionLog,
+    /// The id of the call running now, if any.
+    current_call: Mutex<Option<String>>,
     next_call: AtomicU64,
     /// Held for a whole turn: a session's prompts run one after another.
     turn: tokio::sync::Mutex<()>,
@@ -150,10 +170,11 @@ fn invalid_params(message: String, data: serde_json::Value) -> Error {
 }
 
 impl Connection {
-    fn new(engine: Engine, limits: StreamLimits) -> Self {
+    fn new(engine: Engine, limits: StreamLimits, store: Option<Store>) -> Self {
         Connection {
             engine,
             limits,
+            store,
             features: Mutex::new(ClientFeatures::default()),
             next_session: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
@@ -165,11 +186,48 @@ impl Connection {
         self: Arc<Self>,
         transport: impl ConnectTo<Agent>,
     ) -> agent_client_protocol::Result<()> {
-        let (on_init, on_new, on_prompt, on_mode, on_cancel) =
+        let (on_init, on_new, on_prompt, on_mode, on_cancel) = (
+            self.clone(),
+            self.clone(),
+            self.clone(),
+            self.clone(),
+            self.clone(),
+        );
+        let (on_list, on_load, on_resume, on_close, on_delete) =
             (self.clone(), self.clone(), self.clone(), self.clone(), self);
         Agent
             .v1()
             .name("acp-bash")
+            .on_receive_request(
+                async move |request: ListSessionsRequest, responder, cx| {
+                    on_list.list(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: LoadSessionRequest, responder, cx| {
+                    on_load.load(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: ResumeSessionRequest, responder, cx| {
+                    on_resume.resume(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: CloseSessionRequest, responder, cx| {
+                    on_close.clone().close(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: DeleteSessionRequest, responder, cx| {
+                    on_delete.clone().delete(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .on_receive_request(
                 async move |request: InitializeRequest, responder, _cx| {
                     on_init.initialize(request, responder)
@@ -219,7 +277,7 @@ impl Connection {
         *self.features.lock().unwrap() = features;
         let answered = responder.respond(
             InitializeResponse::new(request.protocol_version)
-                .agent_capabilities(AgentCapabilities::new())
+                .agent_capabilities(self.capabilities())
                 .agent_info(
                     Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
                 ),
@@ -248,20 +306,39 @@ impl Connection {
         let modes = bridge::session_modes(session.mode(), self.off_allowed());
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
         let id = SessionId::new(format!("sess-{number}"));
-        let state = SessionState {
+        let record = SessionRecord::new(
+            &id.0,
+            request.cwd.clone(),
+            session.mode().id(),
+            crate::store::now_ms(),
+        );
+        tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
+        self.open(id.clone(), number, session, record);
+        responder.respond(NewSessionResponse::new(id).modes(modes))
+    }
+
+    /// Makes `session` (with its `record`) an active session of this connection.
+    fn open(
+        &self,
+        id: SessionId,
+        number: u64,
+        session: Session,
+        record: SessionRecord,
+    ) -> Arc<SessionState> {
+        let state = Arc::new(SessionState {
             number,
+            // Call ids continue after every call the session ever made, so a replayed call
+            // and a new one never share an id.
+            next_call: AtomicU64::new(record.calls_made + 1),
             session: Arc::new(session),
-            next_call: AtomicU64::new(1),
+            log: SessionLog::new(self.store.clone(), record),
+            current_call: Mutex::new(None),
             turn: tokio::sync::Mutex::new(()),
             running: Mutex::new(HashMap::new()),
             next_turn: AtomicU64::new(1),
-        };
-        tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
-        self.sessions
-            .lock()
-            .unwrap()
-            .insert(id.clone(), Arc::new(state));
-        responder.respond(NewSessionResponse::new(id).modes(modes))
+        });
+        self.sessions.lock().unwrap().insert(id, state.clone());
+        state
     }
 
     /// Whoever started the agent chose `--sandbox off`: only then may a session choose it.
@@ -272,7 +349,7 @@ impl Connection {
     /// The session `id` names, or the error that says it is unknown.
     fn session_state(&self, id: &SessionId) -> Result<Arc<SessionState>, Error> {
         let state = self.sessions.lock().unwrap().get(id).cloned();
-        state.ok_or_else(|| unknown_session(id))
+        state.ok_or_else(|| self.inactive_session(id))
     }
 
     /// `session/set_mode`: the sandbox mode for the session's next commands.
@@ -303,6 +380,7 @@ impl Connection {
         };
         tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
         state.session.set_mode(mode);
+        state.log.set_mode(mode.id());
         responder.respond(SetSessionModeResponse::new())
     }
 
@@ -335,7 +413,7 @@ impl Connection {
         // `$/cancel_request` for this prompt (JSON-RPC's own cancel) stops it like session/cancel.
         let rpc_cancel = responder.cancellation();
         cx.spawn(async move {
-            let running = self.run_turn(&task_cx, &request.session_id, &state, call, &token);
+            let running = self.run_turn(&task_cx, &request.session_id, &state, &text, call, &token);
             tokio::pin!(running);
             let stop = tokio::select! {
                 stop = &mut running => stop,
@@ -359,6 +437,7 @@ impl Connection {
         cx: &ConnectionTo<Client>,
         session_id: &SessionId,
         state: &SessionState,
+        prompt: &str,
         mut call: BashCall,
         token: &CancellationToken,
     ) -> agent_client_protocol::Result<StopReason> {
@@ -387,6 +466,7 @@ impl Connection {
             &view,
             features,
         )));
+        let title = lifecycle::call_started(state, prompt, &call_id, &call);
 
         // The command runs on its own tokio task; its chunks come back over `chunks`.
         let (chunk_tx, mut chunks) = mpsc::unbounded_channel::<String>();
@@ -465,6 +545,7 @@ impl Connection {
         send(SessionUpdate::ToolCallUpdate(bridge::final_update(
             &call_id, &view, &presented, features,
         )));
+        lifecycle::call_finished(state, &call_id, &result, title, &send);
         tracing::info!(call = %call_id.0, status = ?bridge::final_status(&presented), "call finished");
         Ok(if token.is_cancelled() {
             StopReason::Cancelled

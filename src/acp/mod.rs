@@ -85,6 +85,7 @@
 mod agent;
 pub mod bridge;
 pub mod client;
+pub mod replay;
 pub mod stream;
 pub mod summary;
 pub mod transport;

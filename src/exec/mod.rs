@@ -251,6 +251,12 @@ impl Session {
         self.cwd.lock().unwrap().clone()
     }
 
+    /// Moves where the next command starts (a restored session's directory). The engine checks
+    /// it before each run, as it does for one a `cd` left: a directory that is gone is reported.
+    pub fn restore_cwd(&self, cwd: PathBuf) {
+        *self.cwd.lock().unwrap() = cwd;
+    }
+
     pub fn mode(&self) -> sandbox::Mode {
         *self.mode.lock().unwrap()
     }
