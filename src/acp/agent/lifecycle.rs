@@ -21,7 +21,7 @@ use agent_client_protocol::v1::schema::{
 
 use super::*;
 use crate::acp::replay::replay;
-use crate::store::{iso8601, now_ms, ListQuery, StoreError};
+use crate::store::{iso8601, ListQuery, StoreError};
 
 /// Sessions per `session/list` page.
 pub(crate) const LIST_PAGE_SIZE: usize = 50;
@@ -364,10 +364,9 @@ pub(super) fn call_finished(
     );
     *state.current_call.lock().unwrap() = None;
     if let Some(title) = title {
+        // The title only: a clock reading would make every transcript differ.
         send(SessionUpdate::SessionInfoUpdate(
-            SessionInfoUpdate::new()
-                .title(title)
-                .updated_at(iso8601(now_ms())),
+            SessionInfoUpdate::new().title(title),
         ));
     }
 }
