@@ -3,6 +3,7 @@
 //! Owns: `initialize` (remembering what the client renders), `session/new` (one engine session
 //! per ACP session, each with its own working directory), `session/prompt` (one bash call per
 //! prompt, run outside the dispatch loop), `session/cancel` (kills the running command at once),
+//! the session lifecycle beyond `session/new` (list, load, resume, close, delete: in `lifecycle`),
 //! and shutdown on stdin EOF (every running command is cancelled before [`AcpBashAgent::serve`]
 //! returns). Must not touch: how a call looks on the wire (that is [`super::bridge`]), how output
 //! is batched ([`super::stream`]), how commands run (the engine).

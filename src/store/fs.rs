@@ -370,6 +370,47 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_writers_never_tear_a_record() {
+        let (_dir, store) = store();
+        let big = |n: u64| {
+            let mut record = record("shared", "/w", n);
+            record.title = Some(format!("{n}").repeat(50_000));
+            record
+        };
+        store.save(&big(0)).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let mut reads = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let record = store.load("shared").expect("always a whole record");
+                    let title = record.title.unwrap();
+                    assert_eq!(title.len() % 50_000, 0, "one writer's whole title");
+                    reads += 1;
+                }
+                reads
+            });
+            let writers: Vec<_> = (1..=4)
+                .map(|n| {
+                    let store = store.clone();
+                    scope.spawn(move || {
+                        for _ in 0..100 {
+                            store.save(&big(n)).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for writer in writers {
+                writer.join().unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+            assert!(reader.join().unwrap() > 0);
+        });
+        let left: Vec<_> = std::fs::read_dir(store.dir()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left");
+    }
+
+    #[test]
     fn an_unreadable_record_is_skipped_by_list_and_reported_by_load() {
         let (_dir, store) = store();
         store.save(&record("good", "/w", 1)).unwrap();
