@@ -319,7 +319,7 @@ async fn resume_restores_directory_and_mode_without_replay() {
         Ok(session)
     })
     .await;
-    with_agent(ClientProfile::Plain, &state, "resume", async |mut c| {
+    let (_, transcript) = with_agent(ClientProfile::Plain, &state, "resume", async |mut c| {
         let response = c
             .connection()
             .send_request(ResumeSessionRequest::new(session.clone(), &dir))
@@ -334,6 +334,23 @@ async fn resume_restores_directory_and_mode_without_replay() {
         Ok(())
     })
     .await;
+    // Nothing is replayed: the first session/update is the new prompt's.
+    let lines = transcript.lines();
+    let resumed = lines
+        .iter()
+        .position(|l| l.contains("\"session/resume\""))
+        .unwrap();
+    let prompt = lines
+        .iter()
+        .position(|l| l.contains("\"session/prompt\""))
+        .unwrap();
+    assert!(
+        !lines[resumed..prompt]
+            .iter()
+            .any(|l| l.contains("session/update")),
+        "{:#?}",
+        &lines[resumed..prompt]
+    );
 }
 
 #[tokio::test]
@@ -404,6 +421,39 @@ async fn delete_removes_the_record() {
     })
     .await;
     assert_eq!(record_files(&state), Vec::<PathBuf>::new());
+}
+
+#[tokio::test]
+async fn hostile_session_ids_never_reach_outside_the_store() {
+    let (_tmp, dir) = temp_dir();
+    let state = dir.join(".state");
+    // What `<state>/sessions/../../victim.json` would name.
+    let victim = dir.join("victim.json");
+    std::fs::write(&victim, "keep me").unwrap();
+    with_agent(
+        ClientProfile::Plain,
+        &state,
+        "hostile ids",
+        async |mut c| {
+            c.new_session(&dir).await?;
+            for id in ["../../victim", "/etc/passwd", ".hidden", "a/b", ""] {
+                let session = SessionId::new(id);
+                let deleted = c
+                    .connection()
+                    .send_request(DeleteSessionRequest::new(session.clone()))
+                    .block_task()
+                    .await
+                    .unwrap_err();
+                assert_eq!(deleted.code, ErrorCode::RESOURCE_NOT_FOUND, "{id:?}");
+                let loaded = c.load_session(&session, &dir).await.unwrap_err();
+                assert_eq!(loaded.code, ErrorCode::RESOURCE_NOT_FOUND, "{id:?}");
+            }
+            Ok(())
+        },
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert_eq!(record_files(&state).len(), 1);
 }
 
 #[tokio::test]
