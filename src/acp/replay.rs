@@ -54,13 +54,9 @@ fn replay_call(
     updates: &mut Vec<SessionUpdate>,
 ) {
     let id = ToolCallId::new(call.call_id.clone());
-    let bash = BashCall {
-        command: call.command.clone(),
-        description: call.description.clone(),
-        cwd: call.cwd.clone(),
-        timeout: None,
-    };
-    let view = present_call(&bash);
+    let mut bash = BashCall::new(call.command.clone());
+    bash.description = call.description.clone();
+    let view = present_call(&bash, &call.cwd);
     updates.push(SessionUpdate::UserMessageChunk(ContentChunk::new(
         call.prompt.clone().into(),
     )));
@@ -78,7 +74,7 @@ fn replay_call(
                     &id, &output,
                 )));
             }
-            present_result(&bash, &render_result(&output, &end.status()))
+            present_result(&call.cwd, &render_result(&output, &end.status()))
         }
         None if running_here(&call.call_id) => return,
         None => ResultView::Text {

@@ -16,12 +16,13 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, CloseSessionResponse, ContentChunk, DeleteSessionResponse,
     ListSessionsResponse, LoadSessionResponse, ResumeSessionResponse, SessionCapabilities,
     SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionInfoUpdate,
-    SessionListCapabilities, SessionResumeCapabilities,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
 };
 
 use super::*;
 use crate::acp::replay::replay;
 use crate::store::{iso8601, ListQuery, StoreError};
+use crate::tool::BashResult;
 
 /// Sessions per `session/list` page.
 pub(crate) const LIST_PAGE_SIZE: usize = 50;
@@ -151,7 +152,7 @@ impl Connection {
         for update in updates.into_iter().chain(notes.into_iter().map(agent_text)) {
             cx.send_notification(SessionNotification::new(id.clone(), update))?;
         }
-        let modes = bridge::session_modes(state.session.mode(), self.off_allowed());
+        let modes = SandboxModes::new(self.off_allowed()).state(state.session.mode());
         responder.respond(LoadSessionResponse::new().modes(modes))
     }
 
@@ -174,7 +175,7 @@ impl Connection {
         for note in notes {
             cx.send_notification(SessionNotification::new(id.clone(), agent_text(note)))?;
         }
-        let modes = bridge::session_modes(state.session.mode(), self.off_allowed());
+        let modes = SandboxModes::new(self.off_allowed()).state(state.session.mode());
         responder.respond(ResumeSessionResponse::new().modes(modes))
     }
 
@@ -337,12 +338,13 @@ pub(super) fn call_started(
     call: &BashCall,
 ) -> Option<String> {
     *state.current_call.lock().unwrap() = Some(call_id.0.to_string());
+    let cwd = call.cwd.clone().unwrap_or_else(|| state.session.cwd());
     state.log.call_started(
         prompt,
         &call_id.0,
         &call.command,
         call.description.as_deref(),
-        &call.cwd,
+        &cwd,
     )
 }
 
@@ -353,7 +355,7 @@ pub(super) fn call_finished(
     call_id: &ToolCallId,
     result: &BashResult,
     title: Option<String>,
-    send: &impl Fn(SessionUpdate),
+    sink: &mut dyn UpdateSink,
 ) {
     let outcome = &result.outcome;
     state.log.call_finished(
@@ -365,7 +367,7 @@ pub(super) fn call_finished(
     *state.current_call.lock().unwrap() = None;
     if let Some(title) = title {
         // The title only: a clock reading would make every transcript differ.
-        send(SessionUpdate::SessionInfoUpdate(
+        sink.send(SessionUpdate::SessionInfoUpdate(
             SessionInfoUpdate::new().title(title),
         ));
     }
