@@ -60,6 +60,7 @@ pub struct AcpBashAgent {
 }
 
 impl AcpBashAgent {
+    /// An agent that runs its commands on `engine`, with the default stream limits.
     pub fn new(engine: Engine) -> Self {
         AcpBashAgent {
             engine,

@@ -111,6 +111,7 @@ impl AcpClient {
         }
     }
 
+    /// Sets what the client advertises in `initialize` (the default is a plain client).
     pub fn profile(mut self, profile: ClientProfile) -> Self {
         self.profile = profile;
         self
@@ -183,6 +184,7 @@ impl AcpClient {
 /// What a prompt produced.
 #[derive(Debug, Clone)]
 pub struct Turn {
+    /// How the turn ended.
     pub stop_reason: StopReason,
     /// The session's updates sent during the turn, in order.
     pub updates: Vec<SessionUpdate>,

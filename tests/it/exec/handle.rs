@@ -171,6 +171,33 @@ async fn the_callback_form_is_killed_when_its_future_is_dropped() {
     );
 }
 
+/// The stream has back-pressure; a holder that does not read it discards it, and the command
+/// runs to its end (8 MiB of output, far more than the stream holds unread).
+#[tokio::test]
+async fn a_discarded_stream_never_holds_the_command_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let mut handle = session.start(RunRequest::new(
+        "head -c 8388608 /dev/zero | tr '\\0' x; echo; echo end",
+    ));
+    handle.discard_output();
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while !handle.is_finished() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command was held back"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let outcome = handle.wait().await;
+    assert_eq!(outcome.exit_code(), Some(0));
+    assert!(
+        outcome.output.ends_with("x\nend\n"),
+        "{}",
+        &outcome.output[..100]
+    );
+}
+
 /// A reader that falls behind still gets the chunk that crosses the live limit: without it, a
 /// reader that caps its own stream (the ACP card) would never see its cap and never say so.
 #[tokio::test]
