@@ -32,10 +32,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
-use super::stream::{self, Coalescer, StreamLimits};
+use super::stream::{self, Live, StreamLimits};
 use crate::driver::call_from_prompt;
 use crate::exec::{Engine, Session};
-use crate::present::{console_block, present_call, present_result, ResultView};
+use crate::present::{console_block, present_call, present_run, ResultView};
 use crate::sandbox;
 use crate::tool::{run_bash, BashCall, BashResult};
 
@@ -60,7 +60,8 @@ impl AcpBashAgent {
         }
     }
 
-    /// Changes how live output is batched and capped (the defaults suit Zed).
+    /// Changes how live output is batched and capped, and whether clients without the card get a
+    /// live console view (the defaults suit Zed, and acpx and Toad).
     pub fn with_stream_limits(mut self, limits: StreamLimits) -> Self {
         self.limits = limits;
         self
@@ -321,11 +322,15 @@ impl Connection {
         // The cwd is filled in when the turn starts (an earlier turn may still `cd`).
         let call = match call_from_prompt(&text, state.session.cwd(), None) {
             Ok(call) => call,
-            Err(error) => {
-                return responder.respond_with_error(invalid_params(
-                    error.to_string(),
-                    json!({ "sessionId": request.session_id, "prompt": "no command" }),
-                ));
+            Err(nothing_to_run) => {
+                // Not an error: the user gets told what to type, and the turn ends.
+                let hint = bridge::agent_message(&nothing_to_run.to_string());
+                if let Err(error) =
+                    cx.send_notification(SessionNotification::new(request.session_id, hint))
+                {
+                    tracing::debug!(%error, "could not send session/update");
+                }
+                return responder.respond(PromptResponse::new(StopReason::EndTurn));
             }
         };
         let token = CancellationToken::new();
@@ -388,21 +393,24 @@ impl Connection {
             features,
         )));
 
+        // Live output: the card, a console view, or nothing (see `stream::Live`).
+        let mut live = Live::new(features.card(), self.limits, &view.echo);
         // The command runs on its own tokio task; its chunks come back over `chunks`.
         let (chunk_tx, mut chunks) = mpsc::unbounded_channel::<String>();
         let run = {
             let session = state.session.clone();
             let call = call.clone();
             let token = token.clone();
-            let stream = features.card();
-            let cap = self.limits.max_streamed_bytes;
+            let cap = live.wanted_bytes(&self.limits);
+            let stream = cap > 0;
             self.runs.spawn(async move {
                 // Forward chunks until one crosses the stream cap (the coalescer announces the
                 // cap when it sees it); after that the card gets nothing more, so don't copy.
+                // The console view keeps only a tail: it takes every chunk.
                 let mut forwarded = 0usize;
                 let mut on_output = move |chunk: &str| {
                     if stream && forwarded <= cap {
-                        forwarded += chunk.len();
+                        forwarded = forwarded.saturating_add(chunk.len());
                         let _ = chunk_tx.send(chunk.to_string());
                     }
                 };
@@ -410,28 +418,27 @@ impl Connection {
             })
         };
 
-        let mut coalescer = Coalescer::new(self.limits);
         loop {
-            let deadline = coalescer.deadline();
+            let deadline = live.deadline();
             tokio::select! {
                 chunk = chunks.recv() => match chunk {
                     Some(chunk) => {
-                        if let Some(data) = coalescer.push(&chunk, Instant::now()) {
-                            send(SessionUpdate::ToolCallUpdate(bridge::output_update(&call_id, &data)));
+                        if let Some(data) = live.push(&chunk, Instant::now()) {
+                            send(SessionUpdate::ToolCallUpdate(bridge::live_update(&call_id, &view, &data)));
                         }
                     }
                     None => break,
                 },
                 () = sleep_until(deadline), if deadline.is_some() => {
-                    if let Some(data) = coalescer.poll(Instant::now()) {
-                        send(SessionUpdate::ToolCallUpdate(bridge::output_update(&call_id, &data)));
+                    if let Some(data) = live.poll(Instant::now()) {
+                        send(SessionUpdate::ToolCallUpdate(bridge::live_update(&call_id, &view, &data)));
                     }
                 }
             }
         }
-        if let Some(data) = coalescer.finish(Instant::now()) {
-            send(SessionUpdate::ToolCallUpdate(bridge::output_update(
-                &call_id, &data,
+        if let Some(data) = live.finish(Instant::now()) {
+            send(SessionUpdate::ToolCallUpdate(bridge::live_update(
+                &call_id, &view, &data,
             )));
         }
 
@@ -452,7 +459,7 @@ impl Connection {
                 return Err(Error::internal_error().data(error.to_string()));
             }
         };
-        if coalescer.capped() {
+        if live.capped() {
             let truncation = result.outcome.status.truncation.as_ref();
             if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
                 let notice = stream::full_output_notice(path);
@@ -461,7 +468,7 @@ impl Connection {
                 )));
             }
         }
-        let presented = present_result(&call, &result.text);
+        let presented = present_run(&call, &result);
         send(SessionUpdate::ToolCallUpdate(bridge::final_update(
             &call_id, &view, &presented, features,
         )));

@@ -1,6 +1,8 @@
 //! The ACP agent over real pipes with the real SDK.
 
+mod acpx;
 mod modes;
+mod plain_clients;
 mod protocol;
 mod shutdown;
 mod stdio;
