@@ -430,13 +430,8 @@ mod tests {
 
     #[test]
     fn a_multi_line_command_is_one_line_for_plain_clients_and_whole_on_the_card() {
-        let call = crate::tool::BashCall {
-            command: "mkdir -p out\ntouch out/a\nls out".into(),
-            description: None,
-            cwd: PathBuf::from("/p"),
-            timeout: None,
-        };
-        let view = crate::present::present_call(&call);
+        let call = crate::tool::BashCall::new("mkdir -p out\ntouch out/a\nls out");
+        let view = crate::present::present_call(&call, std::path::Path::new("/p"));
         let plain = wire(SessionUpdate::ToolCall(tool_call(
             &id(),
             &call.command,
@@ -457,13 +452,8 @@ mod tests {
     #[test]
     fn a_huge_command_is_cut_in_the_title_and_raw_input() {
         let command = "echo 0123456789abcdef\n".repeat(100_000);
-        let call = crate::tool::BashCall {
-            command: command.clone(),
-            description: None,
-            cwd: PathBuf::from("/p"),
-            timeout: None,
-        };
-        let view = crate::present::present_call(&call);
+        let call = crate::tool::BashCall::new(command.clone());
+        let view = crate::present::present_call(&call, std::path::Path::new("/p"));
         for features in [ZED, PLAIN] {
             let line = serde_json::to_string(&wire(SessionUpdate::ToolCall(tool_call(
                 &id(),

@@ -181,6 +181,15 @@ impl Live {
         }
     }
 
+    /// [`Live::wanted_bytes`] of the live output [`Live::new`] would make for `card`.
+    pub fn wanted_bytes_for(card: bool, limits: &StreamLimits) -> usize {
+        match (card, limits.plain_live) {
+            (true, _) => limits.max_streamed_bytes,
+            (false, Some(_)) => usize::MAX,
+            (false, None) => 0,
+        }
+    }
+
     /// Adds one chunk of output; returns the update to send now, if any.
     pub fn push(&mut self, chunk: &str, now: Instant) -> Option<LiveUpdate> {
         match self {

@@ -8,9 +8,10 @@
 
 pub mod ansi;
 pub mod live;
+pub mod model;
 pub mod script;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::exec::{signal_name, Exit, RunStatus};
@@ -108,30 +109,43 @@ impl ExitView {
     }
 }
 
-/// The view of `call` before it runs. Nothing in it holds more than a few KiB of the command,
-/// however long the command is.
-pub fn present_call(call: &BashCall) -> CallView {
+/// The view of `call` before it runs, in `cwd` (where it really runs: [`crate::exec::RunHandle::cwd`]).
+/// Nothing in it holds more than a few KiB of the command, however long the command is.
+pub fn present_call(call: &BashCall, cwd: &Path) -> CallView {
     CallView {
         title: script::cut(&call.command, script::MAX_ECHO_BYTES),
         one_line_title: script::one_line_title(&call.command),
         echo: script::echo_lines(&call.command),
         description: call.description.clone(),
-        cwd: call.cwd.clone(),
+        cwd: cwd.to_path_buf(),
     }
 }
 
-/// The view of `call`'s finished result, from the result text (output + status line) alone.
-///
-/// The console block starts with a multi-line command's `$ ` lines ([`script::echo_lines`]),
-/// then the output as plain text, then the status line.
-pub fn present_result(call: &BashCall, result_text: &str) -> ResultView {
-    let echo = script::echo_lines(&call.command);
+/// The view of a finished result that ran in `cwd`, from the result text (output + status
+/// line) alone.
+pub fn present_result(cwd: &Path, result_text: &str) -> ResultView {
+    present_result_after(cwd, "", result_text)
+}
+
+/// The view of a finished call, with what the engine reported beyond the text (how long the
+/// command ran). Its console block starts with the call's `$ ` lines ([`CallView::echo`]), then
+/// the output as plain text, then the status line.
+pub fn present_run(view: &CallView, result: &BashResult) -> ResultView {
+    let mut presented = present_result_after(&result.outcome.cwd, &view.echo, &result.text);
+    if let ResultView::Terminal { terminal, .. } = &mut presented {
+        terminal.duration = Some(result.outcome.duration);
+    }
+    presented
+}
+
+/// [`present_result`], the console block starting with `echo`.
+fn present_result_after(cwd: &Path, echo: &str, result_text: &str) -> ResultView {
     match parse_result(result_text) {
         Ok((output, status)) => {
             let plain = render_result(&ansi::to_plain_text(&output), &status);
             let console = console_block(&format!("{echo}{plain}"));
             let terminal = TerminalView {
-                cwd: call.cwd.clone(),
+                cwd: cwd.to_path_buf(),
                 exit: ExitView::of(&status),
                 output,
                 status,
@@ -143,16 +157,6 @@ pub fn present_result(call: &BashCall, result_text: &str) -> ResultView {
             console: console_block(&format!("{echo}{}", ansi::to_plain_text(result_text))),
         },
     }
-}
-
-/// [`present_result`] of a finished [`BashResult`], with what the engine reported beyond the
-/// text (how long the command ran).
-pub fn present_run(call: &BashCall, result: &BashResult) -> ResultView {
-    let mut view = present_result(call, &result.text);
-    if let ResultView::Terminal { terminal, .. } = &mut view {
-        terminal.duration = Some(result.outcome.duration);
-    }
-    view
 }
 
 /// `content` in a ```` ```console ```` fence one backtick longer than the longest run of
@@ -178,12 +182,11 @@ mod tests {
     use std::time::Duration;
 
     fn call(command: &str) -> BashCall {
-        BashCall {
-            command: command.to_string(),
-            description: Some("Say hi".to_string()),
-            cwd: PathBuf::from("/home/me/proj"),
-            timeout: None,
-        }
+        BashCall::new(command).description("Say hi")
+    }
+
+    fn cwd() -> PathBuf {
+        PathBuf::from("/home/me/proj")
     }
 
     fn terminal(view: &ResultView) -> &TerminalView {
@@ -193,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_call_is_titled_by_its_command() {
-        let view = present_call(&call("echo hi"));
+        let view = present_call(&call("echo hi"), &cwd());
         assert_eq!(
             view,
             CallView {
@@ -208,14 +211,11 @@ mod tests {
 
     #[test]
     fn a_multi_line_call_has_a_one_line_title_and_echoes_its_script() {
-        let view = present_call(&call("mkdir -p out\ntouch out/a\nls out"));
+        let view = present_call(&call("mkdir -p out\ntouch out/a\nls out"), &cwd());
         assert_eq!(view.title, "mkdir -p out\ntouch out/a\nls out");
         assert_eq!(view.one_line_title, "mkdir -p out … (2 more lines)");
         assert_eq!(view.echo, "$ mkdir -p out\n$ touch out/a\n$ ls out\n");
-        let result = present_result(
-            &call("mkdir -p out\ntouch out/a\nls out"),
-            "a\n[exit code: 0]",
-        );
+        let result = present_result_after(&cwd(), &view.echo, "a\n[exit code: 0]");
         assert_eq!(
             result.console(),
             "```console\n$ mkdir -p out\n$ touch out/a\n$ ls out\na\n[exit code: 0]\n```"
@@ -225,7 +225,7 @@ mod tests {
     #[test]
     fn a_huge_command_is_not_copied_into_its_view() {
         let command = "true\n".repeat(2_000_000);
-        let view = present_call(&call(&command));
+        let view = present_call(&call(&command), &cwd());
         assert!(view.title.len() < 4200, "{}", view.title.len());
         assert!(
             view.title.ends_with("more bytes)"),
@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn a_successful_run_is_a_terminal_and_a_console_block() {
-        let view = present_result(&call("echo hi"), "hi\n[exit code: 0]");
+        let view = present_result(&cwd(), "hi\n[exit code: 0]");
         assert_eq!(
             view,
             ResultView::Terminal {
@@ -261,17 +261,14 @@ mod tests {
     #[test]
     fn the_terminal_keeps_escapes_and_the_console_block_drops_them() {
         let text = "\u{1b}[32mok\u{1b}[0m\n10%\r100%\n[exit code: 0]";
-        let view = present_result(&call("make"), text);
+        let view = present_result(&cwd(), text);
         assert_eq!(terminal(&view).output, "\u{1b}[32mok\u{1b}[0m\n10%\r100%\n");
         assert_eq!(view.console(), "```console\nok\n100%\n[exit code: 0]\n```");
     }
 
     #[test]
     fn output_without_a_final_newline_keeps_its_marker_in_the_console_block() {
-        let view = present_result(
-            &call("printf hi"),
-            "hi\n[no newline at end of output] [exit code: 0]",
-        );
+        let view = present_result(&cwd(), "hi\n[no newline at end of output] [exit code: 0]");
         assert_eq!(terminal(&view).output, "hi");
         assert_eq!(
             view.console(),
@@ -281,14 +278,14 @@ mod tests {
 
     #[test]
     fn an_empty_run_shows_only_its_status() {
-        let view = present_result(&call("true"), "[exit code: 0]");
+        let view = present_result(&cwd(), "[exit code: 0]");
         assert_eq!(terminal(&view).output, "");
         assert_eq!(view.console(), "```console\n[exit code: 0]\n```");
     }
 
     #[test]
     fn a_failing_exit_code_is_not_success() {
-        let view = present_result(&call("false"), "[exit code: 1]");
+        let view = present_result(&cwd(), "[exit code: 1]");
         assert_eq!(
             terminal(&view).exit,
             ExitView {
@@ -301,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_signal_is_reported_by_name_without_an_exit_code() {
-        let view = present_result(&call("sleep 9"), "[killed by signal: SIGKILL]");
+        let view = present_result(&cwd(), "[killed by signal: SIGKILL]");
         assert_eq!(
             terminal(&view).exit,
             ExitView {
@@ -354,7 +351,7 @@ mod tests {
     #[test]
     fn the_whole_status_reaches_the_terminal_view() {
         let text = "partial\n[timed out after 2.5s] [killed by signal: SIGTERM]";
-        let view = present_result(&call("sleep 9"), text);
+        let view = present_result(&cwd(), text);
         assert_eq!(
             terminal(&view).status,
             RunStatus {
@@ -368,7 +365,7 @@ mod tests {
 
     #[test]
     fn text_without_a_status_line_is_shown_as_text() {
-        let view = present_result(&call("echo hi"), "\u{1b}[1msomething went wrong\u{1b}[0m\n");
+        let view = present_result(&cwd(), "\u{1b}[1msomething went wrong\u{1b}[0m\n");
         assert_eq!(
             view,
             ResultView::Text {
@@ -379,10 +376,7 @@ mod tests {
 
     #[test]
     fn backticks_in_the_output_lengthen_the_fence() {
-        let view = present_result(
-            &call("cat README.md"),
-            "```rust\nfn main() {}\n```\n[exit code: 0]",
-        );
+        let view = present_result(&cwd(), "```rust\nfn main() {}\n```\n[exit code: 0]");
         assert_eq!(
             view.console(),
             "````console\n```rust\nfn main() {}\n```\n[exit code: 0]\n````"
@@ -394,10 +388,7 @@ mod tests {
     #[test]
     fn the_console_block_content_is_itself_a_result_text() {
         // A client (or a test) can parse the status back out of the console block.
-        let view = present_result(
-            &call("ls"),
-            "\u{1b}[34ma\u{1b}[0m\n[cancelled] [exit code: 130]",
-        );
+        let view = present_result(&cwd(), "\u{1b}[34ma\u{1b}[0m\n[cancelled] [exit code: 130]");
         let content = view
             .console()
             .strip_prefix("```console\n")
