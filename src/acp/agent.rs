@@ -77,7 +77,8 @@ impl AcpBashAgent {
         self
     }
 
-    /// Changes how live output is batched and capped (the defaults suit Zed).
+    /// Changes how live output is batched and capped, and whether clients without the card get a
+    /// live console view (the defaults suit Zed, and acpx and Toad).
     pub fn with_stream_limits(mut self, limits: StreamLimits) -> Self {
         self.limits = limits;
         self
@@ -406,11 +407,11 @@ impl Connection {
         // It runs in the session's cwd as the turn finds it (an earlier turn may still `cd`).
         let call = match call_from_prompt(&text, None) {
             Ok(call) => call,
-            Err(error) => {
-                return responder.respond_with_error(invalid_params(
-                    error.to_string(),
-                    json!({ "sessionId": request.session_id, "prompt": "no command" }),
-                ));
+            Err(nothing_to_run) => {
+                // Not an error: the user gets told what to type, and the turn ends.
+                let hint = bridge::agent_message(&nothing_to_run.to_string());
+                ConnectionSink::new(cx, request.session_id).send(hint);
+                return responder.respond(PromptResponse::new(StopReason::EndTurn));
             }
         };
         let token = CancellationToken::new();

@@ -14,6 +14,7 @@ pub mod zed_config;
 use std::time::Duration;
 
 use acp_bash::acp::client::{AcpClient, ClientProfile};
+use acp_bash::acp::stream::StreamLimits;
 use acp_bash::exec::EngineConfig;
 use acp_bash::sandbox;
 use clap::{Args, Parser, Subcommand};
@@ -96,6 +97,18 @@ pub struct EngineArgs {
     /// sandbox at all; clients may then choose `off` too).
     #[arg(long, global = true, value_name = "MODE", value_parser = parse_mode)]
     sandbox: Option<sandbox::Mode>,
+    /// Live output for clients without Zed's terminal card (acpx, Toad, …): `on` (the default)
+    /// updates the call about 3 times a second with the last lines of output; `off` shows the
+    /// output only once the command has ended.
+    #[arg(long, global = true, value_name = "on|off")]
+    plain_live: Option<OnOff>,
+}
+
+/// A switch on the command line.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 impl EngineArgs {
@@ -111,6 +124,15 @@ impl EngineArgs {
             config.sandbox_mode = mode;
         }
         config
+    }
+
+    /// How live output reaches the client (`--plain-live`).
+    pub fn stream_limits(&self) -> StreamLimits {
+        let mut limits = StreamLimits::default();
+        if self.plain_live == Some(OnOff::Off) {
+            limits.plain_live = None;
+        }
+        limits
     }
 
     /// The same settings as command-line arguments, for a child agent or Zed's settings.
@@ -138,6 +160,10 @@ impl EngineArgs {
         if let Some(mode) = self.sandbox {
             args.push("--sandbox".into());
             args.push(mode.id().into());
+        }
+        if let Some(plain_live) = self.plain_live {
+            args.push("--plain-live".into());
+            args.push(if plain_live == OnOff::On { "on" } else { "off" }.into());
         }
         args
     }
@@ -296,6 +322,8 @@ mod tests {
             "--no-env-scrub",
             "--sandbox",
             "read-only",
+            "--plain-live",
+            "off",
             "serve",
         ])
         .unwrap();
@@ -309,6 +337,8 @@ mod tests {
         assert_eq!(a.env.set, b.env.set);
         assert_eq!(a.env.scrub, b.env.scrub);
         assert_eq!(a.sandbox_mode, b.sandbox_mode);
+        assert_eq!(cli.engine.stream_limits(), again.engine.stream_limits());
+        assert_eq!(cli.engine.stream_limits().plain_live, None);
         assert!(!a.env.scrub);
         assert_eq!(a.sandbox_mode, sandbox::Mode::ReadOnly);
     }

@@ -25,7 +25,8 @@ pub async fn serve(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
 }
 
 async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
-    let mut agent = AcpBashAgent::new(Engine::new(engine.config()));
+    let mut agent =
+        AcpBashAgent::new(Engine::new(engine.config())).with_stream_limits(engine.stream_limits());
     if let Some(store) = store.store() {
         agent = agent.with_session_store(store);
     }

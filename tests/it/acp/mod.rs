@@ -1,7 +1,9 @@
 //! The ACP agent over real pipes with the real SDK.
 
+mod acpx;
 mod embed_example;
 mod modes;
+mod plain_clients;
 mod protocol;
 mod sessions;
 mod shutdown;
