@@ -43,6 +43,9 @@ use crate::tool::{run_bash, BashCall, BashResult};
 /// be killed and reaped before it returns anyway.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
+/// The largest prompt (its script text) the agent runs unless told otherwise: 1 MiB.
+pub const DEFAULT_MAX_PROMPT_BYTES: usize = 1 << 20;
+
 /// The acp-bash agent: serves one ACP connection with an [`Engine`].
 ///
 /// Cheap to clone (the engine is shared); every connection gets fresh state.
@@ -50,6 +53,7 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 pub struct AcpBashAgent {
     engine: Engine,
     limits: StreamLimits,
+    max_prompt_bytes: usize,
 }
 
 impl AcpBashAgent {
@@ -57,7 +61,14 @@ impl AcpBashAgent {
         AcpBashAgent {
             engine,
             limits: StreamLimits::default(),
+            max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
         }
+    }
+
+    /// Refuses prompts whose text is longer than this (default [`DEFAULT_MAX_PROMPT_BYTES`]).
+    pub fn with_max_prompt_bytes(mut self, max_prompt_bytes: usize) -> Self {
+        self.max_prompt_bytes = max_prompt_bytes;
+        self
     }
 
     /// Changes how live output is batched and capped (the defaults suit Zed).
@@ -84,7 +95,9 @@ impl AcpBashAgent {
         transport: impl ConnectTo<Agent>,
         stop: impl std::future::Future<Output = ()>,
     ) -> agent_client_protocol::Result<()> {
-        let connection = Arc::new(Connection::new(self.engine, self.limits));
+        let mut connection = Connection::new(self.engine, self.limits);
+        connection.max_prompt_bytes = self.max_prompt_bytes;
+        let connection = Arc::new(connection);
         let result = tokio::select! {
             result = connection.clone().handle(transport) => result,
             () = stop => Ok(()),
@@ -110,6 +123,7 @@ impl ConnectTo<Client> for AcpBashAgent {
 struct Connection {
     engine: Engine,
     limits: StreamLimits,
+    max_prompt_bytes: usize,
     features: Mutex<ClientFeatures>,
     next_session: AtomicU64,
     sessions: Mutex<HashMap<SessionId, Arc<SessionState>>>,
@@ -140,9 +154,43 @@ impl SessionState {
 fn unknown_session(session_id: &SessionId) -> Error {
     Error::new(
         ErrorCode::RESOURCE_NOT_FOUND,
-        format!("unknown session: {:?}", &*session_id.0),
+        format!("unknown session: {:?}", short(&session_id.0)),
     )
-    .data(json!({ "sessionId": session_id }))
+    .data(json!({ "sessionId": short(&session_id.0) }))
+}
+
+/// A client-supplied text as an error may quote it: cut after 100 bytes (on a character
+/// boundary), so that an error never echoes a whole input back.
+fn short(text: &str) -> String {
+    const MAX: usize = 100;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+/// A new session id: 128 random bits from the kernel, so that ids never repeat across
+/// processes (clients such as acpx key their records by it).
+fn random_session_id() -> SessionId {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: getrandom writes at most the given length into the buffer we own.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        if n > 0 {
+            filled += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            panic!("getrandom failed: {}", std::io::Error::last_os_error());
+        }
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    SessionId::new(format!("sess-{hex}"))
 }
 
 fn invalid_params(message: String, data: serde_json::Value) -> Error {
@@ -154,6 +202,7 @@ impl Connection {
         Connection {
             engine,
             limits,
+            max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             features: Mutex::new(ClientFeatures::default()),
             next_session: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
@@ -240,14 +289,14 @@ impl Connection {
             Err(error) => {
                 tracing::info!(%error, "session/new refused");
                 return responder.respond_with_error(invalid_params(
-                    error.to_string(),
-                    json!({ "cwd": request.cwd.to_string_lossy() }),
+                    short(&error.to_string()),
+                    json!({ "cwd": short(&request.cwd.to_string_lossy()) }),
                 ));
             }
         };
         let modes = bridge::session_modes(session.mode(), self.off_allowed());
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
-        let id = SessionId::new(format!("sess-{number}"));
+        let id = random_session_id();
         let state = SessionState {
             number,
             session: Arc::new(session),
@@ -294,11 +343,11 @@ impl Connection {
                  starts the agent (`acp-bash --sandbox off`)"
                     .to_string()
             } else {
-                format!("unknown mode {:?}", &*request.mode_id.0)
+                format!("unknown mode {:?}", short(&request.mode_id.0))
             };
             return responder.respond_with_error(invalid_params(
                 format!("{why}: the modes are {}", ids.join(", ")),
-                json!({ "modeId": request.mode_id, "availableModes": ids }),
+                json!({ "modeId": short(&request.mode_id.0), "availableModes": ids }),
             ));
         };
         tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
@@ -318,6 +367,17 @@ impl Connection {
             Err(error) => return responder.respond_with_error(error),
         };
         let text = prompt_text(&request.prompt);
+        if text.len() > self.max_prompt_bytes {
+            return responder.respond_with_error(invalid_params(
+                format!(
+                    "the prompt is {} bytes; acp-bash runs scripts of at most {} bytes \
+                     (start it with a larger --max-prompt-bytes to allow more)",
+                    text.len(),
+                    self.max_prompt_bytes
+                ),
+                json!({ "promptBytes": text.len(), "maxPromptBytes": self.max_prompt_bytes }),
+            ));
+        }
         // The cwd is filled in when the turn starts (an earlier turn may still `cd`).
         let call = match call_from_prompt(&text, state.session.cwd(), None) {
             Ok(call) => call,

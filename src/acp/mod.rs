@@ -89,5 +89,5 @@ pub mod stream;
 pub mod summary;
 pub mod transport;
 
-pub use agent::{prompt_text, AcpBashAgent};
-pub use transport::AgentStdio;
+pub use agent::{prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
+pub use transport::{AgentStdio, LineTransport, TransportLimits};

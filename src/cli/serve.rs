@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use acp_bash::acp::AcpBashAgent;
+use acp_bash::acp::{AcpBashAgent, TransportLimits};
 use acp_bash::exec::Engine;
 
 use super::EngineArgs;
@@ -25,17 +25,18 @@ pub async fn serve(engine: &EngineArgs) -> ExitCode {
 }
 
 async fn serve_on_worker(engine: &EngineArgs) -> ExitCode {
-    let agent = AcpBashAgent::new(Engine::new(engine.config()));
+    let max_prompt_bytes = engine.max_prompt_bytes();
+    let agent =
+        AcpBashAgent::new(Engine::new(engine.config())).with_max_prompt_bytes(max_prompt_bytes);
+    let transport =
+        acp_bash::acp::AgentStdio::new().limits(TransportLimits::for_prompts(max_prompt_bytes));
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {
         let signal = termination_signal().await;
         tracing::info!(signal, "stopping: cancelling every running command");
         let _ = signal_tx.send(signal);
     };
-    match agent
-        .serve_until(acp_bash::acp::AgentStdio::new(), stop)
-        .await
-    {
+    match agent.serve_until(transport, stop).await {
         // Stopped by a signal: the conventional 128 + its number, once the commands are gone.
         Ok(()) => match signal_rx.try_recv() {
             Ok(signal) => ExitCode::from((128 + signal) as u8),

@@ -12,7 +12,7 @@ use tokio::io::AsyncReadExt;
 use tokio::time::Instant as Deadline;
 use tokio_util::sync::CancellationToken;
 
-use super::capture::Capture;
+use super::capture::{Capture, LogLimits};
 use super::chunk::Chunker;
 use super::process::{self, signal_group, Started};
 use super::{prelude, Exit, RunOutcome, RunRequest, RunStatus, Session};
@@ -69,10 +69,15 @@ pub(super) async fn run(
     let config = &engine.config;
     let mut output = Output {
         chunker: Chunker::default(),
-        capture: Capture::new(
+        capture: Capture::with_log_limits(
             config.keep_head_bytes,
             config.keep_tail_bytes,
-            &config.log_dir,
+            LogLimits {
+                dir: config.log_dir.clone(),
+                max_bytes: config.max_log_bytes,
+                budget_bytes: config.log_budget_bytes,
+                disk_reserve: config.log_disk_reserve,
+            },
         ),
         on_output,
         notices: Vec::new(),

@@ -2,6 +2,7 @@
 
 mod modes;
 mod protocol;
+mod robustness;
 mod shutdown;
 mod stdio;
 mod streaming;

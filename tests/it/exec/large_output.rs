@@ -23,6 +23,8 @@ async fn a_quarter_gigabyte_of_output_keeps_memory_bounded_and_the_full_log() {
     let config = EngineConfig {
         log_dir: dir.path().join("logs"),
         sandbox_mode: acp_bash::sandbox::Mode::Full,
+        // The whole output in the log: this test checks that every byte got there.
+        max_log_bytes: u64::MAX,
         ..EngineConfig::default()
     };
     let session = Engine::new(config).session(dir.path()).unwrap();

@@ -2,4 +2,5 @@
 
 mod engine;
 mod large_output;
+mod log_limits;
 mod prelude;

@@ -1,38 +1,137 @@
-//! The agent's stdin/stdout transport: the SDK's line protocol over the process's own pipes,
-//! read and written by the async runtime itself.
+//! The agent's stdin/stdout transport: newline-delimited JSON-RPC over the process's own pipes,
+//! read and written by the async runtime itself, with bounds on what comes in and what waits to
+//! go out.
 //!
-//! Owns: choosing how stdin/stdout are driven. Must not touch: what goes over them.
+//! Owns: choosing how stdin/stdout are driven, and the line framing ([`LineTransport`]: the
+//! limits and rules of `incoming` and `outgoing`). Must not touch: what the messages mean (the
+//! SDK and the agent).
 //!
 //! The SDK's [`agent_client_protocol::Stdio`] reads and writes through the `blocking` crate:
 //! every read and every write is handed to a helper thread and back, which costs about 0.4 ms
 //! per request/response round trip on a 2-core machine (`notes/2026-11-29-stdio-transport.md`).
 //! When stdin and stdout are pipes or sockets (an editor launching the agent), [`StdioPipes`]
 //! registers them with the runtime's poller instead (non-blocking, no thread hop). Anything
-//! else (a terminal, a file) keeps the SDK's transport.
+//! else (a terminal, a file) goes through tokio's stdin/stdout. Either way the lines go through
+//! [`LineTransport`], not the SDK's line reader, which ends the whole connection on a line that
+//! is not UTF-8 and buffers a line of any length (`notes/2026-11-30-input-bounds.md`).
+
+mod envelope;
+mod incoming;
+pub mod live;
+mod outgoing;
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use agent_client_protocol::role::Role;
-use agent_client_protocol::{ByteStreams, ConnectTo};
-use tokio::io::Interest;
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+use agent_client_protocol::{ConnectTo, Lines};
+use tokio::io::{AsyncRead, AsyncWrite, Interest};
+
+pub use outgoing::{cap_error_data, MAX_ERROR_LINE_BYTES};
+
+/// The bounds of a [`LineTransport`].
+#[derive(Debug, Clone)]
+pub struct TransportLimits {
+    /// A line longer than this is discarded as it streams in and answered with an error
+    /// (default: [`TransportLimits::for_prompts`] of 1 MiB, i.e. 9 MiB).
+    pub max_line_bytes: usize,
+    /// The prompt limit the agent applies, named in the error for a line that is too long.
+    pub max_prompt_bytes: usize,
+    /// Once this much waits to be written, lines that `droppable` accepts are dropped instead of
+    /// queued (4 MiB).
+    pub live_output_budget: usize,
+    /// Once this much waits to be written, no more input is read until the queue is down to
+    /// half of it (16 MiB): a client that sends requests without reading the answers is slowed
+    /// down instead of growing the agent.
+    pub pause_reading_at: usize,
+    /// Which outgoing lines may be dropped while the client is behind ([`live::is_live_output`]).
+    pub droppable: fn(&str) -> bool,
+}
+
+impl TransportLimits {
+    /// Limits for an agent that accepts prompts of up to `max_prompt_bytes`: a line may be
+    /// eight times that (a prompt's JSON escapes take up to six bytes per byte) plus 1 MiB for
+    /// the rest of the message.
+    pub fn for_prompts(max_prompt_bytes: usize) -> TransportLimits {
+        TransportLimits {
+            max_line_bytes: max_prompt_bytes.saturating_mul(8).saturating_add(1 << 20),
+            max_prompt_bytes,
+            live_output_budget: 4 << 20,
+            pause_reading_at: 16 << 20,
+            droppable: live::is_live_output,
+        }
+    }
+}
+
+impl Default for TransportLimits {
+    fn default() -> Self {
+        TransportLimits::for_prompts(crate::acp::DEFAULT_MAX_PROMPT_BYTES)
+    }
+}
+
+/// Newline-delimited JSON-RPC over any byte streams, with the bounds of [`TransportLimits`]:
+/// what the SDK's `ByteStreams` does, minus its failure modes (see the module doc).
+pub struct LineTransport<R, W> {
+    reader: R,
+    writer: W,
+    limits: TransportLimits,
+}
+
+impl<R, W> LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    pub fn new(reader: R, writer: W, limits: TransportLimits) -> Self {
+        LineTransport {
+            reader,
+            writer,
+            limits,
+        }
+    }
+}
+
+impl<Rl: Role, R, W> ConnectTo<Rl> for LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    async fn connect_to(
+        self,
+        client: impl ConnectTo<Rl::Counterpart>,
+    ) -> agent_client_protocol::Result<()> {
+        let shared = outgoing::Shared::new(self.limits.clone());
+        let incoming =
+            incoming::LineReader::new(self.reader, shared.clone(), self.limits).into_stream();
+        let sink = outgoing::OutgoingSink::new(shared.clone());
+        let connection = ConnectTo::<Rl>::connect_to(Lines::new(sink, Box::pin(incoming)), client);
+        let writing = outgoing::write_lines(shared, self.writer);
+        let (connection, writing) = (std::pin::pin!(connection), std::pin::pin!(writing));
+        match futures::future::select(connection, writing).await {
+            futures::future::Either::Left((result, _)) => result,
+            // Writing failed: the SDK hears of it at its next send (a broken pipe ends the
+            // connection like EOF does).
+            futures::future::Either::Right(((), connection)) => connection.await,
+        }
+    }
+}
 
 /// The transport for an agent on this process's stdin/stdout: [`StdioPipes`] when both are
-/// pipes or sockets, the SDK's `Stdio` otherwise.
-pub enum AgentStdio {
-    Pipes(StdioPipes),
-    Sdk(agent_client_protocol::Stdio),
+/// pipes or sockets, tokio's stdin/stdout otherwise, each through a [`LineTransport`].
+pub struct AgentStdio {
+    limits: TransportLimits,
 }
 
 impl AgentStdio {
     pub fn new() -> AgentStdio {
-        match StdioPipes::new() {
-            Ok(pipes) => AgentStdio::Pipes(pipes),
-            Err(why) => {
-                tracing::debug!(%why, "stdin/stdout through the SDK's blocking transport");
-                AgentStdio::Sdk(agent_client_protocol::Stdio::new())
-            }
+        AgentStdio {
+            limits: TransportLimits::default(),
         }
+    }
+
+    /// Changes the bounds (the defaults go with the agent's default prompt limit).
+    pub fn limits(mut self, limits: TransportLimits) -> AgentStdio {
+        self.limits = limits;
+        self
     }
 }
 
@@ -47,9 +146,20 @@ impl<R: Role> ConnectTo<R> for AgentStdio {
         self,
         client: impl ConnectTo<R::Counterpart>,
     ) -> agent_client_protocol::Result<()> {
-        match self {
-            AgentStdio::Pipes(pipes) => ConnectTo::<R>::connect_to(pipes, client).await,
-            AgentStdio::Sdk(stdio) => ConnectTo::<R>::connect_to(stdio, client).await,
+        match StdioPipes::new() {
+            Ok(pipes) => {
+                let _restore = RestoreBlocking([0, 1]);
+                let incoming = AsyncFd::new(pipes.stdin, Interest::READABLE).map_err(io_error)?;
+                let outgoing = AsyncFd::new(pipes.stdout, Interest::WRITABLE).map_err(io_error)?;
+                let transport = LineTransport::new(incoming, outgoing, self.limits);
+                ConnectTo::<R>::connect_to(transport, client).await
+            }
+            Err(why) => {
+                tracing::debug!(%why, "stdin/stdout through tokio's blocking stdio");
+                let transport =
+                    LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), self.limits);
+                ConnectTo::<R>::connect_to(transport, client).await
+            }
         }
     }
 }
@@ -77,22 +187,6 @@ impl StdioPipes {
             stdin: stdin.try_clone_to_owned()?,
             stdout: stdout.try_clone_to_owned()?,
         })
-    }
-}
-
-impl<R: Role> ConnectTo<R> for StdioPipes {
-    async fn connect_to(
-        self,
-        client: impl ConnectTo<R::Counterpart>,
-    ) -> agent_client_protocol::Result<()> {
-        let _restore = RestoreBlocking([0, 1]);
-        let incoming = AsyncFd::new(self.stdin, Interest::READABLE).map_err(io_error)?;
-        let outgoing = AsyncFd::new(self.stdout, Interest::WRITABLE).map_err(io_error)?;
-        ConnectTo::<R>::connect_to(
-            ByteStreams::new(outgoing.compat_write(), incoming.compat()),
-            client,
-        )
-        .await
     }
 }
 
