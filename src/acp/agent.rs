@@ -33,6 +33,7 @@ use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
 use super::stream::{self, Coalescer, StreamLimits};
+use super::transport::ClientBehind;
 use crate::driver::call_from_prompt;
 use crate::exec::{Engine, Session};
 use crate::present::{console_block, present_call, present_result, ResultView};
@@ -54,6 +55,7 @@ pub struct AcpBashAgent {
     engine: Engine,
     limits: StreamLimits,
     max_prompt_bytes: usize,
+    client_behind: ClientBehind,
 }
 
 impl AcpBashAgent {
@@ -62,7 +64,15 @@ impl AcpBashAgent {
             engine,
             limits: StreamLimits::default(),
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
+            client_behind: ClientBehind::default(),
         }
+    }
+
+    /// Skips making live output while this flag is up (the transport's
+    /// [`super::AgentStdio::client_behind`]): a client that does not read gets no more of it.
+    pub fn with_client_behind(mut self, behind: ClientBehind) -> Self {
+        self.client_behind = behind;
+        self
     }
 
     /// Refuses prompts whose text is longer than this (default [`DEFAULT_MAX_PROMPT_BYTES`]).
@@ -97,6 +107,7 @@ impl AcpBashAgent {
     ) -> agent_client_protocol::Result<()> {
         let mut connection = Connection::new(self.engine, self.limits);
         connection.max_prompt_bytes = self.max_prompt_bytes;
+        connection.client_behind = self.client_behind;
         let connection = Arc::new(connection);
         let result = tokio::select! {
             result = connection.clone().handle(transport) => result,
@@ -124,6 +135,7 @@ struct Connection {
     engine: Engine,
     limits: StreamLimits,
     max_prompt_bytes: usize,
+    client_behind: ClientBehind,
     features: Mutex<ClientFeatures>,
     next_session: AtomicU64,
     sessions: Mutex<HashMap<SessionId, Arc<SessionState>>>,
@@ -203,6 +215,7 @@ impl Connection {
             engine,
             limits,
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
+            client_behind: ClientBehind::default(),
             features: Mutex::new(ClientFeatures::default()),
             next_session: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
@@ -456,12 +469,13 @@ impl Connection {
             let token = token.clone();
             let stream = features.card();
             let cap = self.limits.max_streamed_bytes;
+            let behind = self.client_behind.clone();
             self.runs.spawn(async move {
                 // Forward chunks until one crosses the stream cap (the coalescer announces the
                 // cap when it sees it); after that the card gets nothing more, so don't copy.
                 let mut forwarded = 0usize;
                 let mut on_output = move |chunk: &str| {
-                    if stream && forwarded <= cap {
+                    if stream && forwarded <= cap && !behind.is_behind() {
                         forwarded += chunk.len();
                         let _ = chunk_tx.send(chunk.to_string());
                     }

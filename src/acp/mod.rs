@@ -90,4 +90,4 @@ pub mod summary;
 pub mod transport;
 
 pub use agent::{prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
-pub use transport::{AgentStdio, LineTransport, TransportLimits};
+pub use transport::{AgentStdio, ClientBehind, LineTransport, TransportLimits};

@@ -26,10 +26,11 @@ pub async fn serve(engine: &EngineArgs) -> ExitCode {
 
 async fn serve_on_worker(engine: &EngineArgs) -> ExitCode {
     let max_prompt_bytes = engine.max_prompt_bytes();
-    let agent =
-        AcpBashAgent::new(Engine::new(engine.config())).with_max_prompt_bytes(max_prompt_bytes);
     let transport =
         acp_bash::acp::AgentStdio::new().limits(TransportLimits::for_prompts(max_prompt_bytes));
+    let agent = AcpBashAgent::new(Engine::new(engine.config()))
+        .with_max_prompt_bytes(max_prompt_bytes)
+        .with_client_behind(transport.client_behind());
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {
         let signal = termination_signal().await;

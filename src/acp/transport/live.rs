@@ -6,39 +6,32 @@
 //! Everything else (responses, `tool_call`, final updates with a status or `terminal_exit`) is
 //! never dropped.
 
-use serde::de::IgnoredAny;
-use serde::Deserialize;
+use super::envelope::members;
 
-#[derive(Deserialize)]
-struct Message {
-    method: Option<String>,
-    params: Option<Params>,
-    id: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct Params {
-    update: Option<serde_json::Map<String, serde_json::Value>>,
-}
-
-/// Whether `line` is a live-output update (see the module doc).
+/// Whether `line` is a live-output update (see the module doc). Reads the envelope without
+/// decoding the output it carries.
 pub fn is_live_output(line: &str) -> bool {
-    let Ok(message) = serde_json::from_str::<Message>(line) else {
-        return false;
-    };
-    if message.id.is_some() || message.method.as_deref() != Some("session/update") {
-        return false;
+    fn find<'a>(members: &[(&[u8], &'a [u8])], key: &[u8]) -> Option<&'a [u8]> {
+        members.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
     }
-    let Some(update) = message.params.and_then(|params| params.update) else {
-        return false;
+    let live = || -> Option<bool> {
+        let message = members(line.as_bytes())?;
+        if find(&message, b"id").is_some() || find(&message, b"method")? != br#""session/update""# {
+            return Some(false);
+        }
+        let update = members(find(&members(find(&message, b"params")?)?, b"update")?)?;
+        let only_output = update
+            .iter()
+            .all(|(key, _)| [&b"sessionUpdate"[..], b"toolCallId", b"_meta"].contains(key));
+        let meta = members(find(&update, b"_meta")?)?;
+        Some(
+            only_output
+                && find(&update, b"sessionUpdate")? == br#""tool_call_update""#
+                && meta.len() == 1
+                && meta[0].0 == b"terminal_output",
+        )
     };
-    let only_output = update
-        .keys()
-        .all(|key| ["sessionUpdate", "toolCallId", "_meta"].contains(&key.as_str()));
-    let meta = update.get("_meta").and_then(|meta| meta.as_object());
-    only_output
-        && update.get("sessionUpdate").and_then(|kind| kind.as_str()) == Some("tool_call_update")
-        && meta.is_some_and(|meta| meta.len() == 1 && meta.contains_key("terminal_output"))
+    live().unwrap_or(false)
 }
 
 #[cfg(test)]

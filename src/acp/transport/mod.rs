@@ -21,6 +21,8 @@ pub mod live;
 mod outgoing;
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use agent_client_protocol::role::Role;
 use agent_client_protocol::{ConnectTo, Lines};
@@ -68,12 +70,29 @@ impl Default for TransportLimits {
     }
 }
 
+/// Whether the client is behind on reading: set by a [`LineTransport`] while live output is being
+/// dropped (its queue went over [`TransportLimits::live_output_budget`]), cleared once the queue
+/// is down to half of it. An agent that holds a clone can skip making live output meanwhile.
+#[derive(Debug, Clone, Default)]
+pub struct ClientBehind(Arc<AtomicBool>);
+
+impl ClientBehind {
+    pub fn is_behind(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, behind: bool) {
+        self.0.store(behind, Ordering::Relaxed);
+    }
+}
+
 /// Newline-delimited JSON-RPC over any byte streams, with the bounds of [`TransportLimits`]:
 /// what the SDK's `ByteStreams` does, minus its failure modes (see the module doc).
 pub struct LineTransport<R, W> {
     reader: R,
     writer: W,
     limits: TransportLimits,
+    behind: ClientBehind,
 }
 
 impl<R, W> LineTransport<R, W>
@@ -86,7 +105,13 @@ where
             reader,
             writer,
             limits,
+            behind: ClientBehind::default(),
         }
+    }
+
+    /// The flag this transport sets while the client is behind.
+    pub fn client_behind(&self) -> ClientBehind {
+        self.behind.clone()
     }
 }
 
@@ -99,7 +124,7 @@ where
         self,
         client: impl ConnectTo<Rl::Counterpart>,
     ) -> agent_client_protocol::Result<()> {
-        let shared = outgoing::Shared::new(self.limits.clone());
+        let shared = outgoing::Shared::with_flag(self.limits.clone(), self.behind);
         let incoming =
             incoming::LineReader::new(self.reader, shared.clone(), self.limits).into_stream();
         let sink = outgoing::OutgoingSink::new(shared.clone());
@@ -119,13 +144,21 @@ where
 /// pipes or sockets, tokio's stdin/stdout otherwise, each through a [`LineTransport`].
 pub struct AgentStdio {
     limits: TransportLimits,
+    behind: ClientBehind,
 }
 
 impl AgentStdio {
     pub fn new() -> AgentStdio {
         AgentStdio {
             limits: TransportLimits::default(),
+            behind: ClientBehind::default(),
         }
+    }
+
+    /// The flag the transport sets while the client is behind on reading (for
+    /// [`crate::acp::AcpBashAgent::with_client_behind`]).
+    pub fn client_behind(&self) -> ClientBehind {
+        self.behind.clone()
     }
 
     /// Changes the bounds (the defaults go with the agent's default prompt limit).
@@ -151,13 +184,15 @@ impl<R: Role> ConnectTo<R> for AgentStdio {
                 let _restore = RestoreBlocking([0, 1]);
                 let incoming = AsyncFd::new(pipes.stdin, Interest::READABLE).map_err(io_error)?;
                 let outgoing = AsyncFd::new(pipes.stdout, Interest::WRITABLE).map_err(io_error)?;
-                let transport = LineTransport::new(incoming, outgoing, self.limits);
+                let mut transport = LineTransport::new(incoming, outgoing, self.limits);
+                transport.behind = self.behind;
                 ConnectTo::<R>::connect_to(transport, client).await
             }
             Err(why) => {
                 tracing::debug!(%why, "stdin/stdout through tokio's blocking stdio");
-                let transport =
+                let mut transport =
                     LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), self.limits);
+                transport.behind = self.behind;
                 ConnectTo::<R>::connect_to(transport, client).await
             }
         }

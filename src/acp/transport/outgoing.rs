@@ -35,6 +35,7 @@ pub(super) struct Shared {
     /// Wakes the reader: the queue shrank, or the response it waits for went out.
     reader_wake: Notify,
     limits: TransportLimits,
+    behind: super::ClientBehind,
 }
 
 #[derive(Default)]
@@ -56,13 +57,33 @@ struct State {
 }
 
 impl Shared {
+    #[cfg(test)]
     pub(super) fn new(limits: TransportLimits) -> Arc<Shared> {
+        Shared::with_flag(limits, super::ClientBehind::default())
+    }
+
+    /// Like [`Shared::new`], raising `behind` while live output is being dropped.
+    pub(super) fn with_flag(limits: TransportLimits, behind: super::ClientBehind) -> Arc<Shared> {
         Arc::new(Shared {
             state: Mutex::new(State::default()),
             writer_wake: Notify::new(),
             reader_wake: Notify::new(),
             limits,
+            behind,
         })
+    }
+
+    /// After the queue shrank: live output flows again once it is down to half the budget.
+    fn caught_up(&self, state: &mut State) {
+        if state.dropping && state.queued <= self.limits.live_output_budget / 2 {
+            tracing::warn!(
+                lines = state.dropped_lines,
+                bytes = state.dropped_bytes,
+                "the client caught up: live output flows again"
+            );
+            state.dropping = false;
+            self.behind.set(false);
+        }
     }
 
     /// Queues a line of the transport's own (an error for a discarded input line): never dropped.
@@ -110,19 +131,13 @@ impl Shared {
                     "the client is not reading: dropping live output until it catches up"
                 );
                 state.dropping = true;
+                self.behind.set(true);
             }
             state.dropped_lines += 1;
             state.dropped_bytes += line.len() as u64;
             return;
         }
-        if state.dropping && state.queued <= self.limits.live_output_budget / 2 {
-            tracing::warn!(
-                lines = state.dropped_lines,
-                bytes = state.dropped_bytes,
-                "the client caught up: live output flows again"
-            );
-            state.dropping = false;
-        }
+        self.caught_up(&mut state);
         Self::enqueue(&mut state, line);
         self.writer_wake.notify_one();
     }
@@ -247,7 +262,11 @@ pub(super) async fn write_lines(shared: Arc<Shared>, mut writer: impl AsyncWrite
                 continue;
             };
             let written = writer.write_all(&line).await;
-            shared.state.lock().unwrap().queued -= line.len();
+            {
+                let mut state = shared.state.lock().unwrap();
+                state.queued -= line.len();
+                shared.caught_up(&mut state);
+            }
             shared.reader_wake.notify_one();
             written?;
         }
@@ -278,8 +297,11 @@ pub fn cap_error_data(line: String) -> String {
     if line.len() <= MAX_ERROR_LINE_BYTES {
         return line;
     }
+    if super::envelope::has_method(line.as_bytes()) {
+        return line;
+    }
     let envelope = Envelope::read(line.as_bytes());
-    if !envelope.has_error || envelope.method.is_some() {
+    if !envelope.has_error {
         return line;
     }
     let Ok(mut value) = serde_json::from_str::<Value>(&line) else {
@@ -331,6 +353,7 @@ mod tests {
         shared.offer("final".into());
         shared.offer("live 3".into());
         assert_eq!(shared.dropped(), (1, 6));
+        assert!(shared.behind.is_behind(), "the agent is told to stop making live output");
         let state = shared.state.lock().unwrap();
         let lines: Vec<_> = state
             .queue
