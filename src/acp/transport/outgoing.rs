@@ -353,7 +353,10 @@ mod tests {
         shared.offer("final".into());
         shared.offer("live 3".into());
         assert_eq!(shared.dropped(), (1, 6));
-        assert!(shared.behind.is_behind(), "the agent is told to stop making live output");
+        assert!(
+            shared.behind.is_behind(),
+            "the agent is told to stop making live output"
+        );
         let state = shared.state.lock().unwrap();
         let lines: Vec<_> = state
             .queue

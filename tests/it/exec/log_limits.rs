@@ -12,21 +12,16 @@ const MIB: u64 = 1 << 20;
 
 async fn run(config: EngineConfig, dir: &Path, script: &str) -> RunOutcome {
     let session = Engine::new(config).session(dir).unwrap();
-    let request = RunRequest {
-        script: script.to_string(),
-        timeout: None,
-    };
+    let request = RunRequest::new(script);
     session
         .run(request, &mut |_: &str| {}, &CancellationToken::new())
         .await
 }
 
 fn config(dir: &Path) -> EngineConfig {
-    EngineConfig {
-        log_dir: dir.join("logs"),
-        sandbox_mode: acp_bash::sandbox::Mode::Full,
-        ..EngineConfig::default()
-    }
+    EngineConfig::default()
+        .log_dir(dir.join("logs"))
+        .sandbox_mode(acp_bash::sandbox::Mode::Full)
 }
 
 fn logs(dir: &Path) -> Vec<(String, u64)> {
@@ -50,10 +45,7 @@ fn logs(dir: &Path) -> Vec<(String, u64)> {
 #[tokio::test]
 async fn a_log_stops_at_its_cap_and_the_marker_says_it_holds_only_the_first_part() {
     let tmp = tempfile::tempdir().unwrap();
-    let config = EngineConfig {
-        max_log_bytes: MIB,
-        ..config(tmp.path())
-    };
+    let config = config(tmp.path()).max_log_bytes(MIB);
     // 1.5 MiB of output against a 1 MiB cap (the 1.5 GiB against the default 256 MiB,
     // scaled down).
     let outcome = run(
@@ -81,11 +73,9 @@ async fn a_log_stops_at_its_cap_and_the_marker_says_it_holds_only_the_first_part
 #[tokio::test]
 async fn the_log_directory_stays_within_its_budget_dropping_the_oldest_logs() {
     let tmp = tempfile::tempdir().unwrap();
-    let config = EngineConfig {
-        max_log_bytes: MIB,
-        log_budget_bytes: 2 * MIB + MIB / 2,
-        ..config(tmp.path())
-    };
+    let config = config(tmp.path())
+        .max_log_bytes(MIB)
+        .log_budget_bytes(2 * MIB + MIB / 2);
     let mut names = Vec::new();
     for _ in 0..4 {
         let outcome = run(config.clone(), tmp.path(), "head -c 1200000 /dev/zero").await;
@@ -110,11 +100,8 @@ async fn the_log_directory_stays_within_its_budget_dropping_the_oldest_logs() {
 #[tokio::test]
 async fn a_nearly_full_disk_gets_no_log_and_the_result_says_so() {
     let tmp = tempfile::tempdir().unwrap();
-    let config = EngineConfig {
-        // A reserve no disk has: the disk counts as nearly full.
-        log_disk_reserve: Some(u64::MAX),
-        ..config(tmp.path())
-    };
+    // A reserve no disk has: the disk counts as nearly full.
+    let config = config(tmp.path()).log_disk_reserve(Some(u64::MAX));
     let outcome = run(config, tmp.path(), "head -c 300000 /dev/zero").await;
     let truncation = outcome.status.truncation.clone().expect("truncated");
     assert_eq!(truncation.full_output, None);
