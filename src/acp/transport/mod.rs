@@ -133,9 +133,13 @@ where
         let (connection, writing) = (std::pin::pin!(connection), std::pin::pin!(writing));
         match futures::future::select(connection, writing).await {
             futures::future::Either::Left((result, _)) => result,
-            // Writing failed: the SDK hears of it at its next send (a broken pipe ends the
-            // connection like EOF does).
-            futures::future::Either::Right(((), connection)) => connection.await,
+            // Writing failed (the client closed its end): the connection ends now, with the
+            // error, even if the SDK has nothing more to send (a broken pipe is then treated
+            // like EOF by the agent).
+            futures::future::Either::Right((Err(error), _)) => {
+                Err(agent_client_protocol::Error::into_internal_error(error))
+            }
+            futures::future::Either::Right((Ok(()), connection)) => connection.await,
         }
     }
 }

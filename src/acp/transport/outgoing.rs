@@ -243,8 +243,11 @@ impl futures::Sink<String> for OutgoingSink {
 }
 
 /// Writes queued lines in order until the sink is closed and the queue is empty, or a write
-/// fails (then the queue is emptied and later lines are discarded).
-pub(super) async fn write_lines(shared: Arc<Shared>, mut writer: impl AsyncWrite + Unpin) {
+/// fails (then the queue is emptied, later lines are discarded, and the error is returned).
+pub(super) async fn write_lines(
+    shared: Arc<Shared>,
+    mut writer: impl AsyncWrite + Unpin,
+) -> io::Result<()> {
     let result = async {
         loop {
             let woken = shared.writer_wake.notified();
@@ -277,7 +280,7 @@ pub(super) async fn write_lines(shared: Arc<Shared>, mut writer: impl AsyncWrite
         Err(error) => Err(error),
     };
     let mut state = shared.state.lock().unwrap();
-    if let Err(error) = result {
+    if let Err(error) = &result {
         tracing::info!(%error, "writing to the client failed");
         state.failure = Some((error.kind(), error.raw_os_error(), error.to_string()));
         state.queue.clear();
@@ -288,6 +291,7 @@ pub(super) async fn write_lines(shared: Arc<Shared>, mut writer: impl AsyncWrite
     if let Some(waker) = state.close_waker.take() {
         waker.wake();
     }
+    result
 }
 
 /// An error response over [`MAX_ERROR_LINE_BYTES`] (the SDK's invalid-params error quotes the
@@ -401,7 +405,7 @@ mod tests {
             sink.send(format!("line {n}")).await.unwrap();
         }
         sink.close().await.unwrap();
-        writer.await.unwrap();
+        writer.await.unwrap().unwrap();
         let expected: String = (0..50).map(|n| format!("line {n}\n")).collect();
         assert_eq!(reader.await.unwrap(), expected);
         assert_eq!(shared.state.lock().unwrap().queued, 0);
