@@ -3,6 +3,7 @@
 //! Owns: `initialize` (remembering what the client renders), `session/new` (one engine session
 //! per ACP session, each with its own working directory), `session/prompt` (one bash call per
 //! prompt, run outside the dispatch loop), `session/cancel` (kills the running command at once),
+//! the session lifecycle beyond `session/new` (list, load, resume, close, delete: in `lifecycle`),
 //! and shutdown on stdin EOF (every running command is cancelled before [`AcpBashAgent::serve`]
 //! returns). Must not touch: how a call looks on the wire (that is [`super::bridge`]), how output
 //! is batched ([`super::stream`]), how commands run (the engine).
@@ -19,10 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
-    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, SessionId, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse,
-    StopReason, ToolCallId, ToolCallUpdateFields,
+    CancelNotification, CloseSessionRequest, ContentBlock, DeleteSessionRequest,
+    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, LoadSessionRequest, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, ResumeSessionRequest, SessionId, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason, ToolCallId, ToolCallUpdateFields,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
@@ -39,7 +41,10 @@ use crate::driver::call_from_prompt;
 use crate::exec::{Engine, Session};
 use crate::present::{console_block, present_call, ResultView};
 use crate::sandbox;
+use crate::store::{SessionLog, SessionRecord, Store};
 use crate::tool::BashCall;
+
+mod lifecycle;
 
 /// How long [`AcpBashAgent::serve`] waits, after the client went away, for cancelled commands to
 /// be killed and reaped before it returns anyway.
@@ -57,6 +62,7 @@ pub struct AcpBashAgent {
     limits: StreamLimits,
     max_prompt_bytes: usize,
     client_behind: ClientBehind,
+    store: Option<Store>,
 }
 
 impl AcpBashAgent {
@@ -66,6 +72,7 @@ impl AcpBashAgent {
             limits: StreamLimits::default(),
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             client_behind: ClientBehind::default(),
+            store: None,
         }
     }
 
@@ -79,6 +86,14 @@ impl AcpBashAgent {
     /// Refuses prompts whose text is longer than this (default [`DEFAULT_MAX_PROMPT_BYTES`]).
     pub fn with_max_prompt_bytes(mut self, max_prompt_bytes: usize) -> Self {
         self.max_prompt_bytes = max_prompt_bytes;
+        self
+    }
+
+    /// Keeps every session in `store`, so that it can be listed, loaded and resumed by this or
+    /// a later agent process (`session/list`, `session/load`, `session/resume`,
+    /// `session/delete`). Without a store nothing is written and only `session/close` is offered.
+    pub fn with_session_store(mut self, store: Store) -> Self {
+        self.store = Some(store);
         self
     }
 
@@ -106,7 +121,7 @@ impl AcpBashAgent {
         transport: impl ConnectTo<Agent>,
         stop: impl std::future::Future<Output = ()>,
     ) -> agent_client_protocol::Result<()> {
-        let mut connection = Connection::new(self.engine, self.limits);
+        let mut connection = Connection::new(self.engine, self.limits, self.store);
         connection.max_prompt_bytes = self.max_prompt_bytes;
         connection.client_behind = self.client_behind;
         let connection = Arc::new(connection);
@@ -137,6 +152,8 @@ struct Connection {
     limits: StreamLimits,
     max_prompt_bytes: usize,
     client_behind: ClientBehind,
+    /// Where sessions are kept; `None` with `--no-history`.
+    store: Option<Store>,
     features: Mutex<ClientFeatures>,
     next_session: AtomicU64,
     sessions: Mutex<HashMap<SessionId, Arc<SessionState>>>,
@@ -148,6 +165,10 @@ struct Connection {
 struct SessionState {
     number: u64,
     session: Session,
+    /// The session's record, written to the store as it changes.
+    log: SessionLog,
+    /// The id of the call running now, if any.
+    current_call: Mutex<Option<String>>,
     next_call: AtomicU64,
     /// Held for a whole turn: a session's prompts run one after another.
     turn: tokio::sync::Mutex<()>,
@@ -211,12 +232,13 @@ fn invalid_params(message: String, data: serde_json::Value) -> Error {
 }
 
 impl Connection {
-    fn new(engine: Engine, limits: StreamLimits) -> Self {
+    fn new(engine: Engine, limits: StreamLimits, store: Option<Store>) -> Self {
         Connection {
             engine,
             limits,
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             client_behind: ClientBehind::default(),
+            store,
             features: Mutex::new(ClientFeatures::default()),
             next_session: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
@@ -228,11 +250,48 @@ impl Connection {
         self: Arc<Self>,
         transport: impl ConnectTo<Agent>,
     ) -> agent_client_protocol::Result<()> {
-        let (on_init, on_new, on_prompt, on_mode, on_cancel) =
+        let (on_init, on_new, on_prompt, on_mode, on_cancel) = (
+            self.clone(),
+            self.clone(),
+            self.clone(),
+            self.clone(),
+            self.clone(),
+        );
+        let (on_list, on_load, on_resume, on_close, on_delete) =
             (self.clone(), self.clone(), self.clone(), self.clone(), self);
         Agent
             .v1()
             .name("acp-bash")
+            .on_receive_request(
+                async move |request: ListSessionsRequest, responder, cx| {
+                    on_list.list(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: LoadSessionRequest, responder, cx| {
+                    on_load.load(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: ResumeSessionRequest, responder, cx| {
+                    on_resume.resume(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: CloseSessionRequest, responder, cx| {
+                    on_close.clone().close(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: DeleteSessionRequest, responder, cx| {
+                    on_delete.clone().delete(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .on_receive_request(
                 async move |request: InitializeRequest, responder, _cx| {
                     on_init.initialize(request, responder)
@@ -282,7 +341,7 @@ impl Connection {
         *self.features.lock().unwrap() = features;
         let answered = responder.respond(
             InitializeResponse::new(request.protocol_version)
-                .agent_capabilities(AgentCapabilities::new())
+                .agent_capabilities(self.capabilities())
                 .agent_info(
                     Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
                 ),
@@ -311,20 +370,39 @@ impl Connection {
         let modes = SandboxModes::new(self.off_allowed()).state(session.mode());
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
         let id = random_session_id();
-        let state = SessionState {
+        let record = SessionRecord::new(
+            &id.0,
+            request.cwd.clone(),
+            session.mode().id(),
+            crate::store::now_ms(),
+        );
+        tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
+        self.open(id.clone(), number, session, record);
+        responder.respond(NewSessionResponse::new(id).modes(modes))
+    }
+
+    /// Makes `session` (with its `record`) an active session of this connection.
+    fn open(
+        &self,
+        id: SessionId,
+        number: u64,
+        session: Session,
+        record: SessionRecord,
+    ) -> Arc<SessionState> {
+        let state = Arc::new(SessionState {
             number,
+            // Call ids continue after every call the session ever made, so a replayed call
+            // and a new one never share an id.
+            next_call: AtomicU64::new(record.calls_made + 1),
             session,
-            next_call: AtomicU64::new(1),
+            log: SessionLog::new(self.store.clone(), record),
+            current_call: Mutex::new(None),
             turn: tokio::sync::Mutex::new(()),
             running: Mutex::new(HashMap::new()),
             next_turn: AtomicU64::new(1),
-        };
-        tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
-        self.sessions
-            .lock()
-            .unwrap()
-            .insert(id.clone(), Arc::new(state));
-        responder.respond(NewSessionResponse::new(id).modes(modes))
+        });
+        self.sessions.lock().unwrap().insert(id, state.clone());
+        state
     }
 
     /// Whoever started the agent chose `--sandbox off`: only then may a session choose it.
@@ -335,7 +413,7 @@ impl Connection {
     /// The session `id` names, or the error that says it is unknown.
     fn session_state(&self, id: &SessionId) -> Result<Arc<SessionState>, Error> {
         let state = self.sessions.lock().unwrap().get(id).cloned();
-        state.ok_or_else(|| unknown_session(id))
+        state.ok_or_else(|| self.inactive_session(id))
     }
 
     /// `session/set_mode`: the sandbox mode for the session's next commands.
@@ -370,6 +448,7 @@ impl Connection {
         };
         tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
         state.session.set_mode(mode);
+        state.log.set_mode(mode.id());
         responder.respond(SetSessionModeResponse::new())
     }
 
@@ -413,7 +492,7 @@ impl Connection {
         // `$/cancel_request` for this prompt (JSON-RPC's own cancel) stops it like session/cancel.
         let rpc_cancel = responder.cancellation();
         cx.spawn(async move {
-            let running = self.run_turn(&task_cx, &request.session_id, &state, call, &token);
+            let running = self.run_turn(&task_cx, &request.session_id, &state, &text, call, &token);
             tokio::pin!(running);
             let stop = tokio::select! {
                 stop = &mut running => stop,
@@ -437,6 +516,7 @@ impl Connection {
         cx: &ConnectionTo<Client>,
         session_id: &SessionId,
         state: &SessionState,
+        prompt: &str,
         call: BashCall,
         token: &CancellationToken,
     ) -> agent_client_protocol::Result<StopReason> {
@@ -450,6 +530,7 @@ impl Connection {
             state.number,
             state.next_call.fetch_add(1, Ordering::Relaxed)
         ));
+        let title = lifecycle::call_started(state, prompt, &call_id, &call);
         // The call runs on a tracked tokio task, so that shutdown can wait for the kill.
         let run = {
             let session = state.session.clone();
@@ -470,20 +551,26 @@ impl Connection {
                     .await
             })
         };
-        if let Err(error) = run.await {
-            tracing::error!(%error, "the command's task failed");
-            let console = console_block(&format!("acp-bash could not run the command: {error}"));
-            let view = present_call(&BashCall::new(""), &state.session.cwd());
-            let update = bridge::final_update(
-                &call_id,
-                &view,
-                &ResultView::Text { console },
-                runner.features,
-            );
-            ConnectionSink::new(cx.clone(), session_id.clone())
-                .send(SessionUpdate::ToolCallUpdate(update));
-            return Err(Error::internal_error().data(error.to_string()));
-        }
+        let result = match run.await {
+            Ok(result) => result,
+            Err(error) => {
+                tracing::error!(%error, "the command's task failed");
+                let console =
+                    console_block(&format!("acp-bash could not run the command: {error}"));
+                let view = present_call(&BashCall::new(""), &state.session.cwd());
+                let update = bridge::final_update(
+                    &call_id,
+                    &view,
+                    &ResultView::Text { console },
+                    runner.features,
+                );
+                ConnectionSink::new(cx.clone(), session_id.clone())
+                    .send(SessionUpdate::ToolCallUpdate(update));
+                return Err(Error::internal_error().data(error.to_string()));
+            }
+        };
+        let mut sink = ConnectionSink::new(cx.clone(), session_id.clone());
+        lifecycle::call_finished(state, &call_id, &result, title, &mut sink);
         Ok(if token.is_cancelled() {
             StopReason::Cancelled
         } else {

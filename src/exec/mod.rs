@@ -389,6 +389,12 @@ impl Session {
         self.inner.cwd.lock().unwrap().clone()
     }
 
+    /// Moves where the next command starts (a restored session's directory). The engine checks
+    /// it before each run, as it does for one a `cd` left: a directory that is gone is reported.
+    pub fn restore_cwd(&self, cwd: PathBuf) {
+        *self.inner.cwd.lock().unwrap() = cwd;
+    }
+
     /// The sandbox mode of the session's next commands.
     pub fn mode(&self) -> sandbox::Mode {
         *self.inner.mode.lock().unwrap()

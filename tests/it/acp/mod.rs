@@ -4,6 +4,7 @@ mod embed_example;
 mod modes;
 mod protocol;
 mod robustness;
+mod sessions;
 mod shutdown;
 mod stdio;
 mod streaming;
