@@ -499,6 +499,7 @@ mod tests {
             terminal.status.truncation = Some(Truncation {
                 dropped_bytes: 10,
                 full_output: Some("/logs/1.log".into()),
+                log_holds_first: None,
             });
             terminal.status.cancelled = true;
             terminal.status.timed_out_after = Some(std::time::Duration::from_secs(1));

@@ -347,6 +347,7 @@ mod tests {
             truncation: Some(Truncation {
                 dropped_bytes: 9,
                 full_output: None,
+                log_holds_first: None,
             }),
             ..RunStatus::exited(0)
         };

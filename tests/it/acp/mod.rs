@@ -5,6 +5,7 @@ mod embed_example;
 mod modes;
 mod plain_clients;
 mod protocol;
+mod robustness;
 mod sessions;
 mod shutdown;
 mod stdio;

@@ -77,6 +77,7 @@ fn a_program_that_prints_markers_and_fences_cannot_fool_either_view() {
         truncation: Some(Truncation {
             dropped_bytes: 4096,
             full_output: Some("/tmp/acp-bash/log 1.txt".to_string()),
+            log_holds_first: None,
         }),
         ..RunStatus::exited(3)
     };

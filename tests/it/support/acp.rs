@@ -208,6 +208,7 @@ pub fn process_alive(pid: i32) -> bool {
 
 /// Normalises a transcript for a snapshot, changing only what truly varies between runs:
 /// - request ids (the SDK sends random UUIDs) become 0, 1, 2… in order of first appearance;
+/// - session ids (128 random bits) become `sess-1`, `sess-2`… in order of first appearance;
 /// - the temp directory becomes `[TMP]`;
 /// - consecutive `terminal_output` updates of one call (their chunking depends on timing) are
 ///   merged into one;
@@ -228,8 +229,14 @@ pub fn normalize_live_transcript(lines: &[String], temp: &Path) -> Vec<String> {
 fn normalize(lines: &[String], temp: &Path, keep_live: bool) -> Vec<String> {
     let temp = temp.to_str().expect("utf-8 temp path");
     let mut ids = std::collections::HashMap::<String, usize>::new();
+    let mut sessions = std::collections::HashMap::<String, usize>::new();
+    let session_id = regex::Regex::new("sess-[0-9a-f]{32}").unwrap();
     let mut out: Vec<(String, Value)> = Vec::new();
     for line in lines {
+        let line = session_id.replace_all(line, |found: &regex::Captures| {
+            let n = sessions.len() + 1;
+            format!("sess-{}", sessions.entry(found[0].to_string()).or_insert(n))
+        });
         let (direction, json) = line.split_at(3);
         let mut value: Value =
             serde_json::from_str(&json.replace(temp, "[TMP]")).expect("a JSON line");
