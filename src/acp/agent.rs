@@ -3,6 +3,7 @@
 //! Owns: `initialize` (remembering what the client renders), `session/new` (one engine session
 //! per ACP session, each with its own working directory), `session/prompt` (one bash call per
 //! prompt, run outside the dispatch loop), `session/cancel` (kills the running command at once),
+//! the session lifecycle beyond `session/new` (list, load, resume, close, delete: in `lifecycle`),
 //! and shutdown on stdin EOF (every running command is cancelled before [`AcpBashAgent::serve`]
 //! returns). Must not touch: how a call looks on the wire (that is [`super::bridge`]), how output
 //! is batched ([`super::stream`]), how commands run (the engine).
@@ -19,10 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
-    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, SessionId, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse,
-    StopReason, ToolCallId,
+    CancelNotification, CloseSessionRequest, ContentBlock, DeleteSessionRequest,
+    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, LoadSessionRequest, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, ResumeSessionRequest, SessionId, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason, ToolCallId, ToolCallUpdateFields,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
@@ -34,15 +36,22 @@ use super::bridge::{self, ClientFeatures};
 use super::modes::{ModeChoice, SandboxModes};
 use super::stream::StreamLimits;
 use super::tool_call::{ConnectionSink, ToolCallRunner, UpdateSink};
+use super::transport::ClientBehind;
 use crate::driver::call_from_prompt;
 use crate::exec::{Engine, Session};
 use crate::present::{console_block, present_call, ResultView};
 use crate::sandbox;
+use crate::store::{SessionLog, SessionRecord, Store};
 use crate::tool::BashCall;
+
+mod lifecycle;
 
 /// How long [`AcpBashAgent::serve`] waits, after the client went away, for cancelled commands to
 /// be killed and reaped before it returns anyway.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// The largest prompt (its script text) the agent runs unless told otherwise: 1 MiB.
+pub const DEFAULT_MAX_PROMPT_BYTES: usize = 1 << 20;
 
 /// The acp-bash agent: serves one ACP connection with an [`Engine`].
 ///
@@ -51,17 +60,46 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 pub struct AcpBashAgent {
     engine: Engine,
     limits: StreamLimits,
+    max_prompt_bytes: usize,
+    client_behind: ClientBehind,
+    store: Option<Store>,
 }
 
 impl AcpBashAgent {
+    /// An agent that runs its commands on `engine`, with the default stream limits.
     pub fn new(engine: Engine) -> Self {
         AcpBashAgent {
             engine,
             limits: StreamLimits::default(),
+            max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
+            client_behind: ClientBehind::default(),
+            store: None,
         }
     }
 
-    /// Changes how live output is batched and capped (the defaults suit Zed).
+    /// Skips making live output while this flag is up (the transport's
+    /// [`super::AgentStdio::client_behind`]): a client that does not read gets no more of it.
+    pub fn with_client_behind(mut self, behind: ClientBehind) -> Self {
+        self.client_behind = behind;
+        self
+    }
+
+    /// Refuses prompts whose text is longer than this (default [`DEFAULT_MAX_PROMPT_BYTES`]).
+    pub fn with_max_prompt_bytes(mut self, max_prompt_bytes: usize) -> Self {
+        self.max_prompt_bytes = max_prompt_bytes;
+        self
+    }
+
+    /// Keeps every session in `store`, so that it can be listed, loaded and resumed by this or
+    /// a later agent process (`session/list`, `session/load`, `session/resume`,
+    /// `session/delete`). Without a store nothing is written and only `session/close` is offered.
+    pub fn with_session_store(mut self, store: Store) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Changes how live output is batched and capped, and whether clients without the card get a
+    /// live console view (the defaults suit Zed, and acpx and Toad).
     pub fn with_stream_limits(mut self, limits: StreamLimits) -> Self {
         self.limits = limits;
         self
@@ -85,7 +123,10 @@ impl AcpBashAgent {
         transport: impl ConnectTo<Agent>,
         stop: impl std::future::Future<Output = ()>,
     ) -> agent_client_protocol::Result<()> {
-        let connection = Arc::new(Connection::new(self.engine, self.limits));
+        let mut connection = Connection::new(self.engine, self.limits, self.store);
+        connection.max_prompt_bytes = self.max_prompt_bytes;
+        connection.client_behind = self.client_behind;
+        let connection = Arc::new(connection);
         let result = tokio::select! {
             result = connection.clone().handle(transport) => result,
             () = stop => Ok(()),
@@ -111,6 +152,10 @@ impl ConnectTo<Client> for AcpBashAgent {
 struct Connection {
     engine: Engine,
     limits: StreamLimits,
+    max_prompt_bytes: usize,
+    client_behind: ClientBehind,
+    /// Where sessions are kept; `None` with `--no-history`.
+    store: Option<Store>,
     features: Mutex<ClientFeatures>,
     next_session: AtomicU64,
     sessions: Mutex<HashMap<SessionId, Arc<SessionState>>>,
@@ -122,6 +167,10 @@ struct Connection {
 struct SessionState {
     number: u64,
     session: Session,
+    /// The session's record, written to the store as it changes.
+    log: SessionLog,
+    /// The id of the call running now, if any.
+    current_call: Mutex<Option<String>>,
     next_call: AtomicU64,
     /// Held for a whole turn: a session's prompts run one after another.
     turn: tokio::sync::Mutex<()>,
@@ -141,9 +190,43 @@ impl SessionState {
 fn unknown_session(session_id: &SessionId) -> Error {
     Error::new(
         ErrorCode::RESOURCE_NOT_FOUND,
-        format!("unknown session: {:?}", &*session_id.0),
+        format!("unknown session: {:?}", short(&session_id.0)),
     )
-    .data(json!({ "sessionId": session_id }))
+    .data(json!({ "sessionId": short(&session_id.0) }))
+}
+
+/// A client-supplied text as an error may quote it: cut after 100 bytes (on a character
+/// boundary), so that an error never echoes a whole input back.
+fn short(text: &str) -> String {
+    const MAX: usize = 100;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+/// A new session id: 128 random bits from the kernel, so that ids never repeat across
+/// processes (clients such as acpx key their records by it).
+fn random_session_id() -> SessionId {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: getrandom writes at most the given length into the buffer we own.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        if n > 0 {
+            filled += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            panic!("getrandom failed: {}", std::io::Error::last_os_error());
+        }
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    SessionId::new(format!("sess-{hex}"))
 }
 
 fn invalid_params(message: String, data: serde_json::Value) -> Error {
@@ -151,10 +234,13 @@ fn invalid_params(message: String, data: serde_json::Value) -> Error {
 }
 
 impl Connection {
-    fn new(engine: Engine, limits: StreamLimits) -> Self {
+    fn new(engine: Engine, limits: StreamLimits, store: Option<Store>) -> Self {
         Connection {
             engine,
             limits,
+            max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
+            client_behind: ClientBehind::default(),
+            store,
             features: Mutex::new(ClientFeatures::default()),
             next_session: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
@@ -166,11 +252,48 @@ impl Connection {
         self: Arc<Self>,
         transport: impl ConnectTo<Agent>,
     ) -> agent_client_protocol::Result<()> {
-        let (on_init, on_new, on_prompt, on_mode, on_cancel) =
+        let (on_init, on_new, on_prompt, on_mode, on_cancel) = (
+            self.clone(),
+            self.clone(),
+            self.clone(),
+            self.clone(),
+            self.clone(),
+        );
+        let (on_list, on_load, on_resume, on_close, on_delete) =
             (self.clone(), self.clone(), self.clone(), self.clone(), self);
         Agent
             .v1()
             .name("acp-bash")
+            .on_receive_request(
+                async move |request: ListSessionsRequest, responder, cx| {
+                    on_list.list(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: LoadSessionRequest, responder, cx| {
+                    on_load.load(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: ResumeSessionRequest, responder, cx| {
+                    on_resume.resume(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: CloseSessionRequest, responder, cx| {
+                    on_close.clone().close(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: DeleteSessionRequest, responder, cx| {
+                    on_delete.clone().delete(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .on_receive_request(
                 async move |request: InitializeRequest, responder, _cx| {
                     on_init.initialize(request, responder)
@@ -220,7 +343,7 @@ impl Connection {
         *self.features.lock().unwrap() = features;
         let answered = responder.respond(
             InitializeResponse::new(request.protocol_version)
-                .agent_capabilities(AgentCapabilities::new())
+                .agent_capabilities(self.capabilities())
                 .agent_info(
                     Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
                 ),
@@ -241,28 +364,47 @@ impl Connection {
             Err(error) => {
                 tracing::info!(%error, "session/new refused");
                 return responder.respond_with_error(invalid_params(
-                    error.to_string(),
-                    json!({ "cwd": request.cwd.to_string_lossy() }),
+                    short(&error.to_string()),
+                    json!({ "cwd": short(&request.cwd.to_string_lossy()) }),
                 ));
             }
         };
         let modes = SandboxModes::new(self.off_allowed()).state(session.mode());
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
-        let id = SessionId::new(format!("sess-{number}"));
-        let state = SessionState {
+        let id = random_session_id();
+        let record = SessionRecord::new(
+            &id.0,
+            request.cwd.clone(),
+            session.mode().id(),
+            crate::store::now_ms(),
+        );
+        tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
+        self.open(id.clone(), number, session, record);
+        responder.respond(NewSessionResponse::new(id).modes(modes))
+    }
+
+    /// Makes `session` (with its `record`) an active session of this connection.
+    fn open(
+        &self,
+        id: SessionId,
+        number: u64,
+        session: Session,
+        record: SessionRecord,
+    ) -> Arc<SessionState> {
+        let state = Arc::new(SessionState {
             number,
+            // Call ids continue after every call the session ever made, so a replayed call
+            // and a new one never share an id.
+            next_call: AtomicU64::new(record.calls_made + 1),
             session,
-            next_call: AtomicU64::new(1),
+            log: SessionLog::new(self.store.clone(), record),
+            current_call: Mutex::new(None),
             turn: tokio::sync::Mutex::new(()),
             running: Mutex::new(HashMap::new()),
             next_turn: AtomicU64::new(1),
-        };
-        tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
-        self.sessions
-            .lock()
-            .unwrap()
-            .insert(id.clone(), Arc::new(state));
-        responder.respond(NewSessionResponse::new(id).modes(modes))
+        });
+        self.sessions.lock().unwrap().insert(id, state.clone());
+        state
     }
 
     /// Whoever started the agent chose `--sandbox off`: only then may a session choose it.
@@ -273,7 +415,7 @@ impl Connection {
     /// The session `id` names, or the error that says it is unknown.
     fn session_state(&self, id: &SessionId) -> Result<Arc<SessionState>, Error> {
         let state = self.sessions.lock().unwrap().get(id).cloned();
-        state.ok_or_else(|| unknown_session(id))
+        state.ok_or_else(|| self.inactive_session(id))
     }
 
     /// `session/set_mode`: the sandbox mode for the session's next commands.
@@ -290,7 +432,7 @@ impl Connection {
         let why = match modes.parse(&request.mode_id.0) {
             ModeChoice::Sandbox(mode) => Ok(mode),
             ModeChoice::NotOffered(why) => Err(why),
-            ModeChoice::Other => Err(format!("unknown mode {:?}", &*request.mode_id.0)),
+            ModeChoice::Other => Err(format!("unknown mode {:?}", short(&request.mode_id.0))),
         };
         let mode = match why {
             Ok(mode) => mode,
@@ -302,12 +444,13 @@ impl Connection {
                     .collect();
                 return responder.respond_with_error(invalid_params(
                     format!("{why}: the modes are {}", ids.join(", ")),
-                    json!({ "modeId": request.mode_id, "availableModes": ids }),
+                    json!({ "modeId": short(&request.mode_id.0), "availableModes": ids }),
                 ));
             }
         };
         tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
         state.session.set_mode(mode);
+        state.log.set_mode(mode.id());
         responder.respond(SetSessionModeResponse::new())
     }
 
@@ -323,14 +466,25 @@ impl Connection {
             Err(error) => return responder.respond_with_error(error),
         };
         let text = prompt_text(&request.prompt);
+        if text.len() > self.max_prompt_bytes {
+            return responder.respond_with_error(invalid_params(
+                format!(
+                    "the prompt is {} bytes; acp-bash runs scripts of at most {} bytes \
+                     (start it with a larger --max-prompt-bytes to allow more)",
+                    text.len(),
+                    self.max_prompt_bytes
+                ),
+                json!({ "promptBytes": text.len(), "maxPromptBytes": self.max_prompt_bytes }),
+            ));
+        }
         // It runs in the session's cwd as the turn finds it (an earlier turn may still `cd`).
         let call = match call_from_prompt(&text, None) {
             Ok(call) => call,
-            Err(error) => {
-                return responder.respond_with_error(invalid_params(
-                    error.to_string(),
-                    json!({ "sessionId": request.session_id, "prompt": "no command" }),
-                ));
+            Err(nothing_to_run) => {
+                // Not an error: the user gets told what to type, and the turn ends.
+                let hint = bridge::agent_message(&nothing_to_run.to_string());
+                ConnectionSink::new(cx, request.session_id).send(hint);
+                return responder.respond(PromptResponse::new(StopReason::EndTurn));
             }
         };
         let token = CancellationToken::new();
@@ -340,7 +494,7 @@ impl Connection {
         // `$/cancel_request` for this prompt (JSON-RPC's own cancel) stops it like session/cancel.
         let rpc_cancel = responder.cancellation();
         cx.spawn(async move {
-            let running = self.run_turn(&task_cx, &request.session_id, &state, call, &token);
+            let running = self.run_turn(&task_cx, &request.session_id, &state, &text, call, &token);
             tokio::pin!(running);
             let stop = tokio::select! {
                 stop = &mut running => stop,
@@ -364,6 +518,7 @@ impl Connection {
         cx: &ConnectionTo<Client>,
         session_id: &SessionId,
         state: &SessionState,
+        prompt: &str,
         call: BashCall,
         token: &CancellationToken,
     ) -> agent_client_protocol::Result<StopReason> {
@@ -377,10 +532,19 @@ impl Connection {
             state.number,
             state.next_call.fetch_add(1, Ordering::Relaxed)
         ));
+        let title = lifecycle::call_started(state, prompt, &call_id, &call);
         // The call runs on a tracked tokio task, so that shutdown can wait for the kill.
         let run = {
             let session = state.session.clone();
-            let mut sink = ConnectionSink::new(cx.clone(), session_id.clone());
+            let mut connection = ConnectionSink::new(cx.clone(), session_id.clone());
+            let behind = self.client_behind.clone();
+            // While the client is behind on reading, live output is dropped here, before the SDK
+            // even serializes it; everything else (the final update above all) always goes.
+            let mut sink = move |update: SessionUpdate| {
+                if !(behind.is_behind() && is_live_output(&update)) {
+                    connection.send(update);
+                }
+            };
             let token = token.clone();
             let call_id = call_id.clone();
             self.runs.spawn(async move {
@@ -389,20 +553,26 @@ impl Connection {
                     .await
             })
         };
-        if let Err(error) = run.await {
-            tracing::error!(%error, "the command's task failed");
-            let console = console_block(&format!("acp-bash could not run the command: {error}"));
-            let view = present_call(&BashCall::new(""), &state.session.cwd());
-            let update = bridge::final_update(
-                &call_id,
-                &view,
-                &ResultView::Text { console },
-                runner.features,
-            );
-            ConnectionSink::new(cx.clone(), session_id.clone())
-                .send(SessionUpdate::ToolCallUpdate(update));
-            return Err(Error::internal_error().data(error.to_string()));
-        }
+        let result = match run.await {
+            Ok(result) => result,
+            Err(error) => {
+                tracing::error!(%error, "the command's task failed");
+                let console =
+                    console_block(&format!("acp-bash could not run the command: {error}"));
+                let view = present_call(&BashCall::new(""), &state.session.cwd());
+                let update = bridge::final_update(
+                    &call_id,
+                    &view,
+                    &ResultView::Text { console },
+                    runner.features,
+                );
+                ConnectionSink::new(cx.clone(), session_id.clone())
+                    .send(SessionUpdate::ToolCallUpdate(update));
+                return Err(Error::internal_error().data(error.to_string()));
+            }
+        };
+        let mut sink = ConnectionSink::new(cx.clone(), session_id.clone());
+        lifecycle::call_finished(state, &call_id, &result, title, &mut sink);
         Ok(if token.is_cancelled() {
             StopReason::Cancelled
         } else {
@@ -437,6 +607,26 @@ impl Connection {
             );
         }
     }
+}
+
+/// Whether `update` only carries live output (`_meta.terminal_output` and nothing else).
+fn is_live_output(update: &SessionUpdate) -> bool {
+    let SessionUpdate::ToolCallUpdate(update) = update else {
+        return false;
+    };
+    let card_output = update.fields == ToolCallUpdateFields::default()
+        && update
+            .meta
+            .as_ref()
+            .is_some_and(|meta| meta.len() == 1 && meta.contains_key("terminal_output"));
+    // A console view for clients without the card: content only, no status; the next view or
+    // the final update replaces it.
+    let console_view = update.meta.is_none() && update.fields.content.is_some() && {
+        let mut rest = update.fields.clone();
+        rest.content = None;
+        rest == ToolCallUpdateFields::default()
+    };
+    card_output || console_view
 }
 
 /// Whether the connection ended because the client closed the agent's stdout (a write failed

@@ -2,7 +2,8 @@
 //!
 //! Owns: the agent served over stdio ([`AcpBashAgent`], in `agent`), the pure mapping from a
 //! presented bash call to `tool_call` / `tool_call_update` ([`bridge`]), the batching of live
-//! output into terminal-card updates ([`stream`]), stdin/stdout as a transport ([`transport`]), and a small ACP client over the real binary
+//! output into terminal-card updates ([`stream`]), the replay of a stored session on `session/load`
+//! ([`replay`]), stdin/stdout as a transport ([`transport`]), and a small ACP client over the real binary
 //! ([`client`], used by `acp-bash demo`, `acp-bash run` and the tests). Must not touch: how
 //! commands run (the engine), what the result text says (the tool and its markers), how a result
 //! is presented (the presentation layer).
@@ -66,16 +67,17 @@ pub mod bridge;
 #[cfg(feature = "cli")]
 pub mod client;
 pub mod modes;
+pub mod replay;
 pub mod stream;
 pub mod summary;
 pub mod tool_call;
 pub mod transport;
 
-pub use agent::{prompt_text, AcpBashAgent};
+pub use agent::{prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
 pub use modes::{ModeChoice, SandboxModes};
 pub use tool_call::{run_tool_call, ConnectionSink, ToolCallRunner, UpdateSink};
 
 /// The ACP SDK this layer is built on (`agent-client-protocol`), so that embedders name exactly
 /// the types acp-bash takes and returns.
 pub use agent_client_protocol as sdk;
-pub use transport::AgentStdio;
+pub use transport::{AgentStdio, ClientBehind, LineTransport, TransportLimits};

@@ -14,6 +14,7 @@ pub mod zed_config;
 use std::time::Duration;
 
 use acp_bash::acp::client::{AcpClient, ClientProfile};
+use acp_bash::acp::stream::StreamLimits;
 use acp_bash::exec::EngineConfig;
 use acp_bash::sandbox;
 use clap::{Args, Parser, Subcommand};
@@ -30,6 +31,8 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// How much the agent logs to stderr: error, warn, info, debug or trace (or any RUST_LOG
     /// filter). Overrides RUST_LOG; the default is warn. Logs never go to stdout.
     #[arg(long, global = true, value_name = "LEVEL")]
@@ -94,6 +97,28 @@ pub struct EngineArgs {
     /// sandbox at all; clients may then choose `off` too).
     #[arg(long, global = true, value_name = "MODE", value_parser = parse_mode)]
     sandbox: Option<sandbox::Mode>,
+    /// Live output for clients without Zed's terminal card (acpx, Toad, …): `on` (the default)
+    /// updates the call about 3 times a second with the last lines of output; `off` shows the
+    /// output only once the command has ended.
+    #[arg(long, global = true, value_name = "on|off")]
+    plain_live: Option<OnOff>,
+    /// The largest prompt (the script's text) the agent runs, e.g. `1MiB` (the default),
+    /// `512KiB`, `4MiB`. A larger prompt is refused with a message that names this flag; an
+    /// input line longer than eight times this plus 1 MiB is discarded as it arrives.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    max_prompt_bytes: Option<u64>,
+    /// How much of one command's output its log file keeps, e.g. `256MiB` (the default) or
+    /// `1GiB`. A command that prints more than the result keeps (32 KiB head + 32 KiB tail)
+    /// has its output written to a log; the log stops at this size and the result says that
+    /// it holds only the first part.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    max_log_bytes: Option<u64>,
+    /// The total size of the log directory, e.g. `2GiB` (the default). Before a new log starts,
+    /// the oldest logs are removed until the rest plus the new log's cap fit. While the disk
+    /// is nearly full (less than 1 GiB or 5% free, whichever is smaller), no log is written and
+    /// the result says so.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    log_budget: Option<u64>,
     /// How many processes (and threads) one command may have at once, e.g. `512`, or `none`
     /// (default 4096: room for parallel builds). Stops fork bombs. Enforced per command in
     /// workspace and read-only mode (see `acp-bash doctor`).
@@ -101,8 +126,15 @@ pub struct EngineArgs {
     max_processes: Option<Limit>,
     /// How much memory each process of a command may allocate, e.g. `4G`, `512M`, or `none`
     /// (the default: a build's linker can need many GiB). Enforced as RLIMIT_DATA.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_memory_limit)]
     max_memory: Option<Limit>,
+}
+
+/// A switch on the command line.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 impl EngineArgs {
@@ -117,6 +149,12 @@ impl EngineArgs {
         if let Some(mode) = self.sandbox {
             config.sandbox_mode = mode;
         }
+        if let Some(bytes) = self.max_log_bytes {
+            config.max_log_bytes = bytes;
+        }
+        if let Some(bytes) = self.log_budget {
+            config.log_budget_bytes = bytes;
+        }
         if let Some(Limit(limit)) = self.max_processes {
             config.limits.max_processes = limit;
         }
@@ -124,6 +162,23 @@ impl EngineArgs {
             config.limits.max_memory = limit;
         }
         config
+    }
+
+    /// How live output reaches the client (`--plain-live`).
+    pub fn stream_limits(&self) -> StreamLimits {
+        let mut limits = StreamLimits::default();
+        if self.plain_live == Some(OnOff::Off) {
+            limits.plain_live = None;
+        }
+        limits
+    }
+
+    /// The prompt limit for the agent (`--max-prompt-bytes`).
+    pub fn max_prompt_bytes(&self) -> usize {
+        self.max_prompt_bytes
+            .map_or(acp_bash::acp::DEFAULT_MAX_PROMPT_BYTES, |bytes| {
+                usize::try_from(bytes).unwrap_or(usize::MAX)
+            })
     }
 
     /// The same settings as command-line arguments, for a child agent or Zed's settings.
@@ -151,6 +206,20 @@ impl EngineArgs {
         if let Some(mode) = self.sandbox {
             args.push("--sandbox".into());
             args.push(mode.id().into());
+        }
+        if let Some(plain_live) = self.plain_live {
+            args.push("--plain-live".into());
+            args.push(if plain_live == OnOff::On { "on" } else { "off" }.into());
+        }
+        for (flag, value) in [
+            ("--max-prompt-bytes", self.max_prompt_bytes),
+            ("--max-log-bytes", self.max_log_bytes),
+            ("--log-budget", self.log_budget),
+        ] {
+            if let Some(bytes) = value {
+                args.push(flag.into());
+                args.push(bytes.to_string());
+            }
         }
         let none = || "none".to_string();
         if let Some(Limit(limit)) = self.max_processes {
@@ -187,7 +256,7 @@ fn parse_count(text: &str) -> Result<Option<u64>, String> {
 }
 
 /// Parses `512M`, `4G`, `1T`, `65536` (bytes, or K/M/G/T binary units), or `none`.
-fn parse_size(text: &str) -> Result<Limit, String> {
+fn parse_memory_limit(text: &str) -> Result<Limit, String> {
     parse_bytes(text).map(Limit)
 }
 
@@ -223,6 +292,49 @@ fn parse_bytes(text: &str) -> Result<Option<u64>, String> {
         .ok_or_else(|| format!("expected a size such as 512M or 4G, or `none`, got `{text}`"))
 }
 
+/// Where sessions are kept. These apply to `serve` (`demo` and `run` keep nothing).
+#[derive(Args, Debug, Clone, Default)]
+pub struct StoreArgs {
+    /// Keep sessions (directory, mode, title, recent calls with the head and tail of their
+    /// output) in DIR/sessions, so that an editor can list, reopen and resume them after the
+    /// agent restarts. Default: $XDG_STATE_HOME/acp-bash, else ~/.local/state/acp-bash.
+    #[arg(long, global = true, value_name = "DIR", conflicts_with = "no_history")]
+    state_dir: Option<std::path::PathBuf>,
+    /// Keep nothing on disk: sessions end with the agent, and session/list, load, resume and
+    /// delete are not offered (session/close still is).
+    #[arg(long, global = true)]
+    no_history: bool,
+}
+
+impl StoreArgs {
+    /// The session store these flags choose; `None` with `--no-history`, or when there is no
+    /// state directory (no `--state-dir`, `$XDG_STATE_HOME` or `$HOME`).
+    pub fn store(&self) -> Option<acp_bash::store::Store> {
+        if self.no_history {
+            return None;
+        }
+        let env = |name| std::env::var_os(name).map(std::path::PathBuf::from);
+        let dir = acp_bash::store::state_dir(
+            self.state_dir.as_deref(),
+            env("XDG_STATE_HOME").as_deref(),
+            env("HOME").as_deref(),
+        );
+        if dir.is_none() {
+            tracing::warn!("no state directory (set --state-dir or HOME): sessions are not kept");
+        }
+        dir.map(|dir| acp_bash::store::Store::new(&dir))
+    }
+
+    /// The same settings as command-line arguments (for Zed's settings).
+    pub fn to_args(&self) -> Vec<String> {
+        match (&self.state_dir, self.no_history) {
+            (_, true) => vec!["--no-history".into()],
+            (Some(dir), false) => vec!["--state-dir".into(), dir.to_string_lossy().into_owned()],
+            (None, false) => Vec::new(),
+        }
+    }
+}
+
 /// Parses `90s`, `10m`, `1h`, `500ms` or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -248,6 +360,37 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?}: the timeout must be more than zero"));
     }
     Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Parses a size: a number of bytes, optionally with a unit (`K`/`KiB`, `M`/`MiB`, `G`/`GiB`,
+/// all powers of 1024; `B` or none for bytes).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size: write e.g. 1MiB, 512KiB or 2GiB"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?}: use KiB, MiB or GiB"
+            ))
+        }
+    };
+    let bytes = number
+        .checked_mul(scale)
+        .ok_or_else(|| format!("{text:?} is too large"))?;
+    if bytes == 0 {
+        return Err(format!("{text:?}: the size must be more than zero"));
+    }
+    Ok(bytes)
 }
 
 fn parse_assignment(text: &str) -> Result<(String, String), String> {
@@ -288,6 +431,8 @@ pub fn child_client(
         .map_err(|error| format!("cannot find this binary's path: {error}"))?;
     let mut args = vec!["serve".to_string()];
     args.extend(engine.to_args());
+    // A one-shot run keeps no session.
+    args.push("--no-history".into());
     if let Some(level) = log_level {
         args.push("--log-level".into());
         args.push(level.into());
@@ -331,6 +476,14 @@ mod tests {
             "--no-env-scrub",
             "--sandbox",
             "read-only",
+            "--plain-live",
+            "off",
+            "--max-prompt-bytes",
+            "2MiB",
+            "--max-log-bytes",
+            "64M",
+            "--log-budget",
+            "1GiB",
             "serve",
         ])
         .unwrap();
@@ -344,8 +497,30 @@ mod tests {
         assert_eq!(a.env.set, b.env.set);
         assert_eq!(a.env.scrub, b.env.scrub);
         assert_eq!(a.sandbox_mode, b.sandbox_mode);
+        assert_eq!(cli.engine.stream_limits(), again.engine.stream_limits());
+        assert_eq!(cli.engine.stream_limits().plain_live, None);
+        assert_eq!(a.max_log_bytes, b.max_log_bytes);
+        assert_eq!(a.log_budget_bytes, b.log_budget_bytes);
+        assert_eq!(
+            cli.engine.max_prompt_bytes(),
+            again.engine.max_prompt_bytes()
+        );
+        assert_eq!(again.engine.max_prompt_bytes(), 2 << 20);
+        assert_eq!(b.max_log_bytes, 64 << 20);
+        assert_eq!(b.log_budget_bytes, 1 << 30);
         assert!(!a.env.scrub);
         assert_eq!(a.sandbox_mode, sandbox::Mode::ReadOnly);
+    }
+
+    #[test]
+    fn sizes_read_like_people_write_them() {
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("2gib"), Ok(2 << 30));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("5TB").is_err());
     }
 
     #[test]

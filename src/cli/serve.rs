@@ -3,19 +3,19 @@
 
 use std::process::ExitCode;
 
-use acp_bash::acp::AcpBashAgent;
+use acp_bash::acp::{AcpBashAgent, TransportLimits};
 use acp_bash::exec::Engine;
 
-use super::EngineArgs;
+use super::{EngineArgs, StoreArgs};
 
 /// Serves ACP on stdin/stdout until EOF or a termination signal.
 ///
 /// The connection runs as a task on the runtime's worker, not in `block_on` on the main thread:
 /// the protocol's tasks and the commands' tasks then wake each other on one thread, without a
 /// hand-off to a parked main thread for every message (0.1–0.2 ms per prompt here).
-pub async fn serve(engine: &EngineArgs) -> ExitCode {
-    let engine = engine.clone();
-    match tokio::spawn(async move { serve_on_worker(&engine).await }).await {
+pub async fn serve(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
+    let (engine, store) = (engine.clone(), store.clone());
+    match tokio::spawn(async move { serve_on_worker(&engine, &store).await }).await {
         Ok(code) => code,
         Err(error) => {
             eprintln!("acp-bash: the agent failed: {error}");
@@ -24,19 +24,25 @@ pub async fn serve(engine: &EngineArgs) -> ExitCode {
     }
 }
 
-async fn serve_on_worker(engine: &EngineArgs) -> ExitCode {
+async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
     acp_bash::sandbox::protect_agent_process();
-    let agent = AcpBashAgent::new(Engine::new(engine.config()));
+    let max_prompt_bytes = engine.max_prompt_bytes();
+    let transport =
+        acp_bash::acp::AgentStdio::new().limits(TransportLimits::for_prompts(max_prompt_bytes));
+    let mut agent = AcpBashAgent::new(Engine::new(engine.config()))
+        .with_stream_limits(engine.stream_limits())
+        .with_max_prompt_bytes(max_prompt_bytes)
+        .with_client_behind(transport.client_behind());
+    if let Some(store) = store.store() {
+        agent = agent.with_session_store(store);
+    }
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {
         let signal = termination_signal().await;
         tracing::info!(signal, "stopping: cancelling every running command");
         let _ = signal_tx.send(signal);
     };
-    match agent
-        .serve_until(acp_bash::acp::AgentStdio::new(), stop)
-        .await
-    {
+    match agent.serve_until(transport, stop).await {
         // Stopped by a signal: the conventional 128 + its number, once the commands are gone.
         Ok(()) => match signal_rx.try_recv() {
             Ok(signal) => ExitCode::from((128 + signal) as u8),

@@ -1,7 +1,7 @@
 //! The execution engine: runs one bash script per call, provider-neutral (no ACP types here).
 //!
 //! Owns: spawning `bash -c` in its own process group with a parent-death signal, the environment
-//! scrub ([`env`]), the per-session working directory ([`Session`]), streaming output in chunks
+//! scrub ([`env`](mod@env)), the per-session working directory ([`Session`]), streaming output in chunks
 //! that never split a UTF-8 character or an escape sequence ([`chunk`]), bounded head + tail
 //! retention with a full log on disk ([`capture`]), timeouts and cancellation that kill the whole
 //! process group. Must not touch: presentation, markers text, ACP.
@@ -45,6 +45,13 @@ pub struct EngineConfig {
     pub keep_tail_bytes: usize,
     /// Where full logs of truncated runs are written (created on demand).
     pub log_dir: PathBuf,
+    /// A log stops at this many bytes; the result then says it holds only the first part.
+    pub max_log_bytes: u64,
+    /// The most the logs in `log_dir` may take together: the oldest go first.
+    pub log_budget_bytes: u64,
+    /// No log is started while the disk holding `log_dir` has less than this free (`None`:
+    /// the smaller of 1 GiB and 5% of the disk), and a log never eats into it.
+    pub log_disk_reserve: Option<u64>,
     /// After SIGTERM, how long the process group has before SIGKILL.
     pub kill_grace: Duration,
     /// After the shell exits, how long to keep reading from grandchildren that still hold the
@@ -381,6 +388,12 @@ impl Session {
         self.inner.cwd.lock().unwrap().clone()
     }
 
+    /// Moves where the next command starts (a restored session's directory). The engine checks
+    /// it before each run, as it does for one a `cd` left: a directory that is gone is reported.
+    pub fn restore_cwd(&self, cwd: PathBuf) {
+        *self.inner.cwd.lock().unwrap() = cwd;
+    }
+
     /// The sandbox mode of the session's next commands.
     pub fn mode(&self) -> sandbox::Mode {
         *self.inner.mode.lock().unwrap()
@@ -468,6 +481,24 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::max_log_bytes`].
+    pub fn max_log_bytes(mut self, bytes: u64) -> Self {
+        self.max_log_bytes = bytes;
+        self
+    }
+
+    /// Sets [`EngineConfig::log_budget_bytes`].
+    pub fn log_budget_bytes(mut self, bytes: u64) -> Self {
+        self.log_budget_bytes = bytes;
+        self
+    }
+
+    /// Sets [`EngineConfig::log_disk_reserve`].
+    pub fn log_disk_reserve(mut self, bytes: Option<u64>) -> Self {
+        self.log_disk_reserve = bytes;
+        self
+    }
+
     /// Sets [`EngineConfig::kill_grace`].
     /// Per-command resource limits.
     pub fn limits(mut self, limits: sandbox::Limits) -> Self {
@@ -503,6 +534,9 @@ impl Default for EngineConfig {
             keep_head_bytes: 32 * 1024,
             keep_tail_bytes: 32 * 1024,
             log_dir: logdir::default_dir(),
+            max_log_bytes: 256 << 20,
+            log_budget_bytes: 2 << 30,
+            log_disk_reserve: None,
             kill_grace: Duration::from_secs(1),
             pipe_grace: Duration::from_secs(1),
             sandbox_mode: sandbox::Mode::default(),

@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant as Deadline;
 
-use super::capture::Capture;
+use super::capture::{Capture, LogLimits};
 use super::chunk::Chunker;
 use super::handle::{Control, RunHandle};
 use super::process::{self, signal_group, Started};
@@ -61,11 +61,12 @@ impl Output {
     }
 
     /// Queues a chunk for the live stream while the limit allows (the chunk that crosses it
-    /// still goes, so that a reader that caps its own stream sees the crossing).
+    /// still goes, so that a reader that caps its own stream sees the crossing). Past the limit
+    /// nothing more is queued, but what is already queued is still delivered: dropping it would
+    /// lose the crossing chunk when the reader is behind, and the reader would never see its cap.
     fn queue(&mut self, text: &str) {
         if self.live_sent > self.live_limit {
-            self.live = None;
-            self.pending.clear();
+            return;
         }
         if self.live.is_some() {
             self.live_sent += text.len();
@@ -230,7 +231,16 @@ async fn run(
     };
     let mut output = Output {
         chunker: Chunker::default(),
-        capture: Capture::new(keep_head, keep_tail, &config.log_dir),
+        capture: Capture::with_log_limits(
+            keep_head,
+            keep_tail,
+            LogLimits {
+                dir: config.log_dir.clone(),
+                max_bytes: config.max_log_bytes,
+                budget_bytes: config.log_budget_bytes,
+                disk_reserve: config.log_disk_reserve,
+            },
+        ),
         live: Some(live),
         pending: String::new(),
         live_sent: 0,

@@ -131,7 +131,9 @@ impl Default for Limits {
 /// A program and its arguments, before the engine adds env, cwd and stdio.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
+    /// The program to execute.
     pub program: PathBuf,
+    /// Its arguments.
     pub args: Vec<OsString>,
 }
 
@@ -146,6 +148,7 @@ pub struct Roots {
 
 /// A launch with its confinement applied: start it with [`spawn`].
 pub struct Confined {
+    /// What to execute (possibly wrapped).
     pub launch: Launch,
     /// What the child does between fork and exec (`None`: nothing but exec).
     #[cfg(target_os = "linux")]
@@ -496,6 +499,7 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
 /// One layer of the sandbox and whether it works here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayerReport {
+    /// The layer's name.
     pub name: &'static str,
     /// What it gives when it works.
     pub purpose: &'static str,
@@ -506,7 +510,9 @@ pub struct LayerReport {
 /// Every layer, probed for real, plus each mode's description on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DoctorReport {
+    /// Each kernel layer and whether it works here.
     pub layers: Vec<LayerReport>,
+    /// Each mode and what it enforces here.
     pub modes: Vec<(Mode, String)>,
 }
 
@@ -516,6 +522,7 @@ impl DoctorReport {
         DoctorReport::from_support(&Support::probe())
     }
 
+    /// The report for `support`.
     pub fn from_support(support: &Support) -> DoctorReport {
         let abi = support.landlock_abi();
         let landlock = |min: u32, what: &str| {

@@ -1,8 +1,12 @@
 //! The ACP agent over real pipes with the real SDK.
 
+mod acpx;
 mod embed_example;
 mod modes;
+mod plain_clients;
 mod protocol;
+mod robustness;
+mod sessions;
 mod shutdown;
 mod stdio;
 mod streaming;
