@@ -153,9 +153,16 @@ async fn streaming_stops_at_the_cap_and_the_card_says_so() {
         "the card says once that it stopped streaming"
     );
     let (data, after) = streamed.split_once(&notice).unwrap();
+    // Bounds on both sides, as literals: at most the 4 MiB cap, at least the cap less one
+    // 64 KiB read (the chunk that would cross the cap is kept out whole).
     assert!(
-        data.len() <= limits.max_streamed_bytes,
+        data.len() <= 4 * 1024 * 1024,
         "{} bytes streamed",
+        data.len()
+    );
+    assert!(
+        data.len() >= 4 * 1024 * 1024 - 64 * 1024,
+        "only {} bytes streamed before the cap",
         data.len()
     );
     assert!(data.bytes().all(|b| b == b'a'));

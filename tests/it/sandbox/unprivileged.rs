@@ -12,8 +12,8 @@ use acp_bash::sandbox::{Mode, Support};
 const NOBODY: u32 = 65534;
 
 fn as_root_with_user_namespaces() -> bool {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: needs root to switch to nobody");
+    use crate::support::skip::{root, skip_unless, ROOT, UNPRIVILEGED_USER_NAMESPACES};
+    if !skip_unless(ROOT, root()) {
         return false;
     }
     // Probe as nobody: can this machine give an unprivileged user a PID namespace?
@@ -26,8 +26,12 @@ fn as_root_with_user_namespaces() -> bool {
         as_nobody,
     )
     .finish();
-    if !(status.success() && output == "2\n") {
-        eprintln!("skipping: unprivileged user namespaces don't work here: {output}");
+    let works = if status.success() && output == "2\n" {
+        Ok(())
+    } else {
+        Err(format!("a PID namespace as nobody failed: {output}"))
+    };
+    if !skip_unless(UNPRIVILEGED_USER_NAMESPACES, works) {
         return false;
     }
     eprintln!("running as nobody in a user namespace");
@@ -116,8 +120,13 @@ fn read_only_mode_for_a_non_root_agent_has_no_network() {
 
 #[test]
 fn a_sandbox_step_that_fails_at_run_time_says_which_and_why() {
-    if unsafe { libc::geteuid() } != 0 || Support::current().namespaces.is_err() {
-        eprintln!("skipping: needs root and namespaces");
+    use crate::support::skip::{root, skip_unless, ROOT};
+    if !skip_unless(ROOT, root())
+        || !skip_unless(
+            "PID + mount namespaces",
+            Support::current().namespaces.clone(),
+        )
+    {
         return;
     }
     // Dropping root without restoring dumpability leaves /proc/self owned by root, so the

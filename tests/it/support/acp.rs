@@ -193,7 +193,20 @@ pub fn process_alive(pid: i32) -> bool {
 /// - consecutive `terminal_output` updates of one call (their chunking depends on timing) are
 ///   merged into one.
 pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
+    normalize(lines, temp, false)
+}
+
+/// [`normalize_transcript`], keeping the modes' real descriptions: only the temp dir's path
+/// (`[TEMP]`) and the list of what this kernel's Landlock ABI leaves unenforced vary between
+/// machines where every sandbox layer works, so only those are replaced.
+pub fn normalize_transcript_keeping_modes(lines: &[String], temp: &Path) -> Vec<String> {
+    normalize(lines, temp, true)
+}
+
+fn normalize(lines: &[String], temp: &Path, keep_modes: bool) -> Vec<String> {
     let temp = temp.to_str().expect("utf-8 temp path");
+    let temp_dir = std::env::temp_dir();
+    let temp_dir = temp_dir.to_str().expect("utf-8 temp dir");
     let mut ids = std::collections::HashMap::<String, usize>::new();
     let mut out: Vec<(String, Value)> = Vec::new();
     for line in lines {
@@ -204,9 +217,14 @@ pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
         // checked by tests/acp_modes.rs, not pinned in transcripts.
         if let Some(modes) = value.pointer_mut("/result/modes/availableModes") {
             for mode in modes.as_array_mut().into_iter().flatten() {
-                if mode.get("description").is_some() {
-                    mode["description"] = "[WHAT THIS MACHINE ENFORCES]".into();
-                }
+                let Some(description) = mode.get("description").and_then(Value::as_str) else {
+                    continue;
+                };
+                mode["description"] = if keep_modes {
+                    machine_neutral_description(description, temp_dir).into()
+                } else {
+                    "[WHAT THIS MACHINE ENFORCES]".into()
+                };
             }
         }
         if let Some(id) = value.get("id").cloned() {
@@ -233,6 +251,20 @@ pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
     out.into_iter()
         .map(|(direction, value)| format!("{direction}{value}"))
         .collect()
+}
+
+/// A mode's description with the temp dir's path and the kernel-dependent "Not enforced" list
+/// replaced.
+fn machine_neutral_description(description: &str, temp_dir: &str) -> String {
+    let description = description.replace(temp_dir.trim_end_matches('/'), "[TEMP]");
+    const NOT_ENFORCED: &str = " Not enforced on this machine: ";
+    match description.split_once(NOT_ENFORCED) {
+        Some((enforced, rest)) => {
+            let tail = rest.rsplit_once(" — ").map_or("", |(_, tail)| tail);
+            format!("{enforced}{NOT_ENFORCED}[DEPENDS ON THE KERNEL] — {tail}")
+        }
+        None => description,
+    }
 }
 
 /// `(toolCallId, data)` when `value` is a `session/update` carrying only `terminal_output`.
