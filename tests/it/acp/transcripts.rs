@@ -187,8 +187,8 @@ fn every_layer_as_root() -> bool {
 /// A write outside the session's folder, denied by the default mode.
 const WRITE_OUTSIDE: Script = Script {
     name: "write_outside_the_workspace",
-    prompts: &["echo x > /etc/acp-bash-denied-write"],
-    printed: &["bash: line 1: /etc/acp-bash-denied-write: Permission denied\n"],
+    prompts: &["touch /etc/acp-bash-denied-write"],
+    printed: &["touch: cannot touch '/etc/acp-bash-denied-write': Permission denied\n"],
     cancel: false,
 };
 

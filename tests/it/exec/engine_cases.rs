@@ -366,10 +366,9 @@ async fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
     );
     // TERM first (the shell saw it), KILL only after the grace: a lower bound, which load can
     // only lengthen, never shorten.
+    // (bash also reports the foreground `sleep` that TERM ended: "Terminated".)
     assert!(
-        outcome.output.starts_with("ready
-TERM
-"),
+        outcome.output.starts_with("ready\n") && outcome.output.lines().any(|l| l == "TERM"),
         "{:?}",
         outcome.output
     );
