@@ -1,5 +1,6 @@
 //! The ACP agent over real pipes with the real SDK.
 
+mod embed_example;
 mod modes;
 mod ordering;
 mod protocol;
@@ -7,4 +8,5 @@ mod shutdown;
 mod stdio;
 mod stream_rules;
 mod streaming;
+mod tool_call;
 mod transcripts;

@@ -81,10 +81,7 @@ fn logs_are_kept_for_seven_days() {
 async fn a_long_output_keeps_32_kib_of_head_and_of_tail() {
     let logs = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        log_dir: logs.path().join("logs"),
-        ..EngineConfig::default()
-    });
+    let engine = Engine::new(EngineConfig::default().log_dir(logs.path().join("logs")));
     let session = engine.session(ws.path()).unwrap();
     session.set_mode(Mode::Full); // the capture is the same in every mode
     let outcome = run(
@@ -115,10 +112,7 @@ async fn a_long_output_keeps_32_kib_of_head_and_of_tail() {
 async fn an_output_of_96_kib_is_kept_whole() {
     let logs = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        log_dir: logs.path().join("logs"),
-        ..EngineConfig::default()
-    });
+    let engine = Engine::new(EngineConfig::default().log_dir(logs.path().join("logs")));
     let session = engine.session(ws.path()).unwrap();
     session.set_mode(Mode::Full);
     let outcome = run(&session, "head -c 98304 /dev/zero | tr '\\0' a").await;

@@ -2,7 +2,10 @@
 
 mod capture_oracle;
 mod chunk_oracle;
+mod concurrency;
 mod engine;
 mod env_rules;
+mod handle;
 mod large_output;
+mod overrides;
 mod prelude;

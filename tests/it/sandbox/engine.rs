@@ -11,14 +11,14 @@ use acp_bash::sandbox::{Mode, Support};
 use tokio_util::sync::CancellationToken;
 
 fn engine() -> Engine {
-    Engine::new(EngineConfig {
-        // Longer than any load can delay a shell's death from SIGTERM: a timeout or a cancel
-        // must end the shell with TERM, exactly (the grace only runs out for a shell that
-        // ignores TERM).
-        kill_grace: Duration::from_secs(30),
-        pipe_grace: Duration::from_millis(300),
-        ..EngineConfig::default()
-    })
+    Engine::new(
+        EngineConfig::default()
+            // Longer than any load can delay a shell's death from SIGTERM: a timeout or a
+            // cancel must end the shell with TERM, exactly (the grace only runs out for a shell
+            // that ignores TERM).
+            .kill_grace(Duration::from_secs(30))
+            .pipe_grace(Duration::from_millis(300)),
+    )
 }
 
 /// A workspace outside the temp dir (which every mode may write).
