@@ -63,11 +63,10 @@ impl Output {
     /// Queues a chunk for the live stream while the limit allows (the chunk that crosses it
     /// still goes, so that a reader that caps its own stream sees the crossing).
     fn queue(&mut self, text: &str) {
-        if self.live_sent > self.live_limit {
-            self.live = None;
-            self.pending.clear();
-        }
-        if self.live.is_some() {
+        // Past the limit nothing more is queued, but what waits (the crossing chunk included)
+        // is still delivered: dropping it raced with the reader, which then never saw the
+        // crossing and never announced the cap.
+        if self.live.is_some() && self.live_sent <= self.live_limit {
             self.live_sent += text.len();
             self.pending.push_str(text);
         }
