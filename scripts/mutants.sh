@@ -39,6 +39,7 @@ for target in "${targets[@]}"; do
   echo "== $name: $file (tests matching ${filter[*]})"
   # --baseline skip: the unmutated tree is known green (run the suite first);
   # --timeout: a mutant that makes a test hang counts as caught by timeout.
+  mkdir -p "mutants.out/$name"
   nice -n 10 cargo mutants \
     --file "$file" \
     --jobs 1 \
