@@ -512,6 +512,35 @@ mod tests {
         assert_eq!(a.sandbox_mode, sandbox::Mode::ReadOnly);
     }
 
+    /// The defaults README and `--help` promise, as literals (not the code's constants): a
+    /// command line without engine flags gives a 10-minute timeout, the scrub on and the
+    /// `workspace` sandbox.
+    #[test]
+    fn no_engine_flags_mean_the_documented_defaults() {
+        for args in [
+            &["acp-bash"][..],
+            &["acp-bash", "serve"],
+            &["acp-bash", "run", "--", "true"],
+        ] {
+            let config = Cli::try_parse_from(args).unwrap().engine.config();
+            assert_eq!(
+                config.default_timeout,
+                Duration::from_secs(10 * 60),
+                "{args:?}"
+            );
+            assert!(config.env.scrub, "{args:?}");
+            assert!(config.env.keep.is_empty() && config.env.set.is_empty());
+            assert_eq!(config.sandbox_mode, sandbox::Mode::Workspace, "{args:?}");
+            assert_eq!(config.keep_head_bytes, 32 * 1024);
+            assert_eq!(config.keep_tail_bytes, 32 * 1024);
+        }
+        assert!(Cli::try_parse_from(["acp-bash"])
+            .unwrap()
+            .engine
+            .to_args()
+            .is_empty());
+    }
+
     #[test]
     fn sizes_read_like_people_write_them() {
         assert_eq!(parse_size("1MiB"), Ok(1 << 20));

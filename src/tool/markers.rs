@@ -678,6 +678,67 @@ mod tests {
             })
     }
 
+    /// Result texts in the documented format, built token by token from literals: the output
+    /// (empty, ending with a newline, or not, which adds the no-newline token), then the
+    /// optional tokens in their fixed order, then exactly one exit token.
+    fn canonical_result_text() -> impl Strategy<Value = String> {
+        let output = prop_oneof![
+            Just(String::new()),
+            "[a-z \\[\\]]{0,10}\n",
+            "[a-z ]{0,5}\n[a-z]{1,5}",
+        ];
+        let truncated = prop::option::of((
+            any::<u64>(),
+            prop::option::of(prop::sample::select(vec![
+                "/tmp/a.log",
+                "/l/run 1.log",
+                "é",
+            ])),
+        ));
+        let timeout = prop::option::of(prop::sample::select(vec![
+            "5s", "0.25s", "2.5s", "1.001s", "600s", "0.1s", "3.12s",
+        ]));
+        let exit = prop_oneof![
+            any::<i32>().prop_map(|code| format!("[exit code: {code}]")),
+            prop::sample::select(vec![
+                "SIGTERM",
+                "SIGKILL",
+                "SIGINT",
+                "SIGHUP",
+                "SIGSEGV",
+                "SIGPIPE",
+                "SIGRTMIN+3",
+            ])
+            .prop_map(|name| format!("[killed by signal: {name}]")),
+        ];
+        (output, truncated, timeout, any::<bool>(), exit).prop_map(
+            |(output, truncated, timeout, cancelled, exit)| {
+                let mut tokens = Vec::new();
+                let mut text = output.clone();
+                if !output.is_empty() && !output.ends_with('\n') {
+                    text.push('\n');
+                    tokens.push("[no newline at end of output]".to_string());
+                }
+                if let Some((bytes, path)) = truncated {
+                    tokens.push(match path {
+                        Some(path) => format!(
+                            "[output truncated: {bytes} bytes dropped, full output: \"{path}\"]"
+                        ),
+                        None => format!("[output truncated: {bytes} bytes dropped]"),
+                    });
+                }
+                if let Some(after) = timeout {
+                    tokens.push(format!("[timed out after {after}]"));
+                }
+                if cancelled {
+                    tokens.push("[cancelled]".to_string());
+                }
+                tokens.push(exit);
+                text + &tokens.join(" ")
+            },
+        )
+    }
+
     /// Texts built from valid and almost-valid tokens, output shapes and separators.
     fn near_result_text() -> impl Strategy<Value = String> {
         let before = prop::sample::select(vec!["", "a\n", "a", "a\n\n", "\n", "[exit code: 0]\n"]);
@@ -717,6 +778,16 @@ mod tests {
         fn parse_undoes_render(output in output(), status in run_status()) {
             let text = render_result(&output, &status);
             prop_assert_eq!(parse_result(&text), Ok((output, status)), "rendered as {:?}", text);
+        }
+
+        /// Texts written from the format's description (not by `render_result`): every one
+        /// must parse (a parse error fails the test) and render back byte for byte.
+        #[test]
+        fn every_canonical_text_parses_and_renders_back(text in canonical_result_text()) {
+            let parsed = parse_result(&text);
+            prop_assert!(parsed.is_ok(), "{:?} does not parse: {:?}", text, parsed);
+            let (output, status) = parsed.unwrap();
+            prop_assert_eq!(render_result(&output, &status), text);
         }
 
         #[test]

@@ -3,12 +3,14 @@
 mod acpx;
 mod embed_example;
 mod modes;
+mod ordering;
 mod plain_clients;
 mod protocol;
 mod robustness;
 mod sessions;
 mod shutdown;
 mod stdio;
+mod stream_rules;
 mod streaming;
 mod tool_call;
 mod transcripts;

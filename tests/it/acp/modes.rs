@@ -87,12 +87,16 @@ async fn session_new_offers_the_three_sandbox_modes_with_workspace_selected() {
     assert_eq!(ids, ["workspace", "read-only", "full"]);
     for mode in modes["availableModes"].as_array().unwrap() {
         let description = mode["description"].as_str().unwrap();
-        assert!(!description.is_empty() && !mode["name"].as_str().unwrap().is_empty());
-        assert_eq!(
-            description,
-            acp_bash::sandbox::describe(
-                acp_bash::sandbox::Mode::from_id(mode["id"].as_str().unwrap()).unwrap()
-            )
+        let name = mode["name"].as_str().unwrap();
+        assert!(!name.is_empty());
+        // The words themselves are pinned, as literals, by the `workspace__*` transcript
+        // snapshots (which keep the real descriptions); here: each is a sentence of what the
+        // mode allows that does not repeat the mode's name (the picker shows the name already).
+        assert!(
+            description.starts_with("Commands ")
+                && !description.to_lowercase().contains(&name.to_lowercase())
+                && description.ends_with('.'),
+            "{description}"
         );
     }
 }

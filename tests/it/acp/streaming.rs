@@ -153,9 +153,17 @@ async fn streaming_stops_at_the_cap_and_the_card_says_so() {
         "the card says once that it stopped streaming"
     );
     let (data, after) = streamed.split_once(&notice).unwrap();
+    // Bounds on both sides, as literals: at most the 4 MiB cap, at least the cap less the
+    // largest chunk the engine hands over (the one that would cross the cap is kept out whole):
+    // up to 256 KiB waiting for the reader plus one 64 KiB read.
     assert!(
-        data.len() <= limits.max_streamed_bytes,
+        data.len() <= 4 * 1024 * 1024,
         "{} bytes streamed",
+        data.len()
+    );
+    assert!(
+        data.len() >= 4 * 1024 * 1024 - (256 + 64) * 1024,
+        "only {} bytes streamed before the cap",
         data.len()
     );
     assert!(data.bytes().all(|b| b == b'a'));

@@ -143,8 +143,35 @@ async fn prompt(c: &mut Conversation, script: &Script, dir: &Path, profile: Clie
 }
 
 async fn transcript(profile: ClientProfile, script: Script) {
+    transcript_in(profile, script, Sandbox::Full).await;
+}
+
+/// The sandbox mode the agent starts sessions in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sandbox {
+    /// `--sandbox full`: the protocol transcripts (the same on every machine).
+    Full,
+    /// No `--sandbox` flag: the default mode (`workspace`), as an editor starts the agent. Its
+    /// transcripts keep the modes' real descriptions, which are the same on every machine where
+    /// every layer works and the agent runs as root (as in CI); elsewhere they are skipped.
+    Default,
+}
+
+async fn transcript_in(profile: ClientProfile, script: Script, sandbox: Sandbox) {
     let (_tmp, dir) = temp_dir();
-    let client = client(profile);
+    let client = match sandbox {
+        Sandbox::Full => client(profile),
+        Sandbox::Default => {
+            if !every_layer_as_root() {
+                return;
+            }
+            acp_bash::acp::client::AcpClient::new(
+                binary(),
+                ["serve", "--log-level", "acp_bash=debug"],
+            )
+            .profile(profile)
+        }
+    };
     let recorded = client.transcript();
     guard(
         script.name,
@@ -169,14 +196,59 @@ async fn transcript(profile: ClientProfile, script: Script) {
 
     // Whether a quick command gets a live console view before its final update depends on
     // timing: only the scripts that wait for one keep theirs.
-    let normalized = if script.live.is_some() {
-        normalize_live_transcript(&lines, &dir)
-    } else {
-        normalize_transcript(&lines, &dir)
+    let keep_live = script.live.is_some();
+    let (normalized, name) = match sandbox {
+        Sandbox::Full => (
+            normalize_with(&lines, &dir, keep_live, false),
+            format!("{}__{}", profile_name(profile), script.name),
+        ),
+        Sandbox::Default => (
+            normalize_with(&lines, &dir, keep_live, true),
+            format!("workspace__{}__{}", profile_name(profile), script.name),
+        ),
     };
     insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
-        insta::assert_snapshot!(format!("{}__{}", profile_name(profile), script.name), normalized.join("\n"));
+        insta::assert_snapshot!(name, normalized.join("\n"));
     });
+}
+
+/// Whether the default-mode transcripts can run here: root, and every layer their mode
+/// descriptions mention (a skip is listed, and fails CI where doctor reports the layer working).
+fn every_layer_as_root() -> bool {
+    use crate::support::skip::{root, skip_unless, ROOT};
+    let s = acp_bash::sandbox::Support::current();
+    skip_unless(ROOT, root())
+        && skip_unless("Landlock filesystem rules", s.landlock.clone().map(|_| ()))
+        && skip_unless("PID + mount namespaces", s.namespaces.clone())
+        && skip_unless("private /proc", s.private_proc.clone())
+        && skip_unless("network namespace", s.network_namespace.clone())
+}
+
+/// A write outside the session's folder, denied by the default mode.
+const WRITE_OUTSIDE: Script = Script {
+    name: "write_outside_the_workspace",
+    prompts: &["touch /etc/acp-bash-denied-write"],
+    printed: &["touch: cannot touch '/etc/acp-bash-denied-write': Read-only file system\n"],
+    cancel: false,
+    live: None,
+};
+
+macro_rules! default_mode_transcripts {
+    ($($test:ident: $profile:expr, $script:expr;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            transcript_in($profile, $script, Sandbox::Default).await;
+        }
+    )*};
+}
+
+default_mode_transcripts! {
+    workspace_zed_success: ClientProfile::Zed, SUCCESS;
+    workspace_zed_cd_then_pwd: ClientProfile::Zed, CD_THEN_PWD;
+    workspace_zed_write_outside_the_workspace: ClientProfile::Zed, WRITE_OUTSIDE;
+    workspace_plain_success: ClientProfile::Plain, SUCCESS;
+    workspace_plain_write_outside_the_workspace: ClientProfile::Plain, WRITE_OUTSIDE;
+    workspace_plain_cancelled_sleep: ClientProfile::Plain, CANCELLED;
 }
 
 /// Each `session/update` the agent sent, as JSON, in order.

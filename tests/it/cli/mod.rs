@@ -1,3 +1,4 @@
 //! The `acp-bash` subcommands.
 
 mod commands;
+mod defaults;

@@ -1,7 +1,10 @@
 //! The execution engine, driven with real bash processes.
 
+mod capture_oracle;
+mod chunk_oracle;
 mod concurrency;
 mod engine;
+mod env_rules;
 mod handle;
 mod large_output;
 mod log_limits;

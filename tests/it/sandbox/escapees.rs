@@ -13,11 +13,8 @@ use crate::support::sandbox::{
 use acp_bash::sandbox::{Mode, Support};
 
 fn namespaces() -> bool {
-    let ok = Support::current().namespaces.is_ok();
-    if !ok {
-        eprintln!("skipping: no PID namespace here");
-    }
-    ok
+    let namespaces = Support::current().namespaces.clone();
+    crate::support::skip_unless("PID + mount namespaces", namespaces)
 }
 
 /// Starts three escapees tagged with `mark`, waits until they run, writes `ready`, then runs

@@ -29,8 +29,14 @@ fn workspace_mode_reaches_the_host_loopback() {
 #[test]
 fn read_only_mode_cannot_reach_the_host_loopback() {
     let support = Support::current();
-    if support.network_namespace.is_err() && support.landlock.is_err() {
-        eprintln!("skipping: neither a network namespace nor Landlock here");
+    let either = support.network_namespace.clone().or_else(|netns| {
+        support
+            .landlock
+            .clone()
+            .map(|_| ())
+            .map_err(|landlock| format!("{netns}; and no Landlock: {landlock}"))
+    });
+    if !crate::support::skip_unless("network namespace", either) {
         return;
     }
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -45,8 +51,12 @@ fn read_only_mode_cannot_reach_the_host_loopback() {
 #[test]
 fn read_only_mode_without_a_network_namespace_blocks_tcp_with_landlock() {
     let mut support = Support::current().clone();
-    if !matches!(support.landlock, Ok(abi) if abi >= 4) {
-        eprintln!("skipping: no Landlock TCP rules here");
+    let tcp = match &support.landlock {
+        Ok(abi) if *abi >= 4 => Ok(()),
+        Ok(abi) => Err(format!("Landlock ABI {abi} < 4")),
+        Err(why) => Err(why.clone()),
+    };
+    if !crate::support::skip_unless("Landlock TCP rules", tcp) {
         return;
     }
     support.network_namespace = Err("test: pretend there is none".into());
@@ -66,8 +76,8 @@ fn read_only_mode_without_a_network_namespace_blocks_tcp_with_landlock() {
 
 #[test]
 fn read_only_mode_keeps_a_private_loopback() {
-    if Support::current().network_namespace.is_err() {
-        eprintln!("skipping: no network namespace here");
+    let netns = Support::current().network_namespace.clone();
+    if !crate::support::skip_unless("network namespace", netns) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -81,8 +91,8 @@ fn read_only_mode_keeps_a_private_loopback() {
 
 #[test]
 fn every_read_only_command_gets_a_network_namespace_of_its_own() {
-    if Support::current().network_namespace.is_err() {
-        eprintln!("skipping: no network namespace here");
+    let netns = Support::current().network_namespace.clone();
+    if !crate::support::skip_unless("network namespace", netns) {
         return;
     }
     let host = std::fs::read_link("/proc/self/ns/net").unwrap();

@@ -56,8 +56,7 @@ fn assert_hidden(output: &str) {
 #[test]
 fn no_other_environment_is_readable_in_any_mode() {
     let support = Support::current();
-    if support.private_proc.is_err() {
-        eprintln!("skipping: no private /proc here");
+    if !crate::support::skip_unless("private /proc", support.private_proc.clone()) {
         return;
     }
     let victim = victim();

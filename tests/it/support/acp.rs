@@ -213,21 +213,24 @@ pub fn process_alive(pid: i32) -> bool {
 /// - consecutive `terminal_output` updates of one call (their chunking depends on timing) are
 ///   merged into one;
 /// - live console views (content, no status: whether a quick command gets one, and how many,
-///   depends on timing) are dropped; see [`normalize_live_transcript`] for scripts that wait
+///   depends on timing) are dropped; see [`normalize_with`] for scripts that wait
 ///   for one;
 /// - `rawOutput.duration_ms` becomes `"[DURATION]"`.
 pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
-    normalize(lines, temp, false)
+    normalize_with(lines, temp, false, false)
 }
 
-/// [`normalize_transcript`] for a script that waits until the client shows its output live:
-/// consecutive live console views of one call become the last of them (the one waited for).
-pub fn normalize_live_transcript(lines: &[String], temp: &Path) -> Vec<String> {
-    normalize(lines, temp, true)
-}
-
-fn normalize(lines: &[String], temp: &Path, keep_live: bool) -> Vec<String> {
+/// The normaliser behind the others: `keep_live` keeps the last live console view of each run of
+/// them, `keep_modes` keeps the modes' real descriptions (machine-neutral).
+pub fn normalize_with(
+    lines: &[String],
+    temp: &Path,
+    keep_live: bool,
+    keep_modes: bool,
+) -> Vec<String> {
     let temp = temp.to_str().expect("utf-8 temp path");
+    let temp_dir = std::env::temp_dir();
+    let temp_dir = temp_dir.to_str().expect("utf-8 temp dir");
     let mut ids = std::collections::HashMap::<String, usize>::new();
     let mut sessions = std::collections::HashMap::<String, usize>::new();
     let session_id = regex::Regex::new("sess-[0-9a-f]{32}").unwrap();
@@ -244,9 +247,14 @@ fn normalize(lines: &[String], temp: &Path, keep_live: bool) -> Vec<String> {
         // checked by tests/acp_modes.rs, not pinned in transcripts.
         if let Some(modes) = value.pointer_mut("/result/modes/availableModes") {
             for mode in modes.as_array_mut().into_iter().flatten() {
-                if mode.get("description").is_some() {
-                    mode["description"] = "[WHAT THIS MACHINE ENFORCES]".into();
-                }
+                let Some(description) = mode.get("description").and_then(Value::as_str) else {
+                    continue;
+                };
+                mode["description"] = if keep_modes {
+                    machine_neutral_description(description, temp_dir).into()
+                } else {
+                    "[WHAT THIS MACHINE ENFORCES]".into()
+                };
             }
         }
         if let Some(id) = value.get("id").cloned() {
@@ -315,6 +323,20 @@ pub fn console_views(updates: &[SessionUpdate]) -> Vec<String> {
         .filter(|u| u.fields.status.is_none())
         .filter_map(|u| texts(u.fields.content.as_deref()?).pop())
         .collect()
+}
+
+/// A mode's description with the temp dir's path and the kernel-dependent "Not enforced" list
+/// replaced.
+fn machine_neutral_description(description: &str, temp_dir: &str) -> String {
+    let description = description.replace(temp_dir.trim_end_matches('/'), "[TEMP]");
+    const NOT_ENFORCED: &str = " Not enforced on this machine: ";
+    match description.split_once(NOT_ENFORCED) {
+        Some((enforced, rest)) => {
+            let tail = rest.rsplit_once(" — ").map_or("", |(_, tail)| tail);
+            format!("{enforced}{NOT_ENFORCED}[DEPENDS ON THE KERNEL] — {tail}")
+        }
+        None => description,
+    }
 }
 
 /// `(toolCallId, data)` when `value` is a `session/update` carrying only `terminal_output`.

@@ -4,6 +4,12 @@
 //! - [`engine`]: runs scripts through the engine's `Session::run`.
 //! - [`sandbox`]: spawns confined commands and watches for processes that escape.
 //! - [`schema`]: checks ACP wire lines against the vendored ACP v1 JSON schema.
+//! - [`skip`]: [`skip_unless`], the ONE way a test skips for lack of a capability. Use it at
+//!   every skip site: `if !support::skip_unless("private /proc", support.private_proc.clone()) {
+//!   return; }`. It lists the skip (`.ci/run` prints the list) and fails the test instead when CI
+//!   requires the capability (`ACPBASH_REQUIRE_SANDBOX=1`, set by `.ci/run` as root, for each layer
+//!   `acp-bash doctor` reports working). Name capabilities as doctor prints its layers.
+//! - [`vt`]: an independent VT parser (`vte`) that judges escape sequences for the oracles.
 //! - [`zed_replay`]: replays `session/update`s the way Zed does, to see the card it would show.
 
 pub mod acp;
@@ -11,4 +17,8 @@ pub mod engine;
 #[cfg(target_os = "linux")]
 pub mod sandbox;
 pub mod schema;
+pub mod skip;
+pub mod vt;
 pub mod zed_replay;
+
+pub use skip::skip_unless;

@@ -230,12 +230,10 @@ until [ "$(grep -l "$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -g
 /// Whether this machine gives commands their namespaces; when not, says why on stderr (the
 /// caller then skips its test). The one place sandbox tests decide to skip.
 pub fn require_namespaces() -> bool {
-    let support = Support::current();
-    if let Err(why) = &support.namespaces {
-        eprintln!("skipping: the sandbox's namespaces don't work here: {why}");
-        return false;
-    }
-    true
+    crate::support::skip::skip_unless(
+        "PID + mount namespaces",
+        Support::current().namespaces.clone(),
+    )
 }
 
 /// Set in the environment of a test binary re-run as an ordinary user by [`as_root_and_nobody`].

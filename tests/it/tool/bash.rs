@@ -35,7 +35,14 @@ async fn a_failing_command_renders_markers_that_the_presentation_parses_back() {
 #[tokio::test]
 async fn a_timed_out_command_says_so_and_names_the_signal() {
     let dir = tempfile::tempdir().unwrap();
-    let session = engine().session(dir.path()).unwrap();
+    // A grace no load can exhaust: the shell dies of the SIGTERM, exactly.
+    let session = Engine::new(
+        EngineConfig::default()
+            .sandbox_mode(acp_bash::sandbox::Mode::Full)
+            .kill_grace(Duration::from_secs(60)),
+    )
+    .session(dir.path())
+    .unwrap();
     let call = call_from_prompt(
         "printf partial; sleep 1000",
         Some(Duration::from_millis(250)),
@@ -48,7 +55,7 @@ async fn a_timed_out_command_says_so_and_names_the_signal() {
     assert_eq!(status.timed_out_after, Some(Duration::from_millis(250)));
     assert!(
         result.text.starts_with(
-            "partial\n[no newline at end of output] [timed out after 0.25s] [killed by signal: SIG"
+            "partial\n[no newline at end of output] [timed out after 0.25s] [killed by signal: SIGTERM]"
         ),
         "{}",
         result.text
@@ -56,8 +63,8 @@ async fn a_timed_out_command_says_so_and_names_the_signal() {
     let view = present_result(&result.outcome.cwd, &result.text);
     let exit = &view.terminal().unwrap().exit;
     assert_eq!(exit.exit_code, None);
-    assert!(matches!(result.outcome.status.exit, Exit::Signal(_)));
-    assert!(exit.signal.as_deref().unwrap().starts_with("SIG"));
+    assert_eq!(result.outcome.status.exit, Exit::Signal(libc::SIGTERM));
+    assert_eq!(exit.signal.as_deref(), Some("SIGTERM"));
 }
 
 #[tokio::test]
