@@ -32,9 +32,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
+use super::commands::{self as slash, CommandTurn, SessionJobs};
 use super::stream::{self, Coalescer, StreamLimits};
-use crate::driver::call_from_prompt;
+use crate::driver::{call_from_prompt, commands::SlashCommand};
 use crate::exec::{Engine, Session};
+use crate::jobs::{JobLimits, JobRegistry};
 use crate::present::{console_block, present_call, present_result, ResultView};
 use crate::sandbox;
 use crate::tool::{run_bash, BashCall, BashResult};
@@ -50,6 +52,7 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 pub struct AcpBashAgent {
     engine: Engine,
     limits: StreamLimits,
+    job_limits: JobLimits,
 }
 
 impl AcpBashAgent {
@@ -57,7 +60,15 @@ impl AcpBashAgent {
         AcpBashAgent {
             engine,
             limits: StreamLimits::default(),
+            job_limits: JobLimits::default(),
         }
+    }
+
+    /// Changes the limits of each session's background jobs (`/bg`): how many may run, their
+    /// timeout.
+    pub fn with_job_limits(mut self, job_limits: JobLimits) -> Self {
+        self.job_limits = job_limits;
+        self
     }
 
     /// Changes how live output is batched and capped (the defaults suit Zed).
@@ -84,7 +95,7 @@ impl AcpBashAgent {
         transport: impl ConnectTo<Agent>,
         stop: impl std::future::Future<Output = ()>,
     ) -> agent_client_protocol::Result<()> {
-        let connection = Arc::new(Connection::new(self.engine, self.limits));
+        let connection = Arc::new(Connection::new(self.engine, self.limits, self.job_limits));
         let result = tokio::select! {
             result = connection.clone().handle(transport) => result,
             () = stop => Ok(()),
@@ -110,6 +121,7 @@ impl ConnectTo<Client> for AcpBashAgent {
 struct Connection {
     engine: Engine,
     limits: StreamLimits,
+    job_limits: JobLimits,
     features: Mutex<ClientFeatures>,
     next_session: AtomicU64,
     sessions: Mutex<HashMap<SessionId, Arc<SessionState>>>,
@@ -127,6 +139,8 @@ struct SessionState {
     /// The tokens of the turns that are running or waiting for `turn`, by turn number.
     running: Mutex<HashMap<u64, CancellationToken>>,
     next_turn: AtomicU64,
+    /// The session's background jobs (`/bg`): killed when the session or the connection ends.
+    jobs: SessionJobs,
 }
 
 impl SessionState {
@@ -150,10 +164,11 @@ fn invalid_params(message: String, data: serde_json::Value) -> Error {
 }
 
 impl Connection {
-    fn new(engine: Engine, limits: StreamLimits) -> Self {
+    fn new(engine: Engine, limits: StreamLimits, job_limits: JobLimits) -> Self {
         Connection {
             engine,
             limits,
+            job_limits,
             features: Mutex::new(ClientFeatures::default()),
             next_session: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
@@ -177,8 +192,8 @@ impl Connection {
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                async move |request: NewSessionRequest, responder, _cx| {
-                    on_new.new_session(request, responder)
+                async move |request: NewSessionRequest, responder, cx| {
+                    on_new.new_session(request, responder, cx)
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -234,6 +249,7 @@ impl Connection {
         &self,
         request: NewSessionRequest,
         responder: Responder<NewSessionResponse>,
+        cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<()> {
         let session = match self.engine.session(&request.cwd) {
             Ok(session) => session,
@@ -255,13 +271,16 @@ impl Connection {
             turn: tokio::sync::Mutex::new(()),
             running: Mutex::new(HashMap::new()),
             next_turn: AtomicU64::new(1),
+            jobs: SessionJobs::new(JobRegistry::new(self.job_limits)),
         };
         tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
         self.sessions
             .lock()
             .unwrap()
             .insert(id.clone(), Arc::new(state));
-        responder.respond(NewSessionResponse::new(id).modes(modes))
+        responder.respond(NewSessionResponse::new(id.clone()).modes(modes))?;
+        // After the answer, so that the client knows the session the commands are for.
+        cx.send_notification(SessionNotification::new(id, slash::available_commands()))
     }
 
     /// Whoever started the agent chose `--sandbox off`: only then may a session choose it.
@@ -318,6 +337,9 @@ impl Connection {
             Err(error) => return responder.respond_with_error(error),
         };
         let text = prompt_text(&request.prompt);
+        if let Some(command) = crate::driver::commands::parse(&text) {
+            return self.slash_command(command, request.session_id, state, responder, cx);
+        }
         // The cwd is filled in when the turn starts (an earlier turn may still `cd`).
         let call = match call_from_prompt(&text, state.session.cwd(), None) {
             Ok(call) => call,
@@ -349,6 +371,51 @@ impl Connection {
             // Never return Err from a connection task: it would tear the connection down.
             if let Err(error) = responder.respond_with_result(stop.map(PromptResponse::new)) {
                 tracing::debug!(%error, "could not answer session/prompt");
+            }
+            Ok(())
+        })
+    }
+
+    /// A slash command's turn: its answer is an agent message, and the turn ends with
+    /// `end_turn` (bad arguments included: the message says what is wrong). A job started by
+    /// `/bg` gets its tool call now and keeps streaming to it after the turn.
+    fn slash_command(
+        self: Arc<Self>,
+        command: Result<SlashCommand, String>,
+        session_id: SessionId,
+        state: Arc<SessionState>,
+        responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let task_cx = cx.clone();
+        cx.spawn(async move {
+            let card = {
+                let _turn = state.turn.lock().await;
+                let turn = CommandTurn {
+                    cx: &task_cx,
+                    session_id: &session_id,
+                    session: &state.session,
+                    jobs: &state.jobs,
+                    features: *self.features.lock().unwrap(),
+                    call_id: ToolCallId::new(format!(
+                        "call-{}-{}",
+                        state.number,
+                        state.next_call.fetch_add(1, Ordering::Relaxed)
+                    )),
+                };
+                match command {
+                    Ok(command) => turn.run(command).await,
+                    Err(message) => {
+                        turn.say(message);
+                        None
+                    }
+                }
+            };
+            if let Err(error) = responder.respond(PromptResponse::new(StopReason::EndTurn)) {
+                tracing::debug!(%error, "could not answer session/prompt");
+            }
+            if let Some(card) = card {
+                card.spawn(&self.runs, self.limits);
             }
             Ok(())
         })
@@ -485,15 +552,22 @@ impl Connection {
         }
     }
 
-    /// After EOF: cancel every command and wait (bounded) for the engine to kill them.
+    /// After EOF: cancel every command, kill every job, and wait (bounded) for the engine to
+    /// kill them.
     async fn shutdown(&self) {
+        let mut registries = Vec::new();
         for state in self.sessions.lock().unwrap().values() {
             state.cancel_all();
+            state.jobs.registry.kill_all();
+            registries.push(state.jobs.registry.clone());
         }
         self.runs.close();
-        if tokio::time::timeout(SHUTDOWN_WAIT, self.runs.wait())
-            .await
-            .is_err()
+        let jobs = futures::future::join_all(registries.iter().map(JobRegistry::shutdown));
+        if tokio::time::timeout(SHUTDOWN_WAIT, async {
+            tokio::join!(self.runs.wait(), jobs)
+        })
+        .await
+        .is_err()
         {
             tracing::warn!(
                 "some commands were still running {SHUTDOWN_WAIT:?} after the client left"

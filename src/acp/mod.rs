@@ -85,6 +85,7 @@
 mod agent;
 pub mod bridge;
 pub mod client;
+pub mod commands;
 pub mod stream;
 pub mod summary;
 pub mod transport;

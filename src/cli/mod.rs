@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use acp_bash::acp::client::{AcpClient, ClientProfile};
 use acp_bash::exec::EngineConfig;
+use acp_bash::jobs::JobLimits;
 use acp_bash::sandbox;
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -94,6 +95,13 @@ pub struct EngineArgs {
     /// sandbox at all; clients may then choose `off` too).
     #[arg(long, global = true, value_name = "MODE", value_parser = parse_mode)]
     sandbox: Option<sandbox::Mode>,
+    /// How many background jobs (`/bg`) may run at once in each session (default 8).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_jobs: Option<u32>,
+    /// Kill a background job after it has run this long, e.g. `30m`, `2h` (default: never;
+    /// `--timeout` is for commands and does not apply to jobs).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    job_timeout: Option<Duration>,
 }
 
 impl EngineArgs {
@@ -109,6 +117,16 @@ impl EngineArgs {
             config.sandbox_mode = mode;
         }
         config
+    }
+
+    /// The limits of each session's background jobs.
+    pub fn job_limits(&self) -> JobLimits {
+        let mut limits = JobLimits::default();
+        if let Some(max) = self.max_jobs {
+            limits.max_running = max as usize;
+        }
+        limits.timeout = self.job_timeout;
+        limits
     }
 
     /// The same settings as command-line arguments, for a child agent or Zed's settings.
@@ -136,6 +154,14 @@ impl EngineArgs {
         if let Some(mode) = self.sandbox {
             args.push("--sandbox".into());
             args.push(mode.id().into());
+        }
+        if let Some(max) = self.max_jobs {
+            args.push("--max-jobs".into());
+            args.push(max.to_string());
+        }
+        if let Some(timeout) = self.job_timeout {
+            args.push("--job-timeout".into());
+            args.push(format!("{}ms", timeout.as_millis()));
         }
         args
     }
@@ -249,6 +275,10 @@ mod tests {
             "--no-env-scrub",
             "--sandbox",
             "read-only",
+            "--max-jobs",
+            "3",
+            "--job-timeout",
+            "90m",
             "serve",
         ])
         .unwrap();
@@ -264,6 +294,21 @@ mod tests {
         assert_eq!(a.sandbox_mode, b.sandbox_mode);
         assert!(!a.env.scrub);
         assert_eq!(a.sandbox_mode, sandbox::Mode::ReadOnly);
+        assert_eq!(cli.engine.job_limits(), again.engine.job_limits());
+        assert_eq!(cli.engine.job_limits().max_running, 3);
+        assert_eq!(
+            cli.engine.job_limits().timeout,
+            Some(Duration::from_secs(90 * 60))
+        );
+        assert_eq!(
+            Cli::try_parse_from(["acp-bash"])
+                .unwrap()
+                .engine
+                .job_limits(),
+            JobLimits::default(),
+            "jobs have no timeout unless --job-timeout sets one"
+        );
+        assert!(Cli::try_parse_from(["acp-bash", "--max-jobs", "0"]).is_err());
     }
 
     #[test]

@@ -25,7 +25,8 @@ pub async fn serve(engine: &EngineArgs) -> ExitCode {
 }
 
 async fn serve_on_worker(engine: &EngineArgs) -> ExitCode {
-    let agent = AcpBashAgent::new(Engine::new(engine.config()));
+    let agent =
+        AcpBashAgent::new(Engine::new(engine.config())).with_job_limits(engine.job_limits());
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {
         let signal = termination_signal().await;

@@ -269,7 +269,33 @@ impl Session {
         on_output: &mut (dyn FnMut(&str) + Send),
         cancel: &CancellationToken,
     ) -> RunOutcome {
-        run::run(self, request, on_output, cancel).await
+        run::run(self, request, &mut |_| {}, on_output, cancel).await
+    }
+
+    /// Like [`Self::run`], and calls `on_start` once with the process id of the shell (the
+    /// process group the engine signals) as soon as it has started. A run whose shell never
+    /// started does not call it.
+    pub async fn run_observed(
+        &self,
+        request: RunRequest,
+        on_start: &mut (dyn FnMut(u32) + Send),
+        on_output: &mut (dyn FnMut(&str) + Send),
+        cancel: &CancellationToken,
+    ) -> RunOutcome {
+        run::run(self, request, on_start, on_output, cancel).await
+    }
+
+    /// A session that starts where this one is now (same root, current directory and sandbox
+    /// mode) but whose runs do not move this one: its `cd`s and mode changes stay its own.
+    /// A background job runs in one, so that its ending does not move the session's directory.
+    pub fn detached(&self) -> Session {
+        Session {
+            engine: self.engine.clone(),
+            root: self.root.clone(),
+            cwd: Mutex::new(self.cwd()),
+            mode: Mutex::new(self.mode()),
+            announced_mode: Mutex::new(*self.announced_mode.lock().unwrap()),
+        }
     }
 }
 

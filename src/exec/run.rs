@@ -61,6 +61,7 @@ impl Output<'_> {
 pub(super) async fn run(
     session: &Session,
     request: RunRequest,
+    on_start: &mut (dyn FnMut(u32) + Send),
     on_output: &mut (dyn FnMut(&str) + Send),
     cancel: &CancellationToken,
 ) -> RunOutcome {
@@ -150,6 +151,7 @@ pub(super) async fn run(
             return not_started(output, cwd, started_at, code);
         }
     };
+    on_start(started.pgid as u32);
 
     let timeout = request.timeout.unwrap_or(config.default_timeout);
     let ended = supervise(started, &mut output, cancel, timeout, config).await;

@@ -1,5 +1,6 @@
 //! The ACP agent over real pipes with the real SDK.
 
+mod jobs;
 mod modes;
 mod protocol;
 mod shutdown;
