@@ -175,7 +175,7 @@ async fn a_job_streams_to_its_card_after_the_turn_and_ends_with_its_status() {
         let turn = ask(&mut c, &session, &format!("/bg {script}")).await;
         let pid = named_pid(&message(&turn));
         assert!(process_alive(pid), "the pid named is the job's shell");
-        std::fs::write(dir.join("go"), "")?;
+        std::fs::write(dir.join("go"), "").unwrap();
         let after = updates_until(&mut c, &session, has_final).await;
         Ok((turn, after))
     })
@@ -221,7 +221,7 @@ async fn a_plain_client_gets_the_console_block_when_the_job_ends() {
             "/bg until [ -e go ]; do sleep 0.01; done; echo done",
         )
         .await;
-        std::fs::write(dir.join("go"), "")?;
+        std::fs::write(dir.join("go"), "").unwrap();
         let after = updates_until(&mut c, &session, has_final).await;
         Ok((turn, after))
     })
@@ -399,7 +399,7 @@ async fn foreground_commands_run_while_a_job_runs() {
         .await;
         let updates = ask(&mut c, &session, "echo while it runs").await;
         assert!(console_block(&updates).contains("while it runs\n[exit code: 0]"));
-        std::fs::write(dir.join("go"), "")?;
+        std::fs::write(dir.join("go"), "").unwrap();
         updates_until(&mut c, &session, has_final).await;
         let updates = ask(&mut c, &session, "pwd").await;
         assert_eq!(
@@ -428,10 +428,10 @@ async fn logs_shows_the_last_lines_while_running_and_after() {
         assert_eq!(
             running,
             format!(
-                "Last 50 lines of job 1 (`seq 1 100; touch printed; until [ -e go ]; do sleep 0.01; done; echo bye`, running):\n\n```console\n{expected}```"
+                "Last 50 lines of job 1 (`seq 1 100; touch printed; until [ -e go ]; do sleep 0.01; do…`, running):\n\n```console\n{expected}```"
             )
         );
-        std::fs::write(dir.join("go"), "")?;
+        std::fs::write(dir.join("go"), "").unwrap();
         updates_until(&mut c, &session, has_final).await;
         let ended = message(&ask(&mut c, &session, "/logs %1 2").await);
         assert!(

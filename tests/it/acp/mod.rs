@@ -1,6 +1,7 @@
 //! The ACP agent over real pipes with the real SDK.
 
 mod jobs;
+mod jobs_ownership;
 mod modes;
 mod protocol;
 mod shutdown;
