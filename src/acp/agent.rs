@@ -144,6 +144,12 @@ struct SessionState {
 }
 
 impl SessionState {
+    /// The id of the session's next tool call: `call-SESSION-N`, unique on the connection.
+    fn new_call_id(&self) -> ToolCallId {
+        let n = self.next_call.fetch_add(1, Ordering::Relaxed);
+        ToolCallId::new(format!("call-{}-{n}", self.number))
+    }
+
     fn cancel_all(&self) {
         for token in self.running.lock().unwrap().values() {
             token.cancel();
@@ -397,11 +403,7 @@ impl Connection {
                     session: &state.session,
                     jobs: &state.jobs,
                     features: *self.features.lock().unwrap(),
-                    call_id: ToolCallId::new(format!(
-                        "call-{}-{}",
-                        state.number,
-                        state.next_call.fetch_add(1, Ordering::Relaxed)
-                    )),
+                    new_call_id: &|| state.new_call_id(),
                 };
                 match command {
                     Ok(command) => turn.run(command).await,

@@ -72,8 +72,8 @@ pub(super) struct CommandTurn<'a> {
     pub session: &'a Session,
     pub jobs: &'a SessionJobs,
     pub features: ClientFeatures,
-    /// The tool-call id for a job's card (used by `/bg` only).
-    pub call_id: ToolCallId,
+    /// Makes the tool-call id of a job's card (used by `/bg` only).
+    pub new_call_id: &'a (dyn Fn() -> ToolCallId + Sync),
 }
 
 impl CommandTurn<'_> {
@@ -126,8 +126,9 @@ impl CommandTurn<'_> {
             timeout: None,
         };
         let view = present_call(&call);
+        let call_id = (self.new_call_id)();
         self.send(SessionUpdate::ToolCall(bridge::tool_call(
-            &self.call_id,
+            &call_id,
             &call.command,
             &view,
             self.features,
@@ -142,7 +143,7 @@ impl CommandTurn<'_> {
         Some(JobCard {
             cx: self.cx.clone(),
             session_id: self.session_id.clone(),
-            call_id: self.call_id.clone(),
+            call_id,
             call,
             view,
             features: self.features,

@@ -2,6 +2,7 @@
 
 mod jobs;
 mod jobs_ownership;
+mod jobs_transcripts;
 mod modes;
 mod protocol;
 mod shutdown;
