@@ -13,7 +13,18 @@
 //!   presentations to `tool_call` / `tool_call_update`, and a small client used by the CLI and tests.
 //!
 //! Only [`acp`] imports `agent_client_protocol`.
+//!
+//! # Features
+//!
+//! - `acp` (default): the ACP layer, [`acp`], on the `agent-client-protocol` SDK (re-exported
+//!   as `acp::sdk`).
+//! - `cli` (default): what the `acp-bash` binary needs (clap, tracing-subscriber) and the ACP
+//!   client that spawns an agent (`acp::client`).
+//!
+//! `default-features = false` leaves the engine, the sandbox, the tool and the presentation,
+//! without the SDK or clap.
 
+#[cfg(feature = "acp")]
 pub mod acp;
 pub mod driver;
 pub mod exec;
@@ -21,3 +32,6 @@ pub mod jobs;
 pub mod present;
 pub mod sandbox;
 pub mod tool;
+
+/// The token that cancels a run ([`exec::Session::run`], [`acp::ToolCallRunner::run`]).
+pub use tokio_util::sync::CancellationToken;

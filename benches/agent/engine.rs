@@ -20,11 +20,9 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn session(bench: &Bench, mode: Mode) -> std::sync::Arc<Session> {
-    let config = EngineConfig {
-        sandbox_mode: mode,
-        log_dir: bench.engine_log_dir(),
-        ..EngineConfig::default()
-    };
+    let config = EngineConfig::default()
+        .sandbox_mode(mode)
+        .log_dir(bench.engine_log_dir());
     std::sync::Arc::new(Engine::new(config).session(bench.session_dir()).unwrap())
 }
 
@@ -49,10 +47,7 @@ async fn run(session: &Session, script: &str) -> (Duration, u64, Exit) {
     let mut streamed = 0u64;
     let outcome = session
         .run(
-            RunRequest {
-                script: script.into(),
-                timeout: None,
-            },
+            RunRequest::new(script),
             &mut |chunk: &str| streamed += chunk.len() as u64,
             &CancellationToken::new(),
         )

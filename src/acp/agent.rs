@@ -16,30 +16,31 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
     InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, SessionId, SessionNotification, SessionUpdate, SetSessionModeRequest,
-    SetSessionModeResponse, StopReason, ToolCallId,
+    PromptResponse, SessionId, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse,
+    StopReason, ToolCallId,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
 use super::commands::{self as slash, CommandTurn, SessionJobs};
-use super::stream::{self, Coalescer, StreamLimits};
+use super::modes::{ModeChoice, SandboxModes};
+use super::stream::StreamLimits;
+use super::tool_call::{ConnectionSink, ToolCallRunner, UpdateSink};
 use crate::driver::{call_from_prompt, commands::SlashCommand};
 use crate::exec::{Engine, Session};
 use crate::jobs::{JobLimits, JobRegistry};
-use crate::present::{console_block, present_call, present_result, ResultView};
+use crate::present::{console_block, present_call, ResultView};
 use crate::sandbox;
-use crate::tool::{run_bash, BashCall, BashResult};
+use crate::tool::BashCall;
 
 /// How long [`AcpBashAgent::serve`] waits, after the client went away, for cancelled commands to
 /// be killed and reaped before it returns anyway.
@@ -132,7 +133,7 @@ struct Connection {
 /// One ACP session: an engine session plus the calls it is running.
 struct SessionState {
     number: u64,
-    session: Arc<Session>,
+    session: Session,
     next_call: AtomicU64,
     /// Held for a whole turn: a session's prompts run one after another.
     turn: tokio::sync::Mutex<()>,
@@ -267,12 +268,12 @@ impl Connection {
                 ));
             }
         };
-        let modes = bridge::session_modes(session.mode(), self.off_allowed());
+        let modes = SandboxModes::new(self.off_allowed()).state(session.mode());
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
         let id = SessionId::new(format!("sess-{number}"));
         let state = SessionState {
             number,
-            session: Arc::new(session),
+            session,
             next_call: AtomicU64::new(1),
             turn: tokio::sync::Mutex::new(()),
             running: Mutex::new(HashMap::new()),
@@ -286,7 +287,10 @@ impl Connection {
             .insert(id.clone(), Arc::new(state));
         responder.respond(NewSessionResponse::new(id.clone()).modes(modes))?;
         // After the answer, so that the client knows the session the commands are for.
-        cx.send_notification(SessionNotification::new(id, slash::available_commands()))
+        cx.send_notification(agent_client_protocol::v1::schema::SessionNotification::new(
+            id,
+            slash::available_commands(),
+        ))
     }
 
     /// Whoever started the agent chose `--sandbox off`: only then may a session choose it.
@@ -310,21 +314,25 @@ impl Connection {
             Ok(state) => state,
             Err(error) => return responder.respond_with_error(error),
         };
-        let offered = sandbox::Mode::offered(self.off_allowed());
-        let ids: Vec<&str> = offered.iter().map(|m| m.id()).collect();
-        let mode = sandbox::Mode::from_id(&request.mode_id.0);
-        let Some(mode) = mode.filter(|mode| offered.contains(mode)) else {
-            let why = if mode == Some(sandbox::Mode::Off) {
-                "mode \"off\" is not available: the sandbox can be turned off only by whoever \
-                 starts the agent (`acp-bash --sandbox off`)"
-                    .to_string()
-            } else {
-                format!("unknown mode {:?}", &*request.mode_id.0)
-            };
-            return responder.respond_with_error(invalid_params(
-                format!("{why}: the modes are {}", ids.join(", ")),
-                json!({ "modeId": request.mode_id, "availableModes": ids }),
-            ));
+        let modes = SandboxModes::new(self.off_allowed());
+        let why = match modes.parse(&request.mode_id.0) {
+            ModeChoice::Sandbox(mode) => Ok(mode),
+            ModeChoice::NotOffered(why) => Err(why),
+            ModeChoice::Other => Err(format!("unknown mode {:?}", &*request.mode_id.0)),
+        };
+        let mode = match why {
+            Ok(mode) => mode,
+            Err(why) => {
+                let ids: Vec<String> = modes
+                    .modes()
+                    .into_iter()
+                    .map(|m| m.id.0.to_string())
+                    .collect();
+                return responder.respond_with_error(invalid_params(
+                    format!("{why}: the modes are {}", ids.join(", ")),
+                    json!({ "modeId": request.mode_id, "availableModes": ids }),
+                ));
+            }
         };
         tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
         state.session.set_mode(mode);
@@ -346,8 +354,8 @@ impl Connection {
         if let Some(command) = crate::driver::commands::parse(&text) {
             return self.slash_command(command, request.session_id, state, responder, cx);
         }
-        // The cwd is filled in when the turn starts (an earlier turn may still `cd`).
-        let call = match call_from_prompt(&text, state.session.cwd(), None) {
+        // It runs in the session's cwd as the turn finds it (an earlier turn may still `cd`).
+        let call = match call_from_prompt(&text, None) {
             Ok(call) => call,
             Err(error) => {
                 return responder.respond_with_error(invalid_params(
@@ -428,113 +436,45 @@ impl Connection {
         cx: &ConnectionTo<Client>,
         session_id: &SessionId,
         state: &SessionState,
-        mut call: BashCall,
+        call: BashCall,
         token: &CancellationToken,
     ) -> agent_client_protocol::Result<StopReason> {
         let _turn = state.turn.lock().await;
         if token.is_cancelled() {
             return Ok(StopReason::Cancelled);
         }
-        call.cwd = state.session.cwd();
-        let features = *self.features.lock().unwrap();
+        let runner = ToolCallRunner::new(*self.features.lock().unwrap()).limits(self.limits);
         let call_id = ToolCallId::new(format!(
             "call-{}-{}",
             state.number,
             state.next_call.fetch_add(1, Ordering::Relaxed)
         ));
-        let view = present_call(&call);
-        let send = |update: SessionUpdate| {
-            if let Err(error) =
-                cx.send_notification(SessionNotification::new(session_id.clone(), update))
-            {
-                tracing::debug!(%error, "could not send session/update");
-            }
-        };
-        send(SessionUpdate::ToolCall(bridge::tool_call(
-            &call_id,
-            &call.command,
-            &view,
-            features,
-        )));
-
-        // The command runs on its own tokio task; its chunks come back over `chunks`.
-        let (chunk_tx, mut chunks) = mpsc::unbounded_channel::<String>();
+        // The call runs on a tracked tokio task, so that shutdown can wait for the kill.
         let run = {
             let session = state.session.clone();
-            let call = call.clone();
+            let mut sink = ConnectionSink::new(cx.clone(), session_id.clone());
             let token = token.clone();
-            let stream = features.card();
-            let cap = self.limits.max_streamed_bytes;
+            let call_id = call_id.clone();
             self.runs.spawn(async move {
-                // Forward chunks until one crosses the stream cap (the coalescer announces the
-                // cap when it sees it); after that the card gets nothing more, so don't copy.
-                let mut forwarded = 0usize;
-                let mut on_output = move |chunk: &str| {
-                    if stream && forwarded <= cap {
-                        forwarded += chunk.len();
-                        let _ = chunk_tx.send(chunk.to_string());
-                    }
-                };
-                run_bash(&session, &call, &mut on_output, &token).await
+                runner
+                    .run(&session, &call_id, &call, &mut sink, &token)
+                    .await
             })
         };
-
-        let mut coalescer = Coalescer::new(self.limits);
-        loop {
-            let deadline = coalescer.deadline();
-            tokio::select! {
-                chunk = chunks.recv() => match chunk {
-                    Some(chunk) => {
-                        if let Some(data) = coalescer.push(&chunk, Instant::now()) {
-                            send(SessionUpdate::ToolCallUpdate(bridge::output_update(&call_id, &data)));
-                        }
-                    }
-                    None => break,
-                },
-                () = sleep_until(deadline), if deadline.is_some() => {
-                    if let Some(data) = coalescer.poll(Instant::now()) {
-                        send(SessionUpdate::ToolCallUpdate(bridge::output_update(&call_id, &data)));
-                    }
-                }
-            }
+        if let Err(error) = run.await {
+            tracing::error!(%error, "the command's task failed");
+            let console = console_block(&format!("acp-bash could not run the command: {error}"));
+            let view = present_call(&BashCall::new(""), &state.session.cwd());
+            let update = bridge::final_update(
+                &call_id,
+                &view,
+                &ResultView::Text { console },
+                runner.features,
+            );
+            ConnectionSink::new(cx.clone(), session_id.clone())
+                .send(SessionUpdate::ToolCallUpdate(update));
+            return Err(Error::internal_error().data(error.to_string()));
         }
-        if let Some(data) = coalescer.finish(Instant::now()) {
-            send(SessionUpdate::ToolCallUpdate(bridge::output_update(
-                &call_id, &data,
-            )));
-        }
-
-        let result: BashResult = match run.await {
-            Ok(result) => result,
-            Err(error) => {
-                tracing::error!(%error, "the command's task failed");
-                send(SessionUpdate::ToolCallUpdate(bridge::final_update(
-                    &call_id,
-                    &view,
-                    &ResultView::Text {
-                        console: console_block(&format!(
-                            "acp-bash could not run the command: {error}"
-                        )),
-                    },
-                    features,
-                )));
-                return Err(Error::internal_error().data(error.to_string()));
-            }
-        };
-        if coalescer.capped() {
-            let truncation = result.outcome.status.truncation.as_ref();
-            if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
-                let notice = stream::full_output_notice(path);
-                send(SessionUpdate::ToolCallUpdate(bridge::output_update(
-                    &call_id, &notice,
-                )));
-            }
-        }
-        let presented = present_result(&call, &result.text);
-        send(SessionUpdate::ToolCallUpdate(bridge::final_update(
-            &call_id, &view, &presented, features,
-        )));
-        tracing::info!(call = %call_id.0, status = ?bridge::final_status(&presented), "call finished");
         Ok(if token.is_cancelled() {
             StopReason::Cancelled
         } else {
@@ -584,13 +524,6 @@ fn client_closed_its_end(error: &Error) -> bool {
     let broken_pipe = format!("(os error {})", libc::EPIPE);
     let mentions = |value: &serde_json::Value| value.to_string().contains(&broken_pipe);
     error.message.contains(&broken_pipe) || error.data.as_ref().is_some_and(mentions)
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// The text of a prompt: its text blocks (and embedded text resources) joined by newlines.

@@ -119,13 +119,8 @@ impl CommandTurn<'_> {
                 return None;
             }
         };
-        let call = BashCall {
-            command: job.command().to_string(),
-            description: None,
-            cwd: job.cwd().clone(),
-            timeout: None,
-        };
-        let view = present_call(&call);
+        let call = BashCall::new(job.command());
+        let view = present_call(&call, job.cwd());
         let call_id = (self.new_call_id)();
         self.send(SessionUpdate::ToolCall(bridge::tool_call(
             &call_id,
@@ -144,7 +139,6 @@ impl CommandTurn<'_> {
             cx: self.cx.clone(),
             session_id: self.session_id.clone(),
             call_id,
-            call,
             view,
             features: self.features,
             job,
@@ -165,7 +159,6 @@ pub(super) struct JobCard {
     cx: ConnectionTo<Client>,
     session_id: SessionId,
     call_id: ToolCallId,
-    call: BashCall,
     view: CallView,
     features: ClientFeatures,
     job: Job,
@@ -219,7 +212,7 @@ impl JobCard {
             }
         }
         let text = render_result(&outcome.output, &outcome.status);
-        let presented = present_result(&self.call, &text);
+        let presented = present_result(self.job.cwd(), &text);
         send(SessionUpdate::ToolCallUpdate(bridge::final_update(
             &self.call_id,
             &self.view,

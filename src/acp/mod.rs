@@ -9,61 +9,40 @@
 //!
 //! # Embedding
 //!
-//! A Rust agent (an LLM-driven one, say) can reuse the whole stack for its own bash tool: the
-//! engine runs the command in the sandbox, the tool renders the result text with status markers,
-//! the presentation reads it back, and the bridge turns it into ACP updates, a live terminal card
-//! for Zed and a console block for every other client.
+//! A Rust agent (an LLM-driven one, say) reuses the whole stack for its own bash tool: one call,
+//! [`ToolCallRunner::run`], runs a tool call in the sandbox and sends its `tool_call`, its live
+//! output (a terminal card for Zed, nothing live for other clients), the cap notice and the final
+//! update (a console block for clients without the card), and returns the result.
 //!
 //! ```no_run
 //! use std::path::Path;
-//! use std::time::Instant;
 //!
-//! use acp_bash::acp::bridge::{self, ClientFeatures};
-//! use acp_bash::acp::stream::{Coalescer, StreamLimits};
+//! use acp_bash::acp::bridge::ClientFeatures;
+//! use acp_bash::acp::sdk::v1::schema::{SessionUpdate, ToolCallId};
+//! use acp_bash::acp::ToolCallRunner;
 //! use acp_bash::exec::{Engine, EngineConfig};
-//! use acp_bash::present::{present_call, present_result};
-//! use acp_bash::tool::{run_bash, BashCall};
-//! use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallId};
-//! use tokio_util::sync::CancellationToken;
+//! use acp_bash::present::model::{model_result, DEFAULT_MODEL_BUDGET};
+//! use acp_bash::tool::BashArgs;
+//! use acp_bash::CancellationToken;
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! // Once per process: the engine (sandbox mode, env scrub, timeouts, output bounds).
 //! let engine = Engine::new(EngineConfig::default());
 //! // Once per ACP session: its own working directory, which `cd` moves.
 //! let session = engine.session(Path::new("/home/me/project"))?;
+//! // Once per connection: what the client renders (`ClientFeatures::from_capabilities`).
+//! let runner = ToolCallRunner::new(ClientFeatures { terminal_output: true, terminal: true });
 //!
-//! // Per tool call (here from your model's tool arguments):
-//! let call = BashCall {
-//!     command: "cargo test".into(),
-//!     description: Some("Run the tests".into()),
-//!     cwd: session.cwd(),
-//!     timeout: None,
-//! };
-//! // What the client advertised in `initialize` (`ClientFeatures::from_capabilities`).
-//! let features = ClientFeatures { terminal_output: true, terminal: true };
+//! // Per tool call, from your model's arguments:
+//! let call = BashArgs::from_json(r#"{"command": "cargo test", "description": "Run the tests"}"#)?
+//!     .into_call();
+//! // A real agent sends each update as a `session/update` at once (`acp::ConnectionSink`).
+//! let mut sink = |update: SessionUpdate| println!("{}", serde_json::to_string(&update).unwrap());
 //! let id = ToolCallId::new("call-1");
-//! let view = present_call(&call);
-//! let mut updates = vec![SessionUpdate::ToolCall(bridge::tool_call(&id, &call.command, &view, features))];
-//!
-//! // Run it; live output goes through the coalescer to `terminal_output` updates.
-//! // (A real agent sends each update as a `session/update` notification as soon as it is made.)
-//! let mut coalescer = Coalescer::new(StreamLimits::default());
-//! let mut live = Vec::new();
-//! let result = run_bash(
-//!     &session,
-//!     &call,
-//!     &mut |chunk: &str| live.extend(coalescer.push(chunk, Instant::now())),
-//!     &CancellationToken::new(),
-//! )
-//! .await;
-//! live.extend(coalescer.finish(Instant::now()));
-//! for data in &live {
-//!     updates.push(SessionUpdate::ToolCallUpdate(bridge::output_update(&id, data)));
-//! }
-//!
-//! // The final update: status and exit for the card, or the console block for other clients.
-//! let presented = present_result(&call, &result.text);
-//! updates.push(SessionUpdate::ToolCallUpdate(bridge::final_update(&id, &view, &presented, features)));
+//! let result = runner.run(&session, &id, &call, &mut sink, &CancellationToken::new()).await;
+//! // What the model reads: plain output within a budget, then the status markers.
+//! let text = model_result(&result.outcome, DEFAULT_MODEL_BUDGET);
+//! # let _ = text;
 //! # Ok(())
 //! # }
 //! ```
@@ -84,11 +63,20 @@
 
 mod agent;
 pub mod bridge;
+#[cfg(feature = "cli")]
 pub mod client;
 pub mod commands;
+pub mod modes;
 pub mod stream;
 pub mod summary;
+pub mod tool_call;
 pub mod transport;
 
 pub use agent::{prompt_text, AcpBashAgent};
+pub use modes::{ModeChoice, SandboxModes};
+pub use tool_call::{run_tool_call, ConnectionSink, ToolCallRunner, UpdateSink};
+
+/// The ACP SDK this layer is built on (`agent-client-protocol`), so that embedders name exactly
+/// the types acp-bash takes and returns.
+pub use agent_client_protocol as sdk;
 pub use transport::AgentStdio;

@@ -11,7 +11,6 @@
 pub mod commands;
 
 use std::fmt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::tool::BashCall;
@@ -37,7 +36,7 @@ impl fmt::Display for DriverError {
 
 impl std::error::Error for DriverError {}
 
-/// The bash call a prompt asks for, to run in `cwd` (the session's current directory).
+/// The bash call a prompt asks for (it runs in the session's current directory).
 ///
 /// If the first non-blank line is `# words` (a `#`, a space, then text), the words are the
 /// description and the command is the rest; otherwise the whole prompt is the command. A shebang
@@ -47,7 +46,6 @@ impl std::error::Error for DriverError {}
 /// blank lines is no command.
 pub fn call_from_prompt(
     prompt_text: &str,
-    cwd: PathBuf,
     timeout: Option<Duration>,
 ) -> Result<BashCall, DriverError> {
     let text = prompt_text.replace("\r\n", "\n");
@@ -67,12 +65,10 @@ pub fn call_from_prompt(
     if !runs_something {
         return Err(DriverError::NoCommand);
     }
-    Ok(BashCall {
-        command: lines.join("\n"),
-        description,
-        cwd,
-        timeout,
-    })
+    let mut call = BashCall::new(lines.join("\n"));
+    call.description = description;
+    call.timeout = timeout;
+    Ok(call)
 }
 
 /// `Some("words")` for a line `# words`.
@@ -97,7 +93,7 @@ mod tests {
     use super::*;
 
     fn call(prompt: &str) -> Result<BashCall, DriverError> {
-        call_from_prompt(prompt, PathBuf::from("/proj"), None)
+        call_from_prompt(prompt, None)
     }
 
     fn command_and_description(prompt: &str) -> (String, Option<String>) {
@@ -170,18 +166,10 @@ mod tests {
     }
 
     #[test]
-    fn the_call_carries_the_cwd_and_timeout() {
-        let timeout = Some(Duration::from_secs(30));
-        let call = call_from_prompt("make", PathBuf::from("/src/app"), timeout).unwrap();
-        assert_eq!(
-            call,
-            BashCall {
-                command: "make".to_string(),
-                description: None,
-                cwd: PathBuf::from("/src/app"),
-                timeout,
-            }
-        );
+    fn the_call_carries_the_timeout_and_nothing_else() {
+        let timeout = Duration::from_secs(30);
+        let call = call_from_prompt("make", Some(timeout)).unwrap();
+        assert_eq!(call, BashCall::new("make").timeout(timeout));
     }
 
     #[test]

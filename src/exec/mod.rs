@@ -9,6 +9,7 @@
 pub mod capture;
 pub mod chunk;
 pub mod env;
+mod handle;
 pub mod logdir;
 mod prelude;
 mod private_dir;
@@ -16,6 +17,7 @@ mod process;
 mod run;
 pub mod status;
 
+pub use handle::RunHandle;
 pub use status::{signal_name, signal_number, Exit, RunStatus, Truncation};
 
 use std::path::{Path, PathBuf};
@@ -29,7 +31,11 @@ use crate::sandbox;
 use private_dir::PrivateDir;
 
 /// Settings shared by every session of one engine.
+///
+/// Start from [`EngineConfig::default`] and change the fields you need (the struct is
+/// `#[non_exhaustive]`: it may gain fields without breaking you).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct EngineConfig {
     /// Timeout for a run whose request names none.
     pub default_timeout: Duration,
@@ -38,6 +44,7 @@ pub struct EngineConfig {
     /// Bytes of output kept from the start and from the end of a run; the middle is dropped
     /// (and the full output written to a log file) once a run prints more than both together.
     pub keep_head_bytes: usize,
+    /// Bytes of output kept from the end of a run (see `keep_head_bytes`).
     pub keep_tail_bytes: usize,
     /// Where full logs of truncated runs are written (created on demand).
     pub log_dir: PathBuf,
@@ -56,14 +63,23 @@ pub struct Engine {
     inner: Arc<EngineInner>,
 }
 
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.inner.config)
+            .field("bash", &self.inner.bash)
+            .finish_non_exhaustive()
+    }
+}
+
 struct EngineInner {
     config: EngineConfig,
     /// The scrubbed environment every command starts from, computed once: on first use or
     /// by [`Engine::prepare_in_background`] (compiling the credential patterns takes
     /// milliseconds, which the agent's start-up should not wait for).
     env: OnceLock<env::PreparedEnv>,
-    /// The variables the scrub starts from, until it has run.
-    env_source: Mutex<Option<Vec<(std::ffi::OsString, std::ffi::OsString)>>>,
+    /// The variables the scrub starts from (kept: a run may keep one the scrub removed).
+    env_source: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     /// The bash that runs every command.
     bash: PathBuf,
     private_dir: OnceLock<Result<PrivateDir, String>>,
@@ -74,10 +90,8 @@ struct EngineInner {
 impl EngineInner {
     /// The scrubbed environment; waits for the background scrub if it is still running.
     fn env(&self) -> &env::PreparedEnv {
-        self.env.get_or_init(|| {
-            let vars = self.env_source.lock().unwrap().take().unwrap_or_default();
-            env::prepare(&self.config.env, vars)
-        })
+        self.env
+            .get_or_init(|| env::prepare(&self.config.env, self.env_source.iter().cloned()))
     }
 }
 
@@ -98,7 +112,16 @@ fn find_bash(vars: &[(std::ffi::OsString, std::ffi::OsString)]) -> PathBuf {
 }
 
 /// One working context: a root directory and the current directory that `cd` moves.
+///
+/// Cheap to clone: clones share the session (its cwd, its mode). Runs of one session may overlap
+/// ([`Session::start`] never waits for another run); see [`Session::start`] for what that does
+/// to the working directory.
+#[derive(Clone)]
 pub struct Session {
+    inner: Arc<SessionInner>,
+}
+
+struct SessionInner {
     engine: Engine,
     root: PathBuf,
     cwd: Mutex<PathBuf>,
@@ -108,29 +131,130 @@ pub struct Session {
     announced_mode: Mutex<Option<sandbox::Mode>>,
 }
 
-/// What to run.
-#[derive(Debug, Clone, Default)]
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("root", &self.inner.root)
+            .field("cwd", &self.cwd())
+            .field("mode", &self.mode())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What to run: the script, plus per-run overrides of the session's and engine's settings.
+///
+/// Build it with [`RunRequest::new`] and the builder methods; every field set is honoured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RunRequest {
     /// The bash script, passed to `bash -c` unchanged.
     pub script: String,
     /// Overrides the engine's default timeout for this run.
     pub timeout: Option<Duration>,
+    /// Runs in this directory instead of the session's cwd, without moving the session: a `cd`
+    /// inside this run is not remembered. Relative paths are taken from the session's cwd.
+    pub cwd: Option<PathBuf>,
+    /// Runs in this sandbox mode instead of the session's.
+    pub sandbox_mode: Option<sandbox::Mode>,
+    /// Variables kept from the engine's source environment for this run even though the scrub
+    /// removed them (exact names; a name the source does not have is ignored).
+    pub env_keep: Vec<String>,
+    /// Variables set for this run (they win over every other value).
+    pub env_set: Vec<(String, String)>,
+    /// Bytes of output kept for the outcome (half from the start, half from the end) instead of
+    /// the engine's `keep_head_bytes` + `keep_tail_bytes`.
+    pub output_limit: Option<usize>,
+    /// Bytes of output sent to the run's live stream ([`RunHandle`]) before it stops (the chunk
+    /// that crosses the limit is still sent, so a reader can tell); all of it when `None`.
+    pub live_limit: Option<usize>,
+}
+
+impl RunRequest {
+    /// A request to run `script` with every setting taken from the session and engine.
+    pub fn new(script: impl Into<String>) -> Self {
+        RunRequest {
+            script: script.into(),
+            ..RunRequest::default()
+        }
+    }
+
+    /// Sets [`RunRequest::timeout`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`RunRequest::cwd`] (not persisted).
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Sets [`RunRequest::sandbox_mode`].
+    pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
+        self.sandbox_mode = Some(mode);
+        self
+    }
+
+    /// Adds a name to [`RunRequest::env_keep`].
+    pub fn keep_env(mut self, name: impl Into<String>) -> Self {
+        self.env_keep.push(name.into());
+        self
+    }
+
+    /// Adds a variable to [`RunRequest::env_set`].
+    pub fn set_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env_set.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets [`RunRequest::output_limit`].
+    pub fn output_limit(mut self, bytes: usize) -> Self {
+        self.output_limit = Some(bytes);
+        self
+    }
+
+    /// Sets [`RunRequest::live_limit`].
+    pub fn live_limit(mut self, bytes: usize) -> Self {
+        self.live_limit = Some(bytes);
+        self
+    }
 }
 
 /// What a run produced.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct RunOutcome {
     /// The output kept for the result: all of it, or head + tail around a gap line.
     pub output: String,
+    /// How the run ended (exit, timeout, cancellation, truncation).
     pub status: RunStatus,
     /// The directory the command started in.
     pub cwd: PathBuf,
-    /// The directory the next command of the session will start in.
+    /// The directory the next command of the session will start in (as this run left it).
     pub next_cwd: PathBuf,
     /// Everything the engine said about the run that is not the command's output
     /// (a deleted cwd, a sandbox layer that is off): also written into `output`.
     pub notices: Vec<String>,
+    /// How long the run took, start to reaped.
     pub duration: Duration,
+}
+
+impl RunOutcome {
+    /// The exit code, when the shell exited (rather than being killed by a signal).
+    pub fn exit_code(&self) -> Option<i32> {
+        self.status.exit_code()
+    }
+
+    /// The signal that killed the shell, by name (`SIGKILL`), when one did.
+    pub fn signal(&self) -> Option<String> {
+        self.status.signal()
+    }
+
+    /// Exit code 0, and neither cancelled nor timed out.
+    pub fn success(&self) -> bool {
+        self.status.success()
+    }
 }
 
 impl Engine {
@@ -150,7 +274,7 @@ impl Engine {
         let inner = Arc::new(EngineInner {
             config,
             env: OnceLock::new(),
-            env_source: Mutex::new(Some(vars)),
+            env_source: vars,
             bash,
             private_dir: OnceLock::new(),
             runs: AtomicU64::new(0),
@@ -178,6 +302,7 @@ impl Engine {
         }
     }
 
+    /// The settings this engine was made with.
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
     }
@@ -196,11 +321,13 @@ impl Engine {
             return Err(SessionError::NotADirectory(root.to_path_buf()));
         }
         Ok(Session {
-            engine: self.clone(),
-            root: root.to_path_buf(),
-            cwd: Mutex::new(root.to_path_buf()),
-            mode: Mutex::new(self.inner.config.sandbox_mode),
-            announced_mode: Mutex::new(None),
+            inner: Arc::new(SessionInner {
+                engine: self.clone(),
+                root: root.to_path_buf(),
+                cwd: Mutex::new(root.to_path_buf()),
+                mode: Mutex::new(self.inner.config.sandbox_mode),
+                announced_mode: Mutex::new(None),
+            }),
         })
     }
 
@@ -217,8 +344,11 @@ impl Engine {
 
 /// Why a session could not be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SessionError {
+    /// The root is a relative path.
     NotAbsolute(PathBuf),
+    /// The root does not exist or is not a directory.
     NotADirectory(PathBuf),
 }
 
@@ -242,60 +372,119 @@ impl std::fmt::Display for SessionError {
 impl std::error::Error for SessionError {}
 
 impl Session {
+    /// The directory the session was made for (its workspace).
     pub fn root(&self) -> &Path {
-        &self.root
+        &self.inner.root
     }
 
     /// Where the next command starts.
     pub fn cwd(&self) -> PathBuf {
-        self.cwd.lock().unwrap().clone()
+        self.inner.cwd.lock().unwrap().clone()
     }
 
+    /// The sandbox mode of the session's next commands.
     pub fn mode(&self) -> sandbox::Mode {
-        *self.mode.lock().unwrap()
+        *self.inner.mode.lock().unwrap()
     }
 
     /// Sets the sandbox mode for the session's next commands.
     pub fn set_mode(&self, mode: sandbox::Mode) {
-        *self.mode.lock().unwrap() = mode;
+        *self.inner.mode.lock().unwrap() = mode;
+    }
+
+    /// The engine this session runs on.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Starts `request` on a task of the current tokio runtime and returns at once.
+    ///
+    /// The [`RunHandle`] streams the output, cancels, and waits for the [`RunOutcome`]; dropping
+    /// it (or any future that owns it) kills the command's whole process group. The run's own
+    /// timeout applies whether or not anyone reads the output or waits.
+    ///
+    /// Concurrent runs of one session run side by side (nothing waits): each starts in the
+    /// session's cwd as it is when it starts; a run whose command changed directory moves the
+    /// session's cwd when it ends, so of two runs that `cd`, the one that ends last wins; a run
+    /// that did not change directory (or ran with [`RunRequest::cwd`]) leaves the cwd alone.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn start(&self, request: RunRequest) -> RunHandle {
+        run::start(self.clone(), request)
     }
 
     /// Runs `request` to the end, calling `on_output` with each chunk of output as it arrives
     /// (valid UTF-8, never ending inside a character or an escape sequence). Cancelling `cancel`
     /// kills the run. Never fails: a run that could not start reports why in its output.
+    ///
+    /// A thin wrapper over [`Session::start`]: dropping this future kills the command.
     pub async fn run(
         &self,
         request: RunRequest,
         on_output: &mut (dyn FnMut(&str) + Send),
         cancel: &CancellationToken,
     ) -> RunOutcome {
-        run::run(self, request, &mut |_| {}, on_output, cancel).await
-    }
-
-    /// Like [`Self::run`], and calls `on_start` once with the process id of the shell (the
-    /// process group the engine signals) as soon as it has started. A run whose shell never
-    /// started does not call it.
-    pub async fn run_observed(
-        &self,
-        request: RunRequest,
-        on_start: &mut (dyn FnMut(u32) + Send),
-        on_output: &mut (dyn FnMut(&str) + Send),
-        cancel: &CancellationToken,
-    ) -> RunOutcome {
-        run::run(self, request, on_start, on_output, cancel).await
-    }
-
-    /// A session that starts where this one is now (same root, current directory and sandbox
-    /// mode) but whose runs do not move this one: its `cd`s and mode changes stay its own.
-    /// A background job runs in one, so that its ending does not move the session's directory.
-    pub fn detached(&self) -> Session {
-        Session {
-            engine: self.engine.clone(),
-            root: self.root.clone(),
-            cwd: Mutex::new(self.cwd()),
-            mode: Mutex::new(self.mode()),
-            announced_mode: Mutex::new(*self.announced_mode.lock().unwrap()),
+        let mut handle = self.start(request);
+        let mut cancelled = false;
+        loop {
+            tokio::select! {
+                chunk = handle.next_output() => match chunk {
+                    Some(chunk) => on_output(&chunk),
+                    None => break,
+                },
+                () = cancel.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    handle.cancel();
+                }
+            }
         }
+        handle.wait().await
+    }
+}
+
+impl EngineConfig {
+    /// Sets [`EngineConfig::default_timeout`].
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout;
+        self
+    }
+
+    /// Sets [`EngineConfig::env`].
+    pub fn env(mut self, env: env::EnvPolicy) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Sets [`EngineConfig::keep_head_bytes`] and [`EngineConfig::keep_tail_bytes`].
+    pub fn keep_bytes(mut self, head: usize, tail: usize) -> Self {
+        self.keep_head_bytes = head;
+        self.keep_tail_bytes = tail;
+        self
+    }
+
+    /// Sets [`EngineConfig::log_dir`].
+    pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.log_dir = dir.into();
+        self
+    }
+
+    /// Sets [`EngineConfig::kill_grace`].
+    pub fn kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// Sets [`EngineConfig::pipe_grace`].
+    pub fn pipe_grace(mut self, grace: Duration) -> Self {
+        self.pipe_grace = grace;
+        self
+    }
+
+    /// Sets [`EngineConfig::sandbox_mode`].
+    pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
+        self.sandbox_mode = mode;
+        self
     }
 }
 

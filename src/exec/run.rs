@@ -4,16 +4,20 @@
 //! Owns: the run's lifecycle and its deadlines. Must not touch: how bytes are chunked or kept
 //! (`chunk`, `capture`), how the process is started (`process`), what the markers look like.
 
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::io::AsyncReadExt;
+use tokio::sync::mpsc;
 use tokio::time::Instant as Deadline;
-use tokio_util::sync::CancellationToken;
 
 use super::capture::Capture;
 use super::chunk::Chunker;
+use super::handle::{Control, RunHandle};
 use super::process::{self, signal_group, Started};
 use super::{prelude, Exit, RunOutcome, RunRequest, RunStatus, Session};
 use crate::sandbox::{self, Launch, Roots};
@@ -27,21 +31,51 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// reaches that command, after which bash acts on its own pending TERM.
 const SECOND_TERM_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Everything that happens to output: streamed to the caller in safe chunks, and kept.
-struct Output<'a> {
+/// Chunks the handle's stream holds before the run waits for its reader.
+const LIVE_CHANNEL_CHUNKS: usize = 4;
+
+/// Bytes of output waiting for room in the stream before the run stops reading the pipe (the
+/// command then blocks on its output, as with a pipe nobody reads).
+const MAX_PENDING_BYTES: usize = 256 * 1024;
+
+/// Everything that happens to output: streamed to the handle in safe chunks, and kept.
+struct Output {
     chunker: Chunker,
     capture: Capture,
-    on_output: &'a mut (dyn FnMut(&str) + Send),
+    /// The handle's stream, until it is closed or the live limit is passed.
+    live: Option<mpsc::Sender<String>>,
+    /// Output waiting for room in the stream (safe chunks joined, which is a safe chunk).
+    pending: String,
+    live_sent: usize,
+    live_limit: usize,
     notices: Vec<String>,
 }
 
-impl Output<'_> {
+impl Output {
     fn push(&mut self, bytes: &[u8]) {
         self.capture.push(bytes);
         let text = self.chunker.push_borrowed(bytes);
         if !text.is_empty() {
-            (self.on_output)(&text);
+            self.queue(&text);
         }
+    }
+
+    /// Queues a chunk for the live stream while the limit allows (the chunk that crosses it
+    /// still goes, so that a reader that caps its own stream sees the crossing).
+    fn queue(&mut self, text: &str) {
+        if self.live_sent > self.live_limit {
+            self.live = None;
+            self.pending.clear();
+        }
+        if self.live.is_some() {
+            self.live_sent += text.len();
+            self.pending.push_str(text);
+        }
+    }
+
+    /// Whether the pipe may be read: the stream is not too far behind.
+    fn can_read(&self) -> bool {
+        self.pending.len() < MAX_PENDING_BYTES
     }
 
     /// Something the engine tells the user about the run, shown in its output.
@@ -53,89 +87,208 @@ impl Output<'_> {
     fn flush(&mut self) {
         let text = self.chunker.finish();
         if !text.is_empty() {
-            (self.on_output)(&text);
+            self.queue(&text);
+        }
+    }
+
+    /// Sends what waits (waiting for room, or until the reader is gone) and ends the stream.
+    async fn deliver(&mut self) {
+        if let Some(live) = self.live.take() {
+            if !self.pending.is_empty() {
+                let _ = live.send(std::mem::take(&mut self.pending)).await;
+            }
         }
     }
 }
 
-pub(super) async fn run(
-    session: &Session,
+/// Room for one chunk in the stream; `None` when its reader is gone.
+async fn reserve(live: &Option<mpsc::Sender<String>>) -> Option<mpsc::Permit<'_, String>> {
+    match live {
+        Some(live) => live.reserve().await.ok(),
+        None => None,
+    }
+}
+
+/// Where a run starts, decided when it is started (so the handle knows it at once).
+struct CwdPlan {
+    /// The directory; `Err` when there is none to run in (the message says why).
+    cwd: Result<PathBuf, (PathBuf, String)>,
+    /// What to tell the user before the output (a deleted cwd replaced by the root).
+    notices: Vec<String>,
+    /// Whether a `cd` in this run moves the session (not for a per-run cwd).
+    persist: bool,
+}
+
+impl CwdPlan {
+    fn shown(&self) -> PathBuf {
+        match &self.cwd {
+            Ok(cwd) | Err((cwd, _)) => cwd.clone(),
+        }
+    }
+}
+
+fn plan_cwd(session: &Session, asked: Option<&Path>) -> CwdPlan {
+    let inner = &session.inner;
+    if let Some(asked) = asked {
+        let cwd = session.cwd().join(asked);
+        let cwd = if cwd.is_dir() {
+            Ok(cwd)
+        } else {
+            let message = format!(
+                "the working directory {} given for this run is not an existing directory; \
+                 give an existing one, or none to run in the session's",
+                cwd.display()
+            );
+            Err((cwd, message))
+        };
+        return CwdPlan {
+            cwd,
+            notices: Vec::new(),
+            persist: false,
+        };
+    }
+    let previous = session.cwd();
+    if previous.is_dir() {
+        return CwdPlan {
+            cwd: Ok(previous),
+            notices: Vec::new(),
+            persist: true,
+        };
+    }
+    if inner.root.is_dir() {
+        *inner.cwd.lock().unwrap() = inner.root.clone();
+        return CwdPlan {
+            cwd: Ok(inner.root.clone()),
+            notices: vec![format!(
+                "the working directory {} no longer exists; running in the session root {} instead",
+                previous.display(),
+                inner.root.display()
+            )],
+            persist: true,
+        };
+    }
+    let message = format!(
+        "the session root {} no longer exists; start a new session in an existing directory",
+        inner.root.display()
+    );
+    CwdPlan {
+        cwd: Err((previous, message)),
+        notices: Vec::new(),
+        persist: true,
+    }
+}
+
+/// Starts `request` on a new task; see [`Session::start`].
+pub(super) fn start(session: Session, request: RunRequest) -> RunHandle {
+    let (live, output) = mpsc::channel(LIVE_CHANNEL_CHUNKS);
+    let control = Arc::new(Control::default());
+    let plan = plan_cwd(&session, request.cwd.as_deref());
+    let cwd = plan.shown();
+    let task = tokio::spawn(run(session, request, plan, control.clone(), live));
+    RunHandle::new(cwd, output, control, task)
+}
+
+/// The environment of one run: the engine's scrubbed one, the request's kept and set variables,
+/// then the prelude's own (which nothing overrides).
+fn run_env(
+    engine: &super::EngineInner,
+    request: &RunRequest,
+    own: [(OsString, OsString); 2],
+) -> Vec<(OsString, OsString)> {
+    let mut vars: Vec<(OsString, OsString)> = engine.env().vars.clone();
+    let mut put = |name: OsString, value: OsString| {
+        vars.retain(|(existing, _)| *existing != name);
+        vars.push((name, value));
+    };
+    for name in &request.env_keep {
+        if let Some((_, value)) = engine.env_source.iter().find(|(n, _)| n == name.as_str()) {
+            put(name.into(), value.clone());
+        }
+    }
+    for (name, value) in &request.env_set {
+        put(name.into(), value.into());
+    }
+    for (name, value) in own {
+        put(name, value);
+    }
+    vars
+}
+
+async fn run(
+    session: Session,
     request: RunRequest,
-    on_start: &mut (dyn FnMut(u32) + Send),
-    on_output: &mut (dyn FnMut(&str) + Send),
-    cancel: &CancellationToken,
+    plan: CwdPlan,
+    control: Arc<Control>,
+    live: mpsc::Sender<String>,
 ) -> RunOutcome {
     let started_at = Instant::now();
-    let engine = &session.engine.inner;
+    let engine = &session.inner.engine.inner;
     let config = &engine.config;
+    let (keep_head, keep_tail) = match request.output_limit {
+        Some(limit) => (limit / 2, limit - limit / 2),
+        None => (config.keep_head_bytes, config.keep_tail_bytes),
+    };
     let mut output = Output {
         chunker: Chunker::default(),
-        capture: Capture::new(
-            config.keep_head_bytes,
-            config.keep_tail_bytes,
-            &config.log_dir,
-        ),
-        on_output,
+        capture: Capture::new(keep_head, keep_tail, &config.log_dir),
+        live: Some(live),
+        pending: String::new(),
+        live_sent: 0,
+        live_limit: request.live_limit.unwrap_or(usize::MAX),
         notices: Vec::new(),
     };
-
-    let previous = session.cwd();
-    let cwd = if previous.is_dir() {
-        previous
-    } else if session.root.is_dir() {
-        output.notice(format!(
-            "the working directory {} no longer exists; running in the session root {} instead",
-            previous.display(),
-            session.root.display()
-        ));
-        session.root.clone()
-    } else {
-        let message = format!(
-            "the session root {} no longer exists; start a new session in an existing directory",
-            session.root.display()
-        );
-        output.notice(message);
-        return not_started(output, previous, started_at, 126);
+    for notice in plan.notices {
+        output.notice(notice);
+    }
+    let cwd = match plan.cwd {
+        Ok(cwd) => cwd,
+        Err((cwd, message)) => {
+            output.notice(message);
+            return not_started(output, cwd, started_at, 126).await;
+        }
     };
 
-    let private_dir = match session.engine.private_dir() {
+    let private_dir = match session.inner.engine.private_dir() {
         Ok(dir) => dir,
         Err(message) => {
             output.notice(message);
-            return not_started(output, cwd, started_at, 126);
+            return not_started(output, cwd, started_at, 126).await;
         }
     };
-    let run_number = engine
-        .runs
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let run_number = engine.runs.fetch_add(1, Ordering::Relaxed);
     let cwd_file = private_dir.path.join(format!("cwd-{run_number}"));
 
     let launch = Launch {
         program: engine.bash.clone(),
-        args: vec!["-c".into(), request.script.into()],
+        args: vec!["-c".into(), request.script.clone().into()],
     };
     let roots = Roots {
-        workspace: session.root.clone(),
+        workspace: session.inner.root.clone(),
         temp: std::env::temp_dir(),
     };
-    let mode = session.mode();
+    let mode = request.sandbox_mode.unwrap_or_else(|| session.mode());
     let confined = sandbox::confine(launch, mode, &roots);
-    let first_run_in_mode = session.announced_mode.lock().unwrap().replace(mode) != Some(mode);
+    let first_run_in_mode =
+        session.inner.announced_mode.lock().unwrap().replace(mode) != Some(mode);
     if first_run_in_mode {
         for notice in confined.notices {
             output.notice(notice);
         }
     }
-    let env = engine.env().vars.iter().cloned().chain([
-        (
-            "BASH_ENV".into(),
-            private_dir.prelude.clone().into_os_string(),
-        ),
-        (
-            prelude::CWD_FILE_VAR.into(),
-            cwd_file.clone().into_os_string(),
-        ),
-    ]);
+    let env = run_env(
+        engine,
+        &request,
+        [
+            (
+                "BASH_ENV".into(),
+                private_dir.prelude.clone().into_os_string(),
+            ),
+            (
+                prelude::CWD_FILE_VAR.into(),
+                cwd_file.clone().into_os_string(),
+            ),
+        ],
+    );
     let started = match process::start(&confined.launch, confined.pre_exec, env, &cwd) {
         Ok(started) => started,
         Err(error) => {
@@ -148,13 +301,13 @@ pub(super) async fn run(
                 "could not start {}: {error}",
                 engine.bash.display()
             ));
-            return not_started(output, cwd, started_at, code);
+            return not_started(output, cwd, started_at, code).await;
         }
     };
-    on_start(started.pgid as u32);
 
     let timeout = request.timeout.unwrap_or(config.default_timeout);
-    let ended = supervise(started, &mut output, cancel, timeout, config).await;
+    let ended = supervise(started, &mut output, &control, timeout, config).await;
+    output.deliver().await;
 
     let captured = output.capture.finish();
     let mut text = captured.text;
@@ -163,8 +316,17 @@ pub(super) async fn run(
         text.push_str(&format!("[acp-bash: {error}]\n"));
         notices.push(error);
     }
-    let next_cwd = prelude::take_recorded_cwd(&cwd_file).unwrap_or_else(|| cwd.clone());
-    *session.cwd.lock().unwrap() = next_cwd.clone();
+    let recorded = prelude::take_recorded_cwd(&cwd_file);
+    let next_cwd = match recorded {
+        // A run that changed directory moves the session when it ends (the last to end wins).
+        Some(recorded) if plan.persist => {
+            *session.inner.cwd.lock().unwrap() = recorded.clone();
+            recorded
+        }
+        Some(_) => session.cwd(),
+        None if plan.persist => cwd.clone(),
+        None => session.cwd(),
+    };
     RunOutcome {
         output: text,
         status: RunStatus {
@@ -180,6 +342,21 @@ pub(super) async fn run(
     }
 }
 
+/// Kills the process group if the run is dropped before it ended (its runtime shut down, say):
+/// nothing the command started outlives the run.
+struct GroupGuard<'a> {
+    control: &'a Control,
+}
+
+impl Drop for GroupGuard<'_> {
+    fn drop(&mut self) {
+        let mut pgid = self.control.pgid.lock().unwrap();
+        if let Some(group) = pgid.take() {
+            signal_group(group, libc::SIGKILL);
+        }
+    }
+}
+
 /// How the supervised process ended.
 struct Ended {
     exit: Exit,
@@ -192,8 +369,8 @@ struct Ended {
 /// whatever is left of the process group.
 async fn supervise(
     started: Started,
-    output: &mut Output<'_>,
-    cancel: &CancellationToken,
+    output: &mut Output,
+    control: &Control,
     timeout: std::time::Duration,
     config: &super::EngineConfig,
 ) -> Ended {
@@ -202,6 +379,12 @@ async fn supervise(
         pgid,
         output: mut pipe,
     } = started;
+    *control.pgid.lock().unwrap() = Some(pgid);
+    let _ = control.pid.set(pgid as u32);
+    control.started.notify_waiters();
+    // Dropped at the end of the run, or with this future: kills whatever is left of the group.
+    let guard = GroupGuard { control };
+    let cancel = &control.cancel;
     let mut buffer = vec![0u8; READ_BUFFER_BYTES];
     let timeout_at = Deadline::now() + timeout;
     let mut exit_status: Option<std::io::Result<std::process::ExitStatus>> = None;
@@ -221,8 +404,9 @@ async fn supervise(
     let mut give_up_pipe_at: Option<Deadline> = None;
 
     while reading || exit_status.is_none() {
+        let live = output.live.clone();
         tokio::select! {
-            read = pipe.read(&mut buffer), if reading => match read {
+            read = pipe.read(&mut buffer), if reading && output.can_read() => match read {
                 Ok(0) | Err(_) => reading = false,
                 Ok(n) => output.push(&buffer[..n]),
             },
@@ -236,6 +420,9 @@ async fn supervise(
                 cancelled = true;
                 if exit_status.is_some() {
                     reading = false;
+                } else if control.dropped.load(Ordering::SeqCst) {
+                    // The handle was dropped: it killed the group already; make sure.
+                    signal_group(pgid, libc::SIGKILL);
                 } else {
                     terminate(&mut term_again_at, &mut kill_at);
                 }
@@ -252,11 +439,18 @@ async fn supervise(
                 signal_group(pgid, libc::SIGKILL);
                 kill_at = None;
             },
-            () = sleep_until(give_up_pipe_at), if reading => reading = false,
+            () = sleep_until(give_up_pipe_at), if reading && output.can_read() => reading = false,
+            permit = reserve(&live), if !output.pending.is_empty() => match permit {
+                Some(permit) => permit.send(std::mem::take(&mut output.pending)),
+                None => {
+                    output.live = None;
+                    output.pending.clear();
+                }
+            },
         }
     }
     // Whatever the command left running in its group goes with the run.
-    signal_group(pgid, libc::SIGKILL);
+    drop(guard);
     output.flush();
     let exit = match exit_status {
         Some(Ok(status)) => match (status.code(), status.signal()) {
@@ -286,8 +480,14 @@ async fn sleep_until(deadline: Option<Deadline>) {
 }
 
 /// The outcome of a run whose shell never started (the output says why).
-fn not_started(mut output: Output<'_>, cwd: PathBuf, started_at: Instant, code: i32) -> RunOutcome {
+async fn not_started(
+    mut output: Output,
+    cwd: PathBuf,
+    started_at: Instant,
+    code: i32,
+) -> RunOutcome {
     output.flush();
+    output.deliver().await;
     let captured = output.capture.finish();
     RunOutcome {
         output: captured.text,

@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 /// How the shell process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// Serialized as `{"code": 0}` or `{"signal": 9}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Exit {
     /// It exited with this code (0 is success).
     Code(i32),
@@ -14,13 +17,14 @@ pub enum Exit {
 }
 
 impl Exit {
+    /// Exit code 0.
     pub fn is_success(self) -> bool {
         self == Exit::Code(0)
     }
 }
 
 /// Output was too large to keep whole: the middle was dropped from the result text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Truncation {
     /// How many bytes of output were dropped between the kept head and tail.
     pub dropped_bytes: u64,
@@ -29,17 +33,20 @@ pub struct Truncation {
 }
 
 /// Everything the status markers say about a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunStatus {
+    /// How the shell ended.
     pub exit: Exit,
     /// Set when the run was killed because it exceeded this timeout (millisecond precision).
     pub timed_out_after: Option<Duration>,
     /// Set when the run was killed because the caller cancelled it.
     pub cancelled: bool,
+    /// Set when the middle of the output was dropped from the result.
     pub truncation: Option<Truncation>,
 }
 
 impl RunStatus {
+    /// A run that exited with `code`, nothing else to say.
     pub fn exited(code: i32) -> Self {
         RunStatus {
             exit: Exit::Code(code),
@@ -47,6 +54,27 @@ impl RunStatus {
             cancelled: false,
             truncation: None,
         }
+    }
+
+    /// The exit code, when the shell exited (rather than being killed by a signal).
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.exit {
+            Exit::Code(code) => Some(code),
+            Exit::Signal(_) => None,
+        }
+    }
+
+    /// The signal that killed the shell, by name (`SIGKILL`), when one did.
+    pub fn signal(&self) -> Option<String> {
+        match self.exit {
+            Exit::Code(_) => None,
+            Exit::Signal(signal) => Some(signal_name(signal)),
+        }
+    }
+
+    /// Exit code 0, and neither cancelled nor timed out.
+    pub fn success(&self) -> bool {
+        self.exit.is_success() && !self.cancelled && self.timed_out_after.is_none()
     }
 }
 

@@ -51,7 +51,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::exec::{signal_name, Exit, RunOutcome, RunRequest, RunStatus, Session};
+use crate::exec::{signal_name, Exit, RunOutcome, RunStatus, Session};
 use output::JobOutput;
 
 /// The timeout of a job when [`JobLimits::timeout`] sets none: longer than any machine's uptime.
@@ -255,7 +255,7 @@ impl JobRegistry {
                 shared: Arc::new(Shared {
                     id,
                     command: command.clone(),
-                    cwd: session.cwd(),
+                    cwd: OnceLock::new(),
                     started_at: Instant::now(),
                     pid: OnceLock::new(),
                     cancel: CancellationToken::new(),
@@ -269,42 +269,40 @@ impl JobRegistry {
             jobs.insert(id, job.clone());
             job
         };
+        let _ = job.shared.cwd.set(session.cwd());
 
-        let request = RunRequest {
-            script: command,
-            timeout: Some(limits.timeout.unwrap_or(NO_TIMEOUT)),
-        };
-        let run = start::start_run(Arc::new(session.detached()), request, &self.inner.tasks);
-        // The job's own token kills the run: a kill that came before the run existed holds too.
-        let cancel = run.cancel.clone();
-        let job_token = job.shared.cancel.clone();
-        self.inner.tasks.spawn(async move {
-            job_token.cancelled().await;
-            cancel.cancel();
-        });
-
-        let (live_tx, live_rx) = mpsc::unbounded_channel();
-        let watched = job.clone();
-        let mut chunks = run.output;
-        let join = run.join;
-        self.inner.tasks.spawn(async move {
-            while let Some(chunk) = chunks.recv().await {
-                watched.shared.output.lock().unwrap().push(&chunk);
-                let _ = live_tx.send(chunk);
-            }
-            let outcome = match join.await {
-                Ok(outcome) => outcome,
-                Err(error) => failed_run(&watched, &error.to_string()),
-            };
-            tracing::info!(job = %watched.id(), status = ?outcome.status, "job ended");
-            watched.shared.ended.send_replace(Some(Arc::new(outcome)));
-            // The kill forwarder ends with the job.
-            watched.shared.cancel.cancel();
-        });
-
-        if let Ok(pid) = run.pid.await {
+        let timeout = limits.timeout.unwrap_or(NO_TIMEOUT);
+        let run = start::start_run(session, command, timeout).await;
+        if let Some(pid) = run.pid {
             let _ = job.shared.pid.set(pid);
         }
+        let (live_tx, live_rx) = mpsc::unbounded_channel();
+        let watched = job.clone();
+        let mut handle = run.handle;
+        // The task owns the run's handle: if the task is dropped (the runtime goes away), the
+        // handle's drop kills the job's process group.
+        self.inner.tasks.spawn(async move {
+            let kill = watched.shared.cancel.clone();
+            let mut killed = false;
+            loop {
+                tokio::select! {
+                    chunk = handle.next_output() => match chunk {
+                        Some(chunk) => {
+                            watched.shared.output.lock().unwrap().push(&chunk);
+                            let _ = live_tx.send(chunk);
+                        }
+                        None => break,
+                    },
+                    () = kill.cancelled(), if !killed => {
+                        killed = true;
+                        handle.cancel();
+                    }
+                }
+            }
+            let outcome = handle.wait().await;
+            tracing::info!(job = %watched.id(), status = ?outcome.status, "job ended");
+            watched.shared.ended.send_replace(Some(Arc::new(outcome)));
+        });
         tracing::info!(job = %job.id(), pid = ?job.pid(), command = %job.command(), "job started");
         Ok((job, LiveOutput { chunks: live_rx }))
     }
@@ -364,20 +362,6 @@ fn forget_old_ended(jobs: &mut BTreeMap<JobId, Job>) {
     }
 }
 
-/// The outcome of a job whose run task failed (it panicked): exit 126, and the output says so.
-fn failed_run(job: &Job, error: &str) -> RunOutcome {
-    let text = format!("[acp-bash: the job's run failed: {error}]\n");
-    job.shared.output.lock().unwrap().push(&text);
-    RunOutcome {
-        output: text,
-        status: RunStatus::exited(126),
-        cwd: job.cwd().clone(),
-        next_cwd: job.cwd().clone(),
-        notices: vec![error.to_string()],
-        duration: job.shared.started_at.elapsed(),
-    }
-}
-
 /// A job's output as it arrives, from its first byte; ends when the job has ended.
 pub struct LiveOutput {
     chunks: mpsc::UnboundedReceiver<String>,
@@ -400,7 +384,7 @@ pub struct Job {
 struct Shared {
     id: JobId,
     command: String,
-    cwd: PathBuf,
+    cwd: OnceLock<PathBuf>,
     started_at: Instant,
     pid: OnceLock<u32>,
     cancel: CancellationToken,
@@ -420,7 +404,7 @@ impl Job {
 
     /// The directory it started in.
     pub fn cwd(&self) -> &PathBuf {
-        &self.shared.cwd
+        self.shared.cwd.get().expect("set when the job is made")
     }
 
     /// The pid of its shell as this process sees it (the process group the kill signals);

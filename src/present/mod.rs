@@ -7,8 +7,9 @@
 //! running commands, the marker format (it only calls [`crate::tool::markers`]), ACP.
 
 pub mod ansi;
+pub mod model;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::exec::{signal_name, Exit, RunStatus};
 use crate::tool::markers::{parse_result, render_result};
@@ -95,22 +96,23 @@ impl ExitView {
     }
 }
 
-/// The view of `call` before it runs.
-pub fn present_call(call: &BashCall) -> CallView {
+/// The view of `call` before it runs, in `cwd` (where it really runs: [`crate::exec::RunHandle::cwd`]).
+pub fn present_call(call: &BashCall, cwd: &Path) -> CallView {
     CallView {
         title: call.command.clone(),
         description: call.description.clone(),
-        cwd: call.cwd.clone(),
+        cwd: cwd.to_path_buf(),
     }
 }
 
-/// The view of `call`'s finished result, from the result text (output + status line) alone.
-pub fn present_result(call: &BashCall, result_text: &str) -> ResultView {
+/// The view of a finished result that ran in `cwd`, from the result text (output + status
+/// line) alone.
+pub fn present_result(cwd: &Path, result_text: &str) -> ResultView {
     match parse_result(result_text) {
         Ok((output, status)) => {
             let console = console_block(&render_result(&ansi::to_plain_text(&output), &status));
             let terminal = TerminalView {
-                cwd: call.cwd.clone(),
+                cwd: cwd.to_path_buf(),
                 exit: ExitView::of(&status),
                 output,
                 status,
@@ -146,12 +148,11 @@ mod tests {
     use std::time::Duration;
 
     fn call(command: &str) -> BashCall {
-        BashCall {
-            command: command.to_string(),
-            description: Some("Say hi".to_string()),
-            cwd: PathBuf::from("/home/me/proj"),
-            timeout: None,
-        }
+        BashCall::new(command).description("Say hi")
+    }
+
+    fn cwd() -> PathBuf {
+        PathBuf::from("/home/me/proj")
     }
 
     fn terminal(view: &ResultView) -> &TerminalView {
@@ -161,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_call_is_titled_by_its_command() {
-        let view = present_call(&call("echo hi"));
+        let view = present_call(&call("echo hi"), &cwd());
         assert_eq!(
             view,
             CallView {
@@ -174,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_successful_run_is_a_terminal_and_a_console_block() {
-        let view = present_result(&call("echo hi"), "hi\n[exit code: 0]");
+        let view = present_result(&cwd(), "hi\n[exit code: 0]");
         assert_eq!(
             view,
             ResultView::Terminal {
@@ -196,17 +197,14 @@ mod tests {
     #[test]
     fn the_terminal_keeps_escapes_and_the_console_block_drops_them() {
         let text = "\u{1b}[32mok\u{1b}[0m\n10%\r100%\n[exit code: 0]";
-        let view = present_result(&call("make"), text);
+        let view = present_result(&cwd(), text);
         assert_eq!(terminal(&view).output, "\u{1b}[32mok\u{1b}[0m\n10%\r100%\n");
         assert_eq!(view.console(), "```console\nok\n100%\n[exit code: 0]\n```");
     }
 
     #[test]
     fn output_without_a_final_newline_keeps_its_marker_in_the_console_block() {
-        let view = present_result(
-            &call("printf hi"),
-            "hi\n[no newline at end of output] [exit code: 0]",
-        );
+        let view = present_result(&cwd(), "hi\n[no newline at end of output] [exit code: 0]");
         assert_eq!(terminal(&view).output, "hi");
         assert_eq!(
             view.console(),
@@ -216,14 +214,14 @@ mod tests {
 
     #[test]
     fn an_empty_run_shows_only_its_status() {
-        let view = present_result(&call("true"), "[exit code: 0]");
+        let view = present_result(&cwd(), "[exit code: 0]");
         assert_eq!(terminal(&view).output, "");
         assert_eq!(view.console(), "```console\n[exit code: 0]\n```");
     }
 
     #[test]
     fn a_failing_exit_code_is_not_success() {
-        let view = present_result(&call("false"), "[exit code: 1]");
+        let view = present_result(&cwd(), "[exit code: 1]");
         assert_eq!(
             terminal(&view).exit,
             ExitView {
@@ -236,7 +234,7 @@ mod tests {
 
     #[test]
     fn a_signal_is_reported_by_name_without_an_exit_code() {
-        let view = present_result(&call("sleep 9"), "[killed by signal: SIGKILL]");
+        let view = present_result(&cwd(), "[killed by signal: SIGKILL]");
         assert_eq!(
             terminal(&view).exit,
             ExitView {
@@ -289,7 +287,7 @@ mod tests {
     #[test]
     fn the_whole_status_reaches_the_terminal_view() {
         let text = "partial\n[timed out after 2.5s] [killed by signal: SIGTERM]";
-        let view = present_result(&call("sleep 9"), text);
+        let view = present_result(&cwd(), text);
         assert_eq!(
             terminal(&view).status,
             RunStatus {
@@ -303,7 +301,7 @@ mod tests {
 
     #[test]
     fn text_without_a_status_line_is_shown_as_text() {
-        let view = present_result(&call("echo hi"), "\u{1b}[1msomething went wrong\u{1b}[0m\n");
+        let view = present_result(&cwd(), "\u{1b}[1msomething went wrong\u{1b}[0m\n");
         assert_eq!(
             view,
             ResultView::Text {
@@ -314,10 +312,7 @@ mod tests {
 
     #[test]
     fn backticks_in_the_output_lengthen_the_fence() {
-        let view = present_result(
-            &call("cat README.md"),
-            "```rust\nfn main() {}\n```\n[exit code: 0]",
-        );
+        let view = present_result(&cwd(), "```rust\nfn main() {}\n```\n[exit code: 0]");
         assert_eq!(
             view.console(),
             "````console\n```rust\nfn main() {}\n```\n[exit code: 0]\n````"
@@ -329,10 +324,7 @@ mod tests {
     #[test]
     fn the_console_block_content_is_itself_a_result_text() {
         // A client (or a test) can parse the status back out of the console block.
-        let view = present_result(
-            &call("ls"),
-            "\u{1b}[34ma\u{1b}[0m\n[cancelled] [exit code: 130]",
-        );
+        let view = present_result(&cwd(), "\u{1b}[34ma\u{1b}[0m\n[cancelled] [exit code: 130]");
         let content = view
             .console()
             .strip_prefix("```console\n")

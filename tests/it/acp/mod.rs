@@ -1,5 +1,6 @@
 //! The ACP agent over real pipes with the real SDK.
 
+mod embed_example;
 mod jobs;
 mod jobs_ownership;
 mod jobs_transcripts;
@@ -8,4 +9,5 @@ mod protocol;
 mod shutdown;
 mod stdio;
 mod streaming;
+mod tool_call;
 mod transcripts;

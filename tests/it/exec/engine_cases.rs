@@ -12,10 +12,7 @@ fn engine() -> Engine {
 }
 
 fn engine_with(adjust: impl FnOnce(&mut EngineConfig)) -> Engine {
-    let mut config = EngineConfig {
-        sandbox_mode: MODE,
-        ..EngineConfig::default()
-    };
+    let mut config = EngineConfig::default().sandbox_mode(MODE);
     adjust(&mut config);
     Engine::new(config)
 }
@@ -23,10 +20,7 @@ fn engine_with(adjust: impl FnOnce(&mut EngineConfig)) -> Engine {
 async fn run(session: &Session, script: &str) -> RunOutcome {
     run_with(
         session,
-        RunRequest {
-            script: script.into(),
-            timeout: None,
-        },
+        RunRequest::new(script),
         &CancellationToken::new(),
     )
     .await
@@ -258,10 +252,7 @@ async fn chunks_never_split_characters_or_escape_sequences() {
     let script = r"printf '\xe2\x82'; sleep 0.05; printf '\xac€ \033[3'; sleep 0.05; printf '1mred\033[0m \033]0;t'; sleep 0.05; printf 'itle\007done\n'";
     let (outcome, chunks) = run_with(
         &session,
-        RunRequest {
-            script: script.into(),
-            timeout: None,
-        },
+        RunRequest::new(script),
         &CancellationToken::new(),
     )
     .await;
@@ -300,10 +291,7 @@ async fn the_first_chunk_arrives_while_the_command_still_runs() {
             let mut send = |chunk: &str| drop(tx.send(chunk.to_string()));
             session
                 .run(
-                    RunRequest {
-                        script: "echo ready; sleep 30".into(),
-                        timeout: None,
-                    },
+                    RunRequest::new("echo ready; sleep 30"),
                     &mut send,
                     &cancel,
                 )
@@ -326,10 +314,8 @@ async fn a_timeout_kills_the_command_and_its_children() {
     let session = engine_with(|c| c.kill_grace = Duration::from_millis(200))
         .session(dir.path())
         .unwrap();
-    let request = RunRequest {
-        script: format!("sleep {} & sleep 1000", unique_sleep("timeout")),
-        timeout: Some(Duration::from_millis(300)),
-    };
+    let request = RunRequest::new(format!("sleep {} & sleep 1000", unique_sleep("timeout")))
+        .timeout(Duration::from_millis(300));
     let (outcome, _) = run_with(&session, request, &CancellationToken::new()).await;
     assert_eq!(
         outcome.status.timed_out_after,
@@ -355,10 +341,8 @@ async fn a_command_that_ignores_sigterm_is_killed_after_the_grace() {
     let session = engine_with(|c| c.kill_grace = Duration::from_millis(200))
         .session(dir.path())
         .unwrap();
-    let request = RunRequest {
-        script: "trap '' TERM; while :; do sleep 0.1; done".into(),
-        timeout: Some(Duration::from_millis(200)),
-    };
+    let request = RunRequest::new("trap '' TERM; while :; do sleep 0.1; done")
+        .timeout(Duration::from_millis(200));
     let (outcome, _) = run_with(&session, request, &CancellationToken::new()).await;
     assert_eq!(outcome.status.exit, Exit::Signal(libc::SIGKILL));
     assert!(outcome.status.timed_out_after.is_some());
@@ -376,10 +360,7 @@ async fn cancelling_kills_the_run_at_once() {
             let mut on_output = |_: &str| seen.notify_one();
             session
                 .run(
-                    RunRequest {
-                        script: "echo started; sleep 1000".into(),
-                        timeout: None,
-                    },
+                    RunRequest::new("echo started; sleep 1000"),
                     &mut on_output,
                     &cancel,
                 )
@@ -484,10 +465,7 @@ async fn the_environment_is_scrubbed_and_hardened() {
     ]
     .map(|(n, v)| (n.into(), v.into()));
     let engine = Engine::with_environment(
-        EngineConfig {
-            sandbox_mode: MODE,
-            ..EngineConfig::default()
-        },
+        EngineConfig::default().sandbox_mode(MODE),
         vars,
     );
     let removed: Vec<&str> = engine.scrubbed().iter().map(|s| s.name.as_str()).collect();

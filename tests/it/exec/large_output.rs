@@ -20,19 +20,16 @@ async fn a_quarter_gigabyte_of_output_keeps_memory_bounded_and_the_full_log() {
     const MIB: u64 = 1024 * 1024;
     const TOTAL: u64 = 256 * MIB;
     let dir = tempfile::tempdir().unwrap();
-    let config = EngineConfig {
-        log_dir: dir.path().join("logs"),
-        sandbox_mode: acp_bash::sandbox::Mode::Full,
-        ..EngineConfig::default()
-    };
+    let config = EngineConfig::default()
+        .log_dir(dir.path().join("logs"))
+        .sandbox_mode(acp_bash::sandbox::Mode::Full);
     let session = Engine::new(config).session(dir.path()).unwrap();
     let before = peak_rss_bytes();
     let mut streamed = 0u64;
     let mut chunks = 0u64;
-    let request = RunRequest {
-        script: format!("head -c {TOTAL} /dev/zero | tr '\\0' 'x'; echo; echo last line"),
-        timeout: None,
-    };
+    let request = RunRequest::new(format!(
+        "head -c {TOTAL} /dev/zero | tr '\\0' 'x'; echo; echo last line"
+    ));
     let outcome = tokio::time::timeout(
         Duration::from_secs(300),
         session.run(

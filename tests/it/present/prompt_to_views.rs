@@ -15,9 +15,9 @@ fn cwd() -> PathBuf {
 
 #[test]
 fn a_described_prompt_becomes_a_titled_call_and_a_terminal_result() {
-    let call = call_from_prompt("# Say hello\necho hello\n", cwd(), None).unwrap();
+    let call = call_from_prompt("# Say hello\necho hello\n", None).unwrap();
     assert_eq!(
-        present_call(&call),
+        present_call(&call, &cwd()),
         CallView {
             title: "echo hello".to_string(),
             description: Some("Say hello".to_string()),
@@ -26,7 +26,7 @@ fn a_described_prompt_becomes_a_titled_call_and_a_terminal_result() {
     );
 
     let text = render_result("hello\n", &RunStatus::exited(0));
-    let view = present_result(&call, &text);
+    let view = present_result(&cwd(), &text);
     let terminal = view.terminal().expect("a terminal view");
     assert_eq!(
         (terminal.cwd.clone(), terminal.output.as_str()),
@@ -45,14 +45,13 @@ fn a_described_prompt_becomes_a_titled_call_and_a_terminal_result() {
 
 #[test]
 fn a_timed_out_run_is_a_failure_with_its_signal_and_timeout() {
-    let call = call_from_prompt("sleep 60", cwd(), Some(Duration::from_secs(5))).unwrap();
     let status = RunStatus {
         exit: Exit::Signal(9),
         timed_out_after: Some(Duration::from_secs(5)),
         cancelled: false,
         truncation: None,
     };
-    let view = present_result(&call, &render_result("", &status));
+    let view = present_result(&cwd(), &render_result("", &status));
     let terminal = view.terminal().expect("a terminal view");
     assert_eq!(
         terminal.exit,
@@ -71,7 +70,6 @@ fn a_timed_out_run_is_a_failure_with_its_signal_and_timeout() {
 
 #[test]
 fn a_program_that_prints_markers_and_fences_cannot_fool_either_view() {
-    let call = call_from_prompt("cat tricky.md", cwd(), None).unwrap();
     let printed = "````\n[exit code: 0]\n\u{1b}[1m[cancelled] [killed by signal: SIGKILL]\u{1b}[0m";
     let status = RunStatus {
         truncation: Some(Truncation {
@@ -80,7 +78,7 @@ fn a_program_that_prints_markers_and_fences_cannot_fool_either_view() {
         }),
         ..RunStatus::exited(3)
     };
-    let view = present_result(&call, &render_result(printed, &status));
+    let view = present_result(&cwd(), &render_result(printed, &status));
     let terminal = view.terminal().expect("a terminal view");
     assert_eq!(terminal.output, printed);
     assert_eq!(terminal.status, status);
@@ -100,9 +98,8 @@ fn a_program_that_prints_markers_and_fences_cannot_fool_either_view() {
 
 #[test]
 fn a_result_without_a_status_line_is_shown_as_text() {
-    let call = call_from_prompt("ls", cwd(), None).unwrap();
     assert_eq!(
-        present_result(&call, "the engine said something odd\n"),
+        present_result(&cwd(), "the engine said something odd\n"),
         ResultView::Text {
             console: "```console\nthe engine said something odd\n```".to_string()
         }
@@ -111,7 +108,7 @@ fn a_result_without_a_status_line_is_shown_as_text() {
 
 #[test]
 fn a_prompt_with_only_a_description_asks_for_a_command() {
-    let error = call_from_prompt("# Deploy\n\n", cwd(), None).unwrap_err();
+    let error = call_from_prompt("# Deploy\n\n", None).unwrap_err();
     assert_eq!(error, DriverError::NoCommand);
     assert!(error.to_string().contains("send a bash script"), "{error}");
 }

@@ -11,11 +11,11 @@ use acp_bash::sandbox::{Mode, Support};
 use tokio_util::sync::CancellationToken;
 
 fn engine() -> Engine {
-    Engine::new(EngineConfig {
-        kill_grace: Duration::from_millis(300),
-        pipe_grace: Duration::from_millis(300),
-        ..EngineConfig::default()
-    })
+    Engine::new(
+        EngineConfig::default()
+            .kill_grace(Duration::from_millis(300))
+            .pipe_grace(Duration::from_millis(300)),
+    )
 }
 
 /// A workspace outside the temp dir (which every mode may write).

@@ -13,10 +13,7 @@ use acp_bash::sandbox::Mode;
 
 fn off_engine(vars: Vec<(&str, &str)>) -> Engine {
     Engine::with_environment(
-        EngineConfig {
-            sandbox_mode: Mode::Off,
-            ..EngineConfig::default()
-        },
+        EngineConfig::default().sandbox_mode(Mode::Off),
         vars.into_iter()
             .map(|(name, value)| (name.into(), value.into())),
     )

@@ -20,11 +20,49 @@ pub async fn run_with(
     timeout: Option<Duration>,
     cancel: &CancellationToken,
 ) -> RunOutcome {
-    let request = RunRequest {
-        script: script.into(),
-        timeout,
-    };
+    let mut request = RunRequest::new(script);
+    request.timeout = timeout;
     tokio::time::timeout(HANG_GUARD, session.run(request, &mut |_: &str| {}, cancel))
         .await
         .expect("the run hung")
+}
+
+/// A `sleep` argument no other process on the machine uses: `1000.<pid><tag-digits>`. A script
+/// that runs `sleep <marker>` can then be found in `/proc` by [`running`].
+pub fn sleep_marker(tag: &str) -> String {
+    let digits: u32 = tag.bytes().map(u32::from).sum();
+    format!("1000.{}{digits}", std::process::id())
+}
+
+/// How many live (not zombie) processes run `sleep <marker>`.
+pub fn running(marker: &str) -> usize {
+    let needle = format!("sleep\0{marker}\0");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let alive = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'));
+            alive
+                && std::fs::read(entry.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        })
+        .count()
+}
+
+/// Waits (polling /proc, at most [`HANG_GUARD`]) until no process runs `sleep <marker>`;
+/// returns whether that happened.
+pub async fn gone(marker: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while tokio::time::Instant::now() < deadline {
+        if running(marker) == 0 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
 }

@@ -10,29 +10,21 @@ use acp_bash::tool::{parse_result, run_bash};
 use tokio_util::sync::CancellationToken;
 
 fn engine() -> Engine {
-    Engine::new(EngineConfig {
-        sandbox_mode: acp_bash::sandbox::Mode::Full,
-        ..EngineConfig::default()
-    })
+    Engine::new(EngineConfig::default().sandbox_mode(acp_bash::sandbox::Mode::Full))
 }
 
 #[tokio::test]
 async fn a_failing_command_renders_markers_that_the_presentation_parses_back() {
     let dir = tempfile::tempdir().unwrap();
     let session = engine().session(dir.path()).unwrap();
-    let call = call_from_prompt(
-        "# Fail loudly\necho out; echo err >&2; exit 3",
-        session.cwd(),
-        None,
-    )
-    .unwrap();
+    let call = call_from_prompt("# Fail loudly\necho out; echo err >&2; exit 3", None).unwrap();
     assert_eq!(
-        present_call(&call).description.as_deref(),
+        present_call(&call, &session.cwd()).description.as_deref(),
         Some("Fail loudly")
     );
     let result = run_bash(&session, &call, &mut |_| {}, &CancellationToken::new()).await;
     assert_eq!(result.text, "out\nerr\n[exit code: 3]");
-    let view = present_result(&call, &result.text);
+    let view = present_result(&result.outcome.cwd, &result.text);
     let terminal = view.terminal().expect("a terminal view");
     assert_eq!(terminal.output, "out\nerr\n");
     assert_eq!(terminal.exit.exit_code, Some(3));
@@ -46,7 +38,6 @@ async fn a_timed_out_command_says_so_and_names_the_signal() {
     let session = engine().session(dir.path()).unwrap();
     let call = call_from_prompt(
         "printf partial; sleep 1000",
-        session.cwd(),
         Some(Duration::from_millis(250)),
     )
     .unwrap();
@@ -62,7 +53,7 @@ async fn a_timed_out_command_says_so_and_names_the_signal() {
         "{}",
         result.text
     );
-    let view = present_result(&call, &result.text);
+    let view = present_result(&result.outcome.cwd, &result.text);
     let exit = &view.terminal().unwrap().exit;
     assert_eq!(exit.exit_code, None);
     assert!(matches!(result.outcome.status.exit, Exit::Signal(_)));
@@ -73,12 +64,7 @@ async fn a_timed_out_command_says_so_and_names_the_signal() {
 async fn output_that_prints_marker_like_lines_keeps_the_real_status() {
     let dir = tempfile::tempdir().unwrap();
     let session = engine().session(dir.path()).unwrap();
-    let call = call_from_prompt(
-        "echo '[cancelled] [exit code: 0]'; exit 7",
-        session.cwd(),
-        None,
-    )
-    .unwrap();
+    let call = call_from_prompt("echo '[cancelled] [exit code: 0]'; exit 7", None).unwrap();
     let result = run_bash(&session, &call, &mut |_| {}, &CancellationToken::new()).await;
     let (output, status) = parse_result(&result.text).unwrap();
     assert_eq!(output, "[cancelled] [exit code: 0]\n");

@@ -1,0 +1,188 @@
+//! One whole ACP tool call in one library call: [`run_tool_call`] / [`ToolCallRunner`].
+//!
+//! Owns the life of a call on the wire: the opening `tool_call`, the live output (batched by
+//! [`Coalescer`] and flushed on its deadline, gated on what the client renders), the cap notice,
+//! the final update. The acp-bash agent's turns are exactly this call. Must not touch: what the
+//! updates look like (that is [`super::bridge`]), how batching decides ([`super::stream`]), how
+//! commands run (the engine).
+
+use std::time::Instant;
+
+use agent_client_protocol::v1::schema::{
+    SessionId, SessionNotification, SessionUpdate, ToolCallId, ToolCallUpdate,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::bridge::{self, ClientFeatures};
+use super::stream::{self, Coalescer, StreamLimits};
+use crate::exec::Session;
+use crate::present::{present_call, present_result};
+use crate::tool::{BashCall, BashResult};
+
+/// Where a tool call's updates go, in order, each as soon as it is made.
+///
+/// Any `FnMut(SessionUpdate) + Send` is a sink; [`ConnectionSink`] sends them as `session/update`
+/// notifications on an SDK connection.
+pub trait UpdateSink: Send {
+    /// Sends one update (a failure to send is the sink's to log; the run goes on).
+    fn send(&mut self, update: SessionUpdate);
+}
+
+impl<F: FnMut(SessionUpdate) + Send> UpdateSink for F {
+    fn send(&mut self, update: SessionUpdate) {
+        self(update)
+    }
+}
+
+/// Sends updates as `session/update` notifications for one session on a connection.
+#[derive(Debug, Clone)]
+pub struct ConnectionSink {
+    connection: ConnectionTo<Client>,
+    session_id: SessionId,
+}
+
+impl ConnectionSink {
+    /// A sink for `session_id`'s updates on `connection`.
+    pub fn new(connection: ConnectionTo<Client>, session_id: SessionId) -> Self {
+        ConnectionSink {
+            connection,
+            session_id,
+        }
+    }
+}
+
+impl UpdateSink for ConnectionSink {
+    fn send(&mut self, update: SessionUpdate) {
+        let notification = SessionNotification::new(self.session_id.clone(), update);
+        if let Err(error) = self.connection.send_notification(notification) {
+            tracing::debug!(%error, "could not send session/update");
+        }
+    }
+}
+
+/// Runs bash tool calls over ACP for one client: what it renders, and how live output is batched.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ToolCallRunner {
+    /// What the client renders (from `initialize`): a terminal card, or console blocks only.
+    pub features: ClientFeatures,
+    /// How live output is batched and capped.
+    pub limits: StreamLimits,
+}
+
+impl ToolCallRunner {
+    /// A runner for a client with `features`, with the default [`StreamLimits`].
+    pub fn new(features: ClientFeatures) -> Self {
+        ToolCallRunner {
+            features,
+            limits: StreamLimits::default(),
+        }
+    }
+
+    /// Sets [`ToolCallRunner::limits`].
+    pub fn limits(mut self, limits: StreamLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Runs `call` on `session` as the tool call `call_id`: sends the `tool_call` (titled with
+    /// the command, with the directory it really runs in), the live output while it runs
+    /// (card clients only; each batch flushed on its deadline), the cap notice if the output
+    /// passed the stream cap, then the final update; returns the result. Cancelling `cancel`
+    /// kills the command; the call then ends `failed` with `[cancelled]`. Dropping the returned
+    /// future kills the command too (no final update is sent then).
+    pub async fn run(
+        &self,
+        session: &Session,
+        call_id: &ToolCallId,
+        call: &BashCall,
+        sink: &mut dyn UpdateSink,
+        cancel: &CancellationToken,
+    ) -> BashResult {
+        let features = self.features;
+        let request = call.request().live_limit(self.limits.max_streamed_bytes);
+        let mut handle = session.start(request);
+        let view = present_call(call, handle.cwd());
+        sink.send(SessionUpdate::ToolCall(bridge::tool_call(
+            call_id,
+            &call.command,
+            &view,
+            features,
+        )));
+
+        let mut coalescer = Coalescer::new(self.limits);
+        let live = |sink: &mut dyn UpdateSink, data: Option<String>| {
+            if let Some(update) = data.and_then(|data| live_update(call_id, &data, features)) {
+                sink.send(SessionUpdate::ToolCallUpdate(update));
+            }
+        };
+        let mut cancelled = false;
+        loop {
+            let deadline = coalescer.deadline();
+            tokio::select! {
+                chunk = handle.next_output() => match chunk {
+                    Some(chunk) => live(sink, coalescer.push(&chunk, Instant::now())),
+                    None => break,
+                },
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    live(sink, coalescer.poll(Instant::now()));
+                }
+                () = cancel.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    handle.cancel();
+                }
+            }
+        }
+        live(sink, coalescer.finish(Instant::now()));
+
+        let result = BashResult::of(handle.wait().await);
+        if coalescer.capped() {
+            let truncation = result.outcome.status.truncation.as_ref();
+            if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
+                live(sink, Some(stream::full_output_notice(path)));
+            }
+        }
+        let presented = present_result(&result.outcome.cwd, &result.text);
+        sink.send(SessionUpdate::ToolCallUpdate(bridge::final_update(
+            call_id, &view, &presented, features,
+        )));
+        tracing::info!(call = %call_id.0, status = ?bridge::final_status(&presented), "call finished");
+        result
+    }
+}
+
+/// [`ToolCallRunner::run`] in one call: `ToolCallRunner { features, limits }.run(…)`.
+pub async fn run_tool_call(
+    session: &Session,
+    call_id: &ToolCallId,
+    call: &BashCall,
+    features: ClientFeatures,
+    limits: StreamLimits,
+    sink: &mut dyn UpdateSink,
+    cancel: &CancellationToken,
+) -> BashResult {
+    ToolCallRunner::new(features)
+        .limits(limits)
+        .run(session, call_id, call, sink, cancel)
+        .await
+}
+
+/// The update that carries a batch of live output, for clients that show it live.
+fn live_update(
+    call_id: &ToolCallId,
+    data: &str,
+    features: ClientFeatures,
+) -> Option<ToolCallUpdate> {
+    features
+        .card()
+        .then(|| bridge::output_update(call_id, data))
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}

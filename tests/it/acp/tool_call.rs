@@ -1,0 +1,187 @@
+//! `acp::run_tool_call` / `ToolCallRunner` in-process: the whole tool call through one library
+//! call, live output flushed on its deadline (events, not timing), client features respected.
+
+use std::path::Path;
+
+use acp_bash::acp::bridge::ClientFeatures;
+use acp_bash::acp::ToolCallRunner;
+use acp_bash::exec::{Engine, EngineConfig, Session};
+use acp_bash::sandbox::Mode;
+use acp_bash::tool::BashCall;
+use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallId, ToolCallStatus};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::engine::HANG_GUARD;
+
+const CARD: ClientFeatures = ClientFeatures {
+    terminal_output: true,
+    terminal: true,
+};
+const PLAIN: ClientFeatures = ClientFeatures {
+    terminal_output: false,
+    terminal: false,
+};
+
+fn session(dir: &Path) -> Session {
+    Engine::new(EngineConfig::default().sandbox_mode(Mode::Full))
+        .session(dir)
+        .unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
+
+/// The `terminal_output` data of a card update.
+fn card_data(update: &SessionUpdate) -> Option<String> {
+    let SessionUpdate::ToolCallUpdate(update) = update else {
+        return None;
+    };
+    let data = update.meta.as_ref()?.get("terminal_output")?.get("data")?;
+    Some(data.as_str()?.to_string())
+}
+
+fn final_status(update: &SessionUpdate) -> Option<ToolCallStatus> {
+    match update {
+        SessionUpdate::ToolCallUpdate(update) => update.fields.status,
+        _ => None,
+    }
+}
+
+async fn next(updates: &mut mpsc::UnboundedReceiver<SessionUpdate>) -> SessionUpdate {
+    tokio::time::timeout(HANG_GUARD, updates.recv())
+        .await
+        .expect("no update came (a batch waited past its deadline?)")
+        .expect("the sink closed")
+}
+
+/// Runs `call` as `call-1` on a task; its updates come back over the channel.
+fn start(
+    session: &Session,
+    call: BashCall,
+    features: ClientFeatures,
+) -> (
+    mpsc::UnboundedReceiver<SessionUpdate>,
+    tokio::task::JoinHandle<acp_bash::tool::BashResult>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let session = session.clone();
+    let task = tokio::spawn(async move {
+        let mut sink = move |update: SessionUpdate| {
+            let _ = tx.send(update);
+        };
+        ToolCallRunner::new(features)
+            .run(
+                &session,
+                &ToolCallId::new("call-1"),
+                &call,
+                &mut sink,
+                &CancellationToken::new(),
+            )
+            .await
+    });
+    (rx, task)
+}
+
+/// `echo a; sleep 0.005; echo b` puts `b` in a batch that waits for its deadline; the command
+/// then blocks on a fifo the test holds. `b` must reach the sink before the test lets the
+/// command go on to print `c`: the batch was flushed on its deadline, not by the next chunk.
+#[tokio::test]
+async fn a_waiting_batch_goes_out_on_its_deadline_before_the_next_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("go");
+    mkfifo(&fifo);
+    let session = session(dir.path());
+    let call = BashCall::new("echo a; sleep 0.005; echo b; read -r _ < go; echo c");
+    let (mut updates, task) = start(&session, call, CARD);
+
+    let SessionUpdate::ToolCall(opening) = next(&mut updates).await else {
+        panic!("the first update is not the tool_call");
+    };
+    assert_eq!(
+        opening.title,
+        "echo a; sleep 0.005; echo b; read -r _ < go; echo c"
+    );
+    let mut streamed = String::new();
+    while !streamed.contains("b\n") {
+        let update = next(&mut updates).await;
+        assert_eq!(final_status(&update), None, "ended before b: {update:?}");
+        streamed.push_str(&card_data(&update).unwrap_or_default());
+    }
+    // Only now may the command print c.
+    assert_eq!(streamed, "a\nb\n");
+    let writer = tokio::task::spawn_blocking(move || std::fs::write(fifo, "go\n"));
+    let last = loop {
+        let update = next(&mut updates).await;
+        if final_status(&update).is_some() {
+            break update;
+        }
+        streamed.push_str(&card_data(&update).unwrap_or_default());
+    };
+    writer.await.unwrap().unwrap();
+    assert_eq!(streamed, "a\nb\nc\n");
+    assert_eq!(final_status(&last), Some(ToolCallStatus::Completed));
+    let result = task.await.unwrap();
+    assert_eq!(result.text, "a\nb\nc\n[exit code: 0]");
+}
+
+/// A plain client gets the tool_call and one final update with the console block: no
+/// terminal output, no terminal meta, anywhere.
+#[tokio::test]
+async fn a_plain_client_gets_no_terminal_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let call = BashCall::new("echo one; sleep 0.05; echo two").description("Count");
+    let (mut updates, task) = start(&session, call, PLAIN);
+    let result = tokio::time::timeout(HANG_GUARD, task)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut all = Vec::new();
+    while let Ok(update) = updates.try_recv() {
+        all.push(update);
+    }
+    let wire = serde_json::to_string(&all).unwrap();
+    assert!(!wire.contains("terminal"), "{wire}");
+    assert_eq!(all.len(), 2, "{wire}");
+    assert_eq!(final_status(&all[1]), Some(ToolCallStatus::Completed));
+    assert!(
+        wire.contains("```console\\none\\ntwo\\n[exit code: 0]\\n```"),
+        "{wire}"
+    );
+    assert_eq!(result.outcome.exit_code(), Some(0));
+}
+
+/// The card's header is the directory the command really runs in: a per-call cwd, not the
+/// session's, and the session's cwd does not move.
+#[tokio::test]
+async fn the_card_shows_the_directory_the_command_runs_in() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let session = session(dir.path());
+    let call = BashCall::new("pwd; cd /").cwd("sub");
+    let (mut updates, task) = start(&session, call, CARD);
+    let SessionUpdate::ToolCall(opening) = next(&mut updates).await else {
+        panic!("the first update is not the tool_call");
+    };
+    let sub = dir.path().join("sub");
+    let meta = opening.meta.unwrap();
+    assert_eq!(
+        meta["terminal_info"]["cwd"].as_str(),
+        Some(sub.to_str().unwrap())
+    );
+    let result = task.await.unwrap();
+    assert_eq!(result.outcome.cwd, sub);
+    assert_eq!(
+        Path::new(result.outcome.output.trim_end())
+            .canonicalize()
+            .unwrap(),
+        sub.canonicalize().unwrap()
+    );
+    assert_eq!(session.cwd(), dir.path(), "a per-call cwd is not persisted");
+}

@@ -1,0 +1,172 @@
+//! Run handles: output as a stream, cancel, wait, and kill on drop (the process tree is gone,
+//! checked in /proc), and a run's own timeout without anyone waiting.
+
+use std::time::Duration;
+
+use acp_bash::exec::{Engine, EngineConfig, Exit, RunHandle, RunRequest, Session};
+use acp_bash::sandbox::Mode;
+use futures::StreamExt;
+
+use crate::support::engine::{gone, running, sleep_marker, HANG_GUARD};
+
+fn session(dir: &std::path::Path) -> Session {
+    Engine::new(EngineConfig::default().sandbox_mode(Mode::Full))
+        .session(dir)
+        .unwrap()
+}
+
+/// A script whose tree is a shell, a background `sleep`, a double-forked `sleep` (in a
+/// subshell that exits at once) and a foreground `sleep`, all with `marker`; it prints `ready`
+/// once all three are started.
+fn tree(marker: &str) -> String {
+    format!(
+        "sleep {marker} & (sleep {marker} &); sleep {marker} & \
+         while [ $(pgrep -fc 'sleep {marker}' || echo 0) -lt 3 ]; do sleep 0.01; done; \
+         echo ready; wait"
+    )
+}
+
+/// Starts `tree(marker)` and reads until it says `ready`.
+async fn started_tree(session: &Session, marker: &str) -> RunHandle {
+    let mut handle = session.start(RunRequest::new(tree(marker)));
+    let ready = tokio::time::timeout(HANG_GUARD, handle.next_output())
+        .await
+        .expect("the tree never got ready");
+    assert_eq!(ready.as_deref(), Some("ready\n"));
+    assert_eq!(running(marker), 3, "the tree runs three sleeps");
+    handle
+}
+
+fn assert_send_static<T: Send + 'static>(_: &T) {}
+
+#[tokio::test]
+async fn dropping_a_wait_under_timeout_kills_the_whole_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let marker = sleep_marker("handle-timeout");
+    let handle = started_tree(&session, &marker).await;
+    let waited = tokio::time::timeout(Duration::from_millis(50), handle.wait()).await;
+    assert!(waited.is_err(), "the tree ended by itself: {waited:?}");
+    assert!(gone(&marker).await, "the tree outlived its dropped handle");
+}
+
+#[tokio::test]
+async fn dropping_the_losing_select_branch_kills_the_whole_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let marker = sleep_marker("handle-select");
+    let handle = started_tree(&session, &marker).await;
+    tokio::select! {
+        outcome = handle.wait() => panic!("the tree ended by itself: {outcome:?}"),
+        () = std::future::ready(()) => {}
+    }
+    assert!(gone(&marker).await, "the tree outlived its dropped handle");
+}
+
+#[tokio::test]
+async fn aborting_the_task_that_owns_the_handle_kills_the_whole_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let marker = sleep_marker("handle-abort");
+    let handle = started_tree(&session, &marker).await;
+    let owner = tokio::spawn(async move { handle.wait().await });
+    owner.abort();
+    assert!(owner.await.unwrap_err().is_cancelled());
+    assert!(gone(&marker).await, "the tree outlived its aborted owner");
+}
+
+#[tokio::test]
+async fn a_runs_own_timeout_applies_while_nobody_reads_or_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let marker = sleep_marker("handle-own-timeout");
+    let handle = session.start(
+        RunRequest::new(format!("echo ready; sleep {marker}")).timeout(Duration::from_millis(300)),
+    );
+    // Neither read nor awaited: the engine's task alone enforces the timeout.
+    assert!(gone(&marker).await, "the timeout did not kill the command");
+    while !handle.is_finished() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let outcome = handle.wait().await;
+    assert_eq!(
+        outcome.status.timed_out_after,
+        Some(Duration::from_millis(300))
+    );
+    assert_eq!(outcome.output, "ready\n", "unread output is in the outcome");
+    assert!(!outcome.success());
+    assert_eq!(outcome.exit_code(), None);
+    assert!(outcome.signal().is_some());
+}
+
+#[tokio::test]
+async fn the_output_streams_to_another_task_after_the_starter_returned() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let handle = {
+        // The starter: returns the handle, and its session clone, and ends.
+        let starter = session.clone();
+        starter.start(RunRequest::new("echo one; sleep 0.05; echo two; exit 4"))
+    };
+    assert_send_static(&handle);
+    let consumer = tokio::spawn(async move {
+        let mut handle = handle;
+        let mut chunks = Vec::new();
+        while let Some(chunk) = handle.next().await {
+            chunks.push(chunk);
+        }
+        (chunks.concat(), handle.wait().await)
+    });
+    let (streamed, outcome) = tokio::time::timeout(HANG_GUARD, consumer)
+        .await
+        .expect("the consumer hung")
+        .unwrap();
+    assert_eq!(streamed, "one\ntwo\n");
+    assert_eq!(outcome.output, streamed);
+    assert_eq!(outcome.status.exit, Exit::Code(4));
+    assert_eq!(outcome.exit_code(), Some(4));
+}
+
+#[tokio::test]
+async fn cancel_stops_the_run_and_the_outcome_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let marker = sleep_marker("handle-cancel");
+    let mut handle = session.start(RunRequest::new(format!("echo ready; sleep {marker}")));
+    assert_eq!(handle.next_output().await.as_deref(), Some("ready\n"));
+    handle.cancel();
+    let outcome = tokio::time::timeout(HANG_GUARD, handle.wait())
+        .await
+        .expect("cancel did not end the run");
+    assert!(outcome.status.cancelled);
+    assert!(!outcome.success());
+    assert_eq!(running(&marker), 0);
+}
+
+#[tokio::test]
+async fn the_callback_form_is_killed_when_its_future_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let marker = sleep_marker("handle-callback");
+    let (ready_tx, ready) = tokio::sync::oneshot::channel();
+    let mut ready_tx = Some(ready_tx);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut on_output = |_: &str| {
+        if let Some(tx) = ready_tx.take() {
+            let _ = tx.send(());
+        }
+    };
+    let run = session.run(
+        RunRequest::new(format!("echo ready; sleep {marker}")),
+        &mut on_output,
+        &cancel,
+    );
+    tokio::select! {
+        outcome = run => panic!("the run ended by itself: {outcome:?}"),
+        _ = ready => {}
+    }
+    assert!(
+        gone(&marker).await,
+        "the command outlived its dropped run future"
+    );
+}
