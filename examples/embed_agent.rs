@@ -1,49 +1,67 @@
 //! A complete ACP agent that embeds acp-bash: a scripted "model" makes bash tool calls, and the
 //! library runs each one in the sandbox and shows it (a live terminal card in Zed, a console
 //! block elsewhere). Run it as an editor's agent: `cargo run --example embed_agent`.
-//!
-//! The "model": for each prompt it calls the bash tool with the prompt as the command, then
-//! once more to count the lines it printed, reading the tool's result text each time.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
+use acp_bash::acp::bridge::ClientFeatures;
 use acp_bash::acp::sdk::v1::schema::{
-    AgentCapabilities, ContentBlock, ContentChunk, InitializeRequest, InitializeResponse,
-    NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse, SessionId, SessionUpdate,
-    StopReason, ToolCallId,
+    ContentChunk, InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse,
+    PromptRequest, PromptResponse, SessionId, SessionUpdate, StopReason, ToolCallId,
 };
-use acp_bash::acp::sdk::{on_receive_request, Agent};
-use acp_bash::acp::{
-    prompt_text, AgentStdio, ConnectionSink, SandboxModes, ToolCallRunner, UpdateSink,
-};
+use acp_bash::acp::sdk::{on_receive_request, Agent, Error};
+use acp_bash::acp::UpdateSink;
+use acp_bash::acp::{prompt_text, AgentStdio, ConnectionSink, SandboxModes, ToolCallRunner};
 use acp_bash::exec::{Engine, EngineConfig, Session};
 use acp_bash::present::model::{model_result, DEFAULT_MODEL_BUDGET};
-use acp_bash::tool::BashArgs;
-use acp_bash::CancellationToken;
+use acp_bash::{tool::BashArgs, CancellationToken};
 
-/// The scripted model: the tool calls it makes (as a real model would, JSON arguments) after
-/// reading the user's prompt and the results so far; `None` when it is done.
+/// The scripted model: given the prompt and the tool results so far, its next tool call (JSON
+/// arguments, as a real model gives them), or `None` when it is done.
 fn model(prompt: &str, results: &[String]) -> Option<String> {
-    match results {
-        [] => Some(
-            serde_json::json!({ "command": prompt, "description": "What you asked" }).to_string(),
-        ),
+    let call = match results {
+        [] => serde_json::json!({ "command": prompt, "description": "Your command" }),
         [first] => {
-            let lines = first.lines().count().saturating_sub(1); // the last line is the status
-            Some(format!(
-                r#"{{"command": "echo the first call printed {lines} lines"}}"#
-            ))
+            let lines = first.lines().count() - 1; // the last line is the status
+            serde_json::json!({ "command": format!("echo the first call printed {lines} lines") })
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    Some(call.to_string())
 }
 
 #[derive(Default)]
 struct State {
     runner: Mutex<ToolCallRunner>,
     sessions: Mutex<HashMap<SessionId, Session>>,
-    calls: Mutex<u64>,
+    ids: AtomicU64,
+}
+
+/// One turn: each of the model's tool calls runs through the library; returns the answer.
+async fn turn(state: &State, session: &Session, prompt: &str, sink: &mut ConnectionSink) -> String {
+    let runner = *state.runner.lock().unwrap();
+    let cancel = CancellationToken::new(); // a real agent cancels it on `session/cancel`
+    let mut results = Vec::new();
+    while let Some(arguments) = model(prompt, &results) {
+        results.push(match BashArgs::from_json(&arguments) {
+            Ok(args) => {
+                let id = ToolCallId::new(format!("call-{}", state.ids.fetch_add(1, Relaxed)));
+                let result = runner
+                    .run(session, &id, &args.into_call(), sink, &cancel)
+                    .await;
+                model_result(&result.outcome, DEFAULT_MODEL_BUDGET)
+            }
+            Err(error) => error.to_string(), // the model reads what to fix
+        });
+    }
+    let status = results.last().and_then(|r| r.lines().last());
+    format!("Done: {}", status.unwrap_or_default())
+}
+
+fn invalid(why: impl ToString) -> Error {
+    Error::invalid_params().data(why.to_string())
 }
 
 #[tokio::main]
@@ -56,22 +74,19 @@ async fn main() -> acp_bash::acp::sdk::Result<()> {
         .name("embed-agent")
         .on_receive_request(
             async move |request: InitializeRequest, responder, _cx| {
-                *on_init.runner.lock().unwrap() = ToolCallRunner::new(
-                    ClientFeatures::from_capabilities(&request.client_capabilities),
-                );
-                responder.respond(
-                    InitializeResponse::new(request.protocol_version)
-                        .agent_capabilities(AgentCapabilities::new()),
-                )
+                let features = ClientFeatures::from_capabilities(&request.client_capabilities);
+                *on_init.runner.lock().unwrap() = ToolCallRunner::new(features);
+                responder.respond(InitializeResponse::new(request.protocol_version))
             },
             on_receive_request!(),
         )
         .on_receive_request(
             async move |request: NewSessionRequest, responder, _cx| {
-                let session = engine
-                    .session(&request.cwd)
-                    .map_err(|e| acp_bash::acp::sdk::Error::invalid_params().data(e.to_string()))?;
-                let id = SessionId::new(format!("s{}", on_new.sessions.lock().unwrap().len() + 1));
+                let session = match engine.session(&request.cwd) {
+                    Ok(session) => session,
+                    Err(error) => return responder.respond_with_error(invalid(error)),
+                };
+                let id = SessionId::new(format!("s{}", on_new.ids.fetch_add(1, Relaxed)));
                 let modes = SandboxModes::new(false).state(session.mode());
                 on_new.sessions.lock().unwrap().insert(id.clone(), session);
                 responder.respond(NewSessionResponse::new(id).modes(modes))
@@ -88,40 +103,15 @@ async fn main() -> acp_bash::acp::sdk::Result<()> {
                     .get(&request.session_id)
                     .cloned();
                 let Some(session) = session else {
-                    return responder
-                        .respond_with_error(acp_bash::acp::sdk::Error::invalid_params());
+                    return responder.respond_with_error(invalid("unknown session"));
                 };
-                // Never await a turn in the handler: run it as a connection task.
+                // Never await a turn in a handler (SDK rule): run it as a connection task.
                 cx.clone().spawn(async move {
                     let mut sink = ConnectionSink::new(cx, request.session_id.clone());
-                    let runner = *state.runner.lock().unwrap();
                     let prompt = prompt_text(&request.prompt);
-                    let mut results = Vec::new();
-                    while let Some(arguments) = model(&prompt, &results) {
-                        let call = match BashArgs::from_json(&arguments) {
-                            Ok(args) => args.into_call(),
-                            Err(error) => {
-                                results.push(error.to_string());
-                                continue;
-                            }
-                        };
-                        let id = ToolCallId::new(format!("call-{}", {
-                            let mut n = state.calls.lock().unwrap();
-                            *n += 1;
-                            *n
-                        }));
-                        let result = runner
-                            .run(&session, &id, &call, &mut sink, &CancellationToken::new())
-                            .await;
-                        results.push(model_result(&result.outcome, DEFAULT_MODEL_BUDGET));
-                    }
-                    let answer = format!(
-                        "Done: {}",
-                        results.last().and_then(|r| r.lines().last()).unwrap_or("")
-                    );
-                    sink.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-                        ContentBlock::from(answer),
-                    )));
+                    let answer = turn(&state, &session, &prompt, &mut sink).await;
+                    let chunk = ContentChunk::new(answer.into());
+                    sink.send(SessionUpdate::AgentMessageChunk(chunk));
                     responder.respond(PromptResponse::new(StopReason::EndTurn))
                 })
             },
@@ -130,5 +120,3 @@ async fn main() -> acp_bash::acp::sdk::Result<()> {
         .connect_to(AgentStdio::new())
         .await
 }
-
-use acp_bash::acp::bridge::ClientFeatures;

@@ -9,6 +9,7 @@
 //!   timeout, bounded and streamed output, kill on cancel.
 //! - [`sandbox`]: kernel confinement applied to each command (Landlock, namespaces).
 //! - [`present`]: pure, provider-neutral presentation of a call and its result.
+//! - [`store`]: the session store: what is kept of each session on disk (provider-neutral).
 //! - [`acp`]: the only layer that knows the Agent Client Protocol: the agent, the bridge that maps
 //!   presentations to `tool_call` / `tool_call_update`, and a small client used by the CLI and tests.
 //!
@@ -31,6 +32,7 @@ pub mod exec;
 pub mod jobs;
 pub mod present;
 pub mod sandbox;
+pub mod store;
 pub mod tool;
 
 /// The token that cancels a run ([`exec::Session::run`], [`acp::ToolCallRunner::run`]).

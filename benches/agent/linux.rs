@@ -62,10 +62,12 @@ impl Bench {
         let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         std::fs::create_dir_all(self.agent_tmp()).unwrap();
         let tmp = self.agent_tmp();
+        // The session store is on (the default), in the bench's own directory.
+        let state = self.work.path().join(".agent-state");
         Agent::spawn(
             &self.bin,
             &args,
-            &[("TMPDIR", &tmp)],
+            &[("TMPDIR", &tmp), ("XDG_STATE_HOME", &state)],
             Some(&self.stderr_log()),
         )
     }

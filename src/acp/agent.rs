@@ -3,6 +3,7 @@
 //! Owns: `initialize` (remembering what the client renders), `session/new` (one engine session
 //! per ACP session, each with its own working directory), `session/prompt` (one bash call per
 //! prompt, run outside the dispatch loop), `session/cancel` (kills the running command at once),
+//! the session lifecycle beyond `session/new` (list, load, resume, close, delete: in `lifecycle`),
 //! and shutdown on stdin EOF (every running command is cancelled before [`AcpBashAgent::serve`]
 //! returns). Must not touch: how a call looks on the wire (that is [`super::bridge`]), how output
 //! is batched ([`super::stream`]), how commands run (the engine).
@@ -19,10 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ContentBlock, EmbeddedResourceResource, Implementation,
-    InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
-    PromptResponse, SessionId, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse,
-    StopReason, ToolCallId,
+    CancelNotification, CloseSessionRequest, ContentBlock, DeleteSessionRequest,
+    EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, LoadSessionRequest, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, ResumeSessionRequest, SessionId, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason, ToolCallId,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
@@ -40,7 +42,10 @@ use crate::exec::{Engine, Session};
 use crate::jobs::{JobLimits, JobRegistry};
 use crate::present::{console_block, present_call, ResultView};
 use crate::sandbox;
+use crate::store::{SessionLog, SessionRecord, Store};
 use crate::tool::BashCall;
+
+mod lifecycle;
 
 /// How long [`AcpBashAgent::serve`] waits, after the client went away, for cancelled commands to
 /// be killed and reaped before it returns anyway.
@@ -54,14 +59,17 @@ pub struct AcpBashAgent {
     engine: Engine,
     limits: StreamLimits,
     job_limits: JobLimits,
+    store: Option<Store>,
 }
 
 impl AcpBashAgent {
+    /// An agent that runs its commands on `engine`, with the default stream limits.
     pub fn new(engine: Engine) -> Self {
         AcpBashAgent {
             engine,
             limits: StreamLimits::default(),
             job_limits: JobLimits::default(),
+            store: None,
         }
     }
 
@@ -69,6 +77,14 @@ impl AcpBashAgent {
     /// timeout.
     pub fn with_job_limits(mut self, job_limits: JobLimits) -> Self {
         self.job_limits = job_limits;
+        self
+    }
+
+    /// Keeps every session in `store`, so that it can be listed, loaded and resumed by this or
+    /// a later agent process (`session/list`, `session/load`, `session/resume`,
+    /// `session/delete`). Without a store nothing is written and only `session/close` is offered.
+    pub fn with_session_store(mut self, store: Store) -> Self {
+        self.store = Some(store);
         self
     }
 
@@ -96,7 +112,12 @@ impl AcpBashAgent {
         transport: impl ConnectTo<Agent>,
         stop: impl std::future::Future<Output = ()>,
     ) -> agent_client_protocol::Result<()> {
-        let connection = Arc::new(Connection::new(self.engine, self.limits, self.job_limits));
+        let connection = Arc::new(Connection::new(
+            self.engine,
+            self.limits,
+            self.job_limits,
+            self.store,
+        ));
         let result = tokio::select! {
             result = connection.clone().handle(transport) => result,
             () = stop => Ok(()),
@@ -123,6 +144,8 @@ struct Connection {
     engine: Engine,
     limits: StreamLimits,
     job_limits: JobLimits,
+    /// Where sessions are kept; `None` with `--no-history`.
+    store: Option<Store>,
     features: Mutex<ClientFeatures>,
     next_session: AtomicU64,
     sessions: Mutex<HashMap<SessionId, Arc<SessionState>>>,
@@ -134,6 +157,10 @@ struct Connection {
 struct SessionState {
     number: u64,
     session: Session,
+    /// The session's record, written to the store as it changes.
+    log: SessionLog,
+    /// The id of the call running now, if any.
+    current_call: Mutex<Option<String>>,
     next_call: AtomicU64,
     /// Held for a whole turn: a session's prompts run one after another.
     turn: tokio::sync::Mutex<()>,
@@ -171,11 +198,17 @@ fn invalid_params(message: String, data: serde_json::Value) -> Error {
 }
 
 impl Connection {
-    fn new(engine: Engine, limits: StreamLimits, job_limits: JobLimits) -> Self {
+    fn new(
+        engine: Engine,
+        limits: StreamLimits,
+        job_limits: JobLimits,
+        store: Option<Store>,
+    ) -> Self {
         Connection {
             engine,
             limits,
             job_limits,
+            store,
             features: Mutex::new(ClientFeatures::default()),
             next_session: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
@@ -187,11 +220,48 @@ impl Connection {
         self: Arc<Self>,
         transport: impl ConnectTo<Agent>,
     ) -> agent_client_protocol::Result<()> {
-        let (on_init, on_new, on_prompt, on_mode, on_cancel) =
+        let (on_init, on_new, on_prompt, on_mode, on_cancel) = (
+            self.clone(),
+            self.clone(),
+            self.clone(),
+            self.clone(),
+            self.clone(),
+        );
+        let (on_list, on_load, on_resume, on_close, on_delete) =
             (self.clone(), self.clone(), self.clone(), self.clone(), self);
         Agent
             .v1()
             .name("acp-bash")
+            .on_receive_request(
+                async move |request: ListSessionsRequest, responder, cx| {
+                    on_list.list(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: LoadSessionRequest, responder, cx| {
+                    on_load.load(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: ResumeSessionRequest, responder, cx| {
+                    on_resume.resume(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: CloseSessionRequest, responder, cx| {
+                    on_close.clone().close(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: DeleteSessionRequest, responder, cx| {
+                    on_delete.clone().delete(request, responder, cx)
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
             .on_receive_request(
                 async move |request: InitializeRequest, responder, _cx| {
                     on_init.initialize(request, responder)
@@ -241,7 +311,7 @@ impl Connection {
         *self.features.lock().unwrap() = features;
         let answered = responder.respond(
             InitializeResponse::new(request.protocol_version)
-                .agent_capabilities(AgentCapabilities::new())
+                .agent_capabilities(self.capabilities())
                 .agent_info(
                     Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
                 ),
@@ -271,26 +341,45 @@ impl Connection {
         let modes = SandboxModes::new(self.off_allowed()).state(session.mode());
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
         let id = SessionId::new(format!("sess-{number}"));
-        let state = SessionState {
-            number,
-            session,
-            next_call: AtomicU64::new(1),
-            turn: tokio::sync::Mutex::new(()),
-            running: Mutex::new(HashMap::new()),
-            next_turn: AtomicU64::new(1),
-            jobs: SessionJobs::new(JobRegistry::new(self.job_limits)),
-        };
+        let record = SessionRecord::new(
+            &id.0,
+            request.cwd.clone(),
+            session.mode().id(),
+            crate::store::now_ms(),
+        );
         tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
-        self.sessions
-            .lock()
-            .unwrap()
-            .insert(id.clone(), Arc::new(state));
+        self.open(id.clone(), number, session, record);
         responder.respond(NewSessionResponse::new(id.clone()).modes(modes))?;
         // After the answer, so that the client knows the session the commands are for.
         cx.send_notification(agent_client_protocol::v1::schema::SessionNotification::new(
             id,
             slash::available_commands(),
         ))
+    }
+
+    /// Makes `session` (with its `record`) an active session of this connection.
+    fn open(
+        &self,
+        id: SessionId,
+        number: u64,
+        session: Session,
+        record: SessionRecord,
+    ) -> Arc<SessionState> {
+        let state = Arc::new(SessionState {
+            number,
+            // Call ids continue after every call the session ever made, so a replayed call
+            // and a new one never share an id.
+            next_call: AtomicU64::new(record.calls_made + 1),
+            session,
+            log: SessionLog::new(self.store.clone(), record),
+            current_call: Mutex::new(None),
+            turn: tokio::sync::Mutex::new(()),
+            running: Mutex::new(HashMap::new()),
+            next_turn: AtomicU64::new(1),
+            jobs: SessionJobs::new(JobRegistry::new(self.job_limits)),
+        });
+        self.sessions.lock().unwrap().insert(id, state.clone());
+        state
     }
 
     /// Whoever started the agent chose `--sandbox off`: only then may a session choose it.
@@ -301,7 +390,7 @@ impl Connection {
     /// The session `id` names, or the error that says it is unknown.
     fn session_state(&self, id: &SessionId) -> Result<Arc<SessionState>, Error> {
         let state = self.sessions.lock().unwrap().get(id).cloned();
-        state.ok_or_else(|| unknown_session(id))
+        state.ok_or_else(|| self.inactive_session(id))
     }
 
     /// `session/set_mode`: the sandbox mode for the session's next commands.
@@ -336,6 +425,7 @@ impl Connection {
         };
         tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
         state.session.set_mode(mode);
+        state.log.set_mode(mode.id());
         responder.respond(SetSessionModeResponse::new())
     }
 
@@ -371,7 +461,7 @@ impl Connection {
         // `$/cancel_request` for this prompt (JSON-RPC's own cancel) stops it like session/cancel.
         let rpc_cancel = responder.cancellation();
         cx.spawn(async move {
-            let running = self.run_turn(&task_cx, &request.session_id, &state, call, &token);
+            let running = self.run_turn(&task_cx, &request.session_id, &state, &text, call, &token);
             tokio::pin!(running);
             let stop = tokio::select! {
                 stop = &mut running => stop,
@@ -436,6 +526,7 @@ impl Connection {
         cx: &ConnectionTo<Client>,
         session_id: &SessionId,
         state: &SessionState,
+        prompt: &str,
         call: BashCall,
         token: &CancellationToken,
     ) -> agent_client_protocol::Result<StopReason> {
@@ -449,6 +540,7 @@ impl Connection {
             state.number,
             state.next_call.fetch_add(1, Ordering::Relaxed)
         ));
+        let title = lifecycle::call_started(state, prompt, &call_id, &call);
         // The call runs on a tracked tokio task, so that shutdown can wait for the kill.
         let run = {
             let session = state.session.clone();
@@ -461,20 +553,26 @@ impl Connection {
                     .await
             })
         };
-        if let Err(error) = run.await {
-            tracing::error!(%error, "the command's task failed");
-            let console = console_block(&format!("acp-bash could not run the command: {error}"));
-            let view = present_call(&BashCall::new(""), &state.session.cwd());
-            let update = bridge::final_update(
-                &call_id,
-                &view,
-                &ResultView::Text { console },
-                runner.features,
-            );
-            ConnectionSink::new(cx.clone(), session_id.clone())
-                .send(SessionUpdate::ToolCallUpdate(update));
-            return Err(Error::internal_error().data(error.to_string()));
-        }
+        let result = match run.await {
+            Ok(result) => result,
+            Err(error) => {
+                tracing::error!(%error, "the command's task failed");
+                let console =
+                    console_block(&format!("acp-bash could not run the command: {error}"));
+                let view = present_call(&BashCall::new(""), &state.session.cwd());
+                let update = bridge::final_update(
+                    &call_id,
+                    &view,
+                    &ResultView::Text { console },
+                    runner.features,
+                );
+                ConnectionSink::new(cx.clone(), session_id.clone())
+                    .send(SessionUpdate::ToolCallUpdate(update));
+                return Err(Error::internal_error().data(error.to_string()));
+            }
+        };
+        let mut sink = ConnectionSink::new(cx.clone(), session_id.clone());
+        lifecycle::call_finished(state, &call_id, &result, title, &mut sink);
         Ok(if token.is_cancelled() {
             StopReason::Cancelled
         } else {

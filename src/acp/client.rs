@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, Implementation, InitializeRequest, InitializeResponse,
-    NewSessionRequest, PromptRequest, PromptResponse, SessionId, SessionNotification,
-    SessionUpdate, StopReason,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, PromptRequest, PromptResponse,
+    SessionId, SessionNotification, SessionUpdate, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, SentRequest};
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent, Client, LineDirection};
@@ -111,6 +111,7 @@ impl AcpClient {
         }
     }
 
+    /// Sets what the client advertises in `initialize` (the default is a plain client).
     pub fn profile(mut self, profile: ClientProfile) -> Self {
         self.profile = profile;
         self
@@ -183,6 +184,7 @@ impl AcpClient {
 /// What a prompt produced.
 #[derive(Debug, Clone)]
 pub struct Turn {
+    /// How the turn ended.
     pub stop_reason: StopReason,
     /// The session's updates sent during the turn, in order.
     pub updates: Vec<SessionUpdate>,
@@ -248,6 +250,30 @@ impl Conversation {
             Some(update) => Some(update),
             None => self.updates.recv().await,
         }
+    }
+
+    /// `session/load` of `session` in `cwd`: the answer and the session's updates the agent
+    /// replayed before it.
+    pub async fn load_session(
+        &mut self,
+        session: &SessionId,
+        cwd: &Path,
+    ) -> agent_client_protocol::Result<(LoadSessionResponse, Vec<SessionUpdate>)> {
+        let response = self
+            .cx
+            .send_request(LoadSessionRequest::new(session.clone(), cwd))
+            .block_task()
+            .await;
+        // Every update sent before the answer has been handled by now (the SDK keeps order).
+        let mut replayed = Vec::new();
+        while let Ok(notification) = self.updates.try_recv() {
+            if &notification.session_id == session {
+                replayed.push(notification.update);
+            } else {
+                self.backlog.push_back(notification);
+            }
+        }
+        Ok((response?, replayed))
     }
 
     /// `session/cancel`.

@@ -81,6 +81,7 @@ pub struct Coalescer {
 }
 
 impl Coalescer {
+    /// A coalescer for one call, with nothing sent yet.
     pub fn new(limits: StreamLimits) -> Self {
         Coalescer {
             limits,

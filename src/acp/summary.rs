@@ -15,13 +15,21 @@ use crate::tool::parse_result;
 /// What a client saw of one call, read from the wire as a client would.
 #[derive(Debug, Default, Clone)]
 pub struct CallSummary {
+    /// The `tool_call` title (the command).
     pub title: String,
+    /// The cwd in `_meta.terminal_info`, on the card path.
     pub cwd: Option<String>,
+    /// The description content block, if any.
     pub description: Option<String>,
+    /// Every `terminal_output` data, joined.
     pub streamed: String,
+    /// The final status (`completed`, `failed`).
     pub status: Option<String>,
+    /// The exit code in `_meta.terminal_exit`.
     pub exit_code: Option<i64>,
+    /// The signal name in `_meta.terminal_exit`.
     pub signal: Option<String>,
+    /// The text content blocks of the final update.
     pub text: Vec<String>,
 }
 

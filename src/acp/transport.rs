@@ -20,11 +20,14 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 /// The transport for an agent on this process's stdin/stdout: [`StdioPipes`] when both are
 /// pipes or sockets, the SDK's `Stdio` otherwise.
 pub enum AgentStdio {
+    /// stdin and stdout are pipes or sockets, polled by the runtime.
     Pipes(StdioPipes),
+    /// Anything else: the SDK's transport.
     Sdk(agent_client_protocol::Stdio),
 }
 
 impl AgentStdio {
+    /// The transport for this process's stdin/stdout.
     pub fn new() -> AgentStdio {
         match StdioPipes::new() {
             Ok(pipes) => AgentStdio::Pipes(pipes),

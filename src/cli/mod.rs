@@ -31,6 +31,8 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// How much the agent logs to stderr: error, warn, info, debug or trace (or any RUST_LOG
     /// filter). Overrides RUST_LOG; the default is warn. Logs never go to stdout.
     #[arg(long, global = true, value_name = "LEVEL")]
@@ -167,6 +169,49 @@ impl EngineArgs {
     }
 }
 
+/// Where sessions are kept. These apply to `serve` (`demo` and `run` keep nothing).
+#[derive(Args, Debug, Clone, Default)]
+pub struct StoreArgs {
+    /// Keep sessions (directory, mode, title, recent calls with the head and tail of their
+    /// output) in DIR/sessions, so that an editor can list, reopen and resume them after the
+    /// agent restarts. Default: $XDG_STATE_HOME/acp-bash, else ~/.local/state/acp-bash.
+    #[arg(long, global = true, value_name = "DIR", conflicts_with = "no_history")]
+    state_dir: Option<std::path::PathBuf>,
+    /// Keep nothing on disk: sessions end with the agent, and session/list, load, resume and
+    /// delete are not offered (session/close still is).
+    #[arg(long, global = true)]
+    no_history: bool,
+}
+
+impl StoreArgs {
+    /// The session store these flags choose; `None` with `--no-history`, or when there is no
+    /// state directory (no `--state-dir`, `$XDG_STATE_HOME` or `$HOME`).
+    pub fn store(&self) -> Option<acp_bash::store::Store> {
+        if self.no_history {
+            return None;
+        }
+        let env = |name| std::env::var_os(name).map(std::path::PathBuf::from);
+        let dir = acp_bash::store::state_dir(
+            self.state_dir.as_deref(),
+            env("XDG_STATE_HOME").as_deref(),
+            env("HOME").as_deref(),
+        );
+        if dir.is_none() {
+            tracing::warn!("no state directory (set --state-dir or HOME): sessions are not kept");
+        }
+        dir.map(|dir| acp_bash::store::Store::new(&dir))
+    }
+
+    /// The same settings as command-line arguments (for Zed's settings).
+    pub fn to_args(&self) -> Vec<String> {
+        match (&self.state_dir, self.no_history) {
+            (_, true) => vec!["--no-history".into()],
+            (Some(dir), false) => vec!["--state-dir".into(), dir.to_string_lossy().into_owned()],
+            (None, false) => Vec::new(),
+        }
+    }
+}
+
 /// Parses `90s`, `10m`, `1h`, `500ms` or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
@@ -232,6 +277,8 @@ pub fn child_client(
         .map_err(|error| format!("cannot find this binary's path: {error}"))?;
     let mut args = vec!["serve".to_string()];
     args.extend(engine.to_args());
+    // A one-shot run keeps no session.
+    args.push("--no-history".into());
     if let Some(level) = log_level {
         args.push("--log-level".into());
         args.push(level.into());

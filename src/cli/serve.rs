@@ -6,16 +6,16 @@ use std::process::ExitCode;
 use acp_bash::acp::AcpBashAgent;
 use acp_bash::exec::Engine;
 
-use super::EngineArgs;
+use super::{EngineArgs, StoreArgs};
 
 /// Serves ACP on stdin/stdout until EOF or a termination signal.
 ///
 /// The connection runs as a task on the runtime's worker, not in `block_on` on the main thread:
 /// the protocol's tasks and the commands' tasks then wake each other on one thread, without a
 /// hand-off to a parked main thread for every message (0.1–0.2 ms per prompt here).
-pub async fn serve(engine: &EngineArgs) -> ExitCode {
-    let engine = engine.clone();
-    match tokio::spawn(async move { serve_on_worker(&engine).await }).await {
+pub async fn serve(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
+    let (engine, store) = (engine.clone(), store.clone());
+    match tokio::spawn(async move { serve_on_worker(&engine, &store).await }).await {
         Ok(code) => code,
         Err(error) => {
             eprintln!("acp-bash: the agent failed: {error}");
@@ -24,9 +24,12 @@ pub async fn serve(engine: &EngineArgs) -> ExitCode {
     }
 }
 
-async fn serve_on_worker(engine: &EngineArgs) -> ExitCode {
-    let agent =
+async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
+    let mut agent =
         AcpBashAgent::new(Engine::new(engine.config())).with_job_limits(engine.job_limits());
+    if let Some(store) = store.store() {
+        agent = agent.with_session_store(store);
+    }
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {
         let signal = termination_signal().await;

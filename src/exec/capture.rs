@@ -41,12 +41,14 @@ enum LogState {
 pub struct Captured {
     /// The text for the result: everything, or head + gap line + tail.
     pub text: String,
+    /// Set when the middle was dropped.
     pub truncation: Option<Truncation>,
     /// Why the full log could not be written, if it could not.
     pub log_error: Option<String>,
 }
 
 impl Capture {
+    /// Keeps `head_limit` bytes from the start and `tail_limit` from the end; the full output goes to a log in `log_dir` once it is too large.
     pub fn new(head_limit: usize, tail_limit: usize, log_dir: &Path) -> Self {
         Capture {
             head: Vec::new(),
@@ -59,6 +61,7 @@ impl Capture {
         }
     }
 
+    /// Adds output.
     pub fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len() as u64;
         if self.head.len() < self.head_limit {
@@ -142,6 +145,7 @@ impl Capture {
         };
     }
 
+    /// The kept text, and how much was dropped.
     pub fn finish(self) -> Captured {
         let kept = self.head.len() + self.tail.len();
         if self.total as usize == kept && matches!(self.log, LogState::NotNeeded) {

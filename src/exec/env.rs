@@ -29,14 +29,18 @@ pub enum ScrubReason {
 /// One variable the scrub removed: its name and why. Never its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scrubbed {
+    /// The variable's name.
     pub name: String,
+    /// Why it was removed.
     pub reason: ScrubReason,
 }
 
 /// The environment commands start from, and what was removed to get it.
 #[derive(Debug, Clone, Default)]
 pub struct PreparedEnv {
+    /// The variables commands start with.
     pub vars: Vec<(OsString, OsString)>,
+    /// What the scrub removed (names only).
     pub removed: Vec<Scrubbed>,
 }
 

@@ -1,7 +1,7 @@
 //! The execution engine: runs one bash script per call, provider-neutral (no ACP types here).
 //!
 //! Owns: spawning `bash -c` in its own process group with a parent-death signal, the environment
-//! scrub ([`env`]), the per-session working directory ([`Session`]), streaming output in chunks
+//! scrub ([`env`](mod@env)), the per-session working directory ([`Session`]), streaming output in chunks
 //! that never split a UTF-8 character or an escape sequence ([`chunk`]), bounded head + tail
 //! retention with a full log on disk ([`capture`]), timeouts and cancellation that kill the whole
 //! process group. Must not touch: presentation, markers text, ACP.
@@ -380,6 +380,12 @@ impl Session {
     /// Where the next command starts.
     pub fn cwd(&self) -> PathBuf {
         self.inner.cwd.lock().unwrap().clone()
+    }
+
+    /// Moves where the next command starts (a restored session's directory). The engine checks
+    /// it before each run, as it does for one a `cd` left: a directory that is gone is reported.
+    pub fn restore_cwd(&self, cwd: PathBuf) {
+        *self.inner.cwd.lock().unwrap() = cwd;
     }
 
     /// The sandbox mode of the session's next commands.

@@ -61,11 +61,12 @@ impl Output {
     }
 
     /// Queues a chunk for the live stream while the limit allows (the chunk that crosses it
-    /// still goes, so that a reader that caps its own stream sees the crossing).
+    /// still goes, so that a reader that caps its own stream sees the crossing). Past the limit
+    /// nothing more is queued, but what is already queued is still delivered: dropping it would
+    /// lose the crossing chunk when the reader is behind, and the reader would never see its cap.
     fn queue(&mut self, text: &str) {
         if self.live_sent > self.live_limit {
-            self.live = None;
-            self.pending.clear();
+            return;
         }
         if self.live.is_some() {
             self.live_sent += text.len();

@@ -31,6 +31,7 @@ pub struct CallView {
 pub enum ResultView {
     /// The result text ended with a status line: a terminal, and the console block fallback.
     Terminal {
+        /// The terminal: output, exit, status.
         terminal: TerminalView,
         /// The fenced ```` ```console ```` block for clients without a terminal card.
         console: String,
@@ -50,6 +51,7 @@ impl ResultView {
         }
     }
 
+    /// The terminal view, when the result had a status line.
     pub fn terminal(&self) -> Option<&TerminalView> {
         match self {
             ResultView::Terminal { terminal, .. } => Some(terminal),
@@ -61,9 +63,11 @@ impl ResultView {
 /// A finished run, shaped like a terminal: where it ran, what it printed, how it ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TerminalView {
+    /// Where the command ran.
     pub cwd: PathBuf,
     /// The command's output as printed, escape sequences intact (a terminal renders them).
     pub output: String,
+    /// How it ended.
     pub exit: ExitView,
     /// Everything the status line said (timeout, cancellation, truncation).
     pub status: RunStatus,
@@ -81,6 +85,7 @@ pub struct ExitView {
 }
 
 impl ExitView {
+    /// The exit of `status`, as a terminal shows it.
     pub fn of(status: &RunStatus) -> Self {
         let (exit_code, signal) = match status.exit {
             Exit::Code(code) => (u32::try_from(code).ok(), None),

@@ -95,7 +95,9 @@ impl std::fmt::Display for Mode {
 /// A program and its arguments, before the engine adds env, cwd and stdio.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
+    /// The program to execute.
     pub program: PathBuf,
+    /// Its arguments.
     pub args: Vec<OsString>,
 }
 
@@ -113,6 +115,7 @@ pub type PreExec = Box<dyn FnMut() -> std::io::Result<()> + Send + Sync>;
 
 /// A launch with its confinement applied.
 pub struct Confined {
+    /// What to execute (possibly wrapped).
     pub launch: Launch,
     /// Run in the child after the engine's own pre-exec steps (it must be the last one). It
     /// may fork: the spawned process then waits and exits exactly like the shell, which runs
@@ -379,6 +382,7 @@ killed when it ends. The environment scrub still applies.";
 /// One layer of the sandbox and whether it works here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayerReport {
+    /// The layer's name.
     pub name: &'static str,
     /// What it gives when it works.
     pub purpose: &'static str,
@@ -389,7 +393,9 @@ pub struct LayerReport {
 /// Every layer, probed for real, plus each mode's description on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DoctorReport {
+    /// Each kernel layer and whether it works here.
     pub layers: Vec<LayerReport>,
+    /// Each mode and what it enforces here.
     pub modes: Vec<(Mode, String)>,
 }
 
@@ -399,6 +405,7 @@ impl DoctorReport {
         DoctorReport::from_support(&Support::probe())
     }
 
+    /// The report for `support`.
     pub fn from_support(support: &Support) -> DoctorReport {
         let abi = support.landlock_abi();
         let landlock = |min: u32, what: &str| {

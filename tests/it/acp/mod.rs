@@ -6,6 +6,7 @@ mod jobs_ownership;
 mod jobs_transcripts;
 mod modes;
 mod protocol;
+mod sessions;
 mod shutdown;
 mod stdio;
 mod streaming;

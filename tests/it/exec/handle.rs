@@ -170,3 +170,74 @@ async fn the_callback_form_is_killed_when_its_future_is_dropped() {
         "the command outlived its dropped run future"
     );
 }
+
+/// The stream has back-pressure; a holder that does not read it discards it, and the command
+/// runs to its end (8 MiB of output, far more than the stream holds unread).
+#[tokio::test]
+async fn a_discarded_stream_never_holds_the_command_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let mut handle = session.start(RunRequest::new(
+        "head -c 8388608 /dev/zero | tr '\\0' x; echo; echo end",
+    ));
+    handle.discard_output();
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while !handle.is_finished() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command was held back"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let outcome = handle.wait().await;
+    assert_eq!(outcome.exit_code(), Some(0));
+    assert!(
+        outcome.output.ends_with("x\nend\n"),
+        "{}",
+        &outcome.output[..100]
+    );
+}
+
+/// A reader that falls behind still gets the chunk that crosses the live limit: without it, a
+/// reader that caps its own stream (the ACP card) would never see its cap and never say so.
+#[tokio::test]
+async fn a_reader_behind_the_live_limit_still_gets_the_crossing_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = session(dir.path());
+    let done = dir.path().join("done");
+    // Under the engine's 256 KiB read-ahead, so the command is never held back: the stream's
+    // channel fills with the first chunks and the crossing chunk waits in the engine's queue.
+    let limit = 200 * 1024;
+    // 1 MiB in 4 KiB writes, then a file that says the command has written it all.
+    let script = format!(
+        "echo first; for i in $(seq 256); do head -c 4096 /dev/zero | tr '\\0' a; done; touch {}",
+        done.display()
+    );
+    let mut handle = session.start(RunRequest::new(script).live_limit(limit));
+    assert_eq!(handle.next_output().await.as_deref(), Some("first\n"));
+    // Read nothing more until the command has written everything: the engine queues meanwhile.
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    while !done.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut streamed = "first\n".len();
+    while let Some(chunk) = tokio::time::timeout(HANG_GUARD, handle.next_output())
+        .await
+        .expect("the stream hung")
+    {
+        streamed += chunk.len();
+    }
+    assert!(
+        streamed > limit,
+        "{streamed} bytes streamed: the chunk that crosses {limit} was lost"
+    );
+    assert!(
+        streamed < 1024 * 1024,
+        "{streamed} bytes: the limit was ignored"
+    );
+    handle.wait().await;
+}

@@ -22,6 +22,7 @@ pub fn binary() -> PathBuf {
 ///
 /// `--sandbox full`: these tests are about the protocol, and the other modes may print a notice
 /// about the kernel's sandbox support (which differs between machines) before the output.
+/// `--no-history`: nothing is kept on disk (the session tests use [`client_with_store`]).
 pub fn client(profile: ClientProfile) -> AcpClient {
     AcpClient::new(
         binary(),
@@ -29,6 +30,24 @@ pub fn client(profile: ClientProfile) -> AcpClient {
             "serve",
             "--sandbox",
             "full",
+            "--no-history",
+            "--log-level",
+            "acp_bash=debug",
+        ],
+    )
+    .profile(profile)
+}
+
+/// Like [`client`], with the sessions kept in the state directory `state_dir`.
+pub fn client_with_store(profile: ClientProfile, state_dir: &Path) -> AcpClient {
+    AcpClient::new(
+        binary(),
+        [
+            "serve",
+            "--sandbox",
+            "full",
+            "--state-dir",
+            state_dir.to_str().expect("a UTF-8 state dir"),
             "--log-level",
             "acp_bash=debug",
         ],

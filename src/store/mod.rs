@@ -1,0 +1,196 @@
+//! The session store: what is kept of each session on disk, so that a session outlives the agent
+//! process that made it (a later process lists it, restores its directory and mode, and replays
+//! its history).
+//!
+//! Provider-neutral: no ACP types. Owns the record ([`record`]), its files ([`fs`]), where the
+//! state directory is ([`state_dir`]), and [`SessionLog`], the live record of one active session
+//! that the agent updates with one call per event (session made, call started, call finished,
+//! mode changed). Must not touch: how a record is shown to a client (the ACP layer's replay), how
+//! commands run.
+
+pub mod fs;
+pub mod record;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use fs::{ListPage, ListQuery, SessionSummary, Store, StoreError};
+pub use record::{CallEnd, CallRecord, SessionRecord};
+
+use crate::exec::RunStatus;
+
+/// The state directory: `explicit` (`--state-dir`), else `$XDG_STATE_HOME/acp-bash`, else
+/// `$HOME/.local/state/acp-bash`. `None` when none of them gives an absolute path.
+pub fn state_dir(
+    explicit: Option<&Path>,
+    xdg_state_home: Option<&Path>,
+    home: Option<&Path>,
+) -> Option<PathBuf> {
+    if let Some(dir) = explicit {
+        return Some(dir.to_path_buf());
+    }
+    if let Some(xdg) = xdg_state_home.filter(|p| p.is_absolute()) {
+        return Some(xdg.join("acp-bash"));
+    }
+    home.filter(|p| p.is_absolute())
+        .map(|home| home.join(".local/state/acp-bash"))
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `ms` since the epoch as ISO 8601 in UTC, to the millisecond: `2026-11-30T21:04:05.123Z`.
+pub fn iso8601(ms: u64) -> String {
+    let (days, rest) = ((ms / 86_400_000) as i64, ms % 86_400_000);
+    // Howard Hinnant's days-to-civil algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3_600_000,
+        rest / 60_000 % 60,
+        rest / 1000 % 60,
+        rest % 1000
+    )
+}
+
+/// The record of one active session, written to the store (when there is one) after each change.
+///
+/// Every change is made and written under one lock, so the file always holds the latest record
+/// (two changes never reach the disk out of order). Without a store (`--no-history`) nothing
+/// is written and no history is kept, only what the session needs (its title).
+pub struct SessionLog {
+    store: Option<Store>,
+    record: Mutex<SessionRecord>,
+    /// A failed write is logged once per session, not on every call.
+    warned: AtomicBool,
+    /// Set once the record is deleted: nothing is written after that.
+    forgotten: AtomicBool,
+}
+
+impl SessionLog {
+    /// The log of a new or restored session; writes `record` at once.
+    pub fn new(store: Option<Store>, record: SessionRecord) -> Self {
+        let log = SessionLog {
+            store,
+            record: Mutex::new(record),
+            warned: AtomicBool::new(false),
+            forgotten: AtomicBool::new(false),
+        };
+        log.change(|_| ());
+        log
+    }
+
+    /// A copy of the record as it is now.
+    pub fn record(&self) -> SessionRecord {
+        self.record.lock().unwrap().clone()
+    }
+
+    /// Applies `change` and writes the record.
+    fn change<R>(&self, change: impl FnOnce(&mut SessionRecord) -> R) -> R {
+        let mut record = self.record.lock().unwrap();
+        let result = change(&mut record);
+        if self.store.is_none() {
+            record.history.clear();
+        }
+        if let Some(store) = self
+            .store
+            .as_ref()
+            .filter(|_| !self.forgotten.load(Ordering::Relaxed))
+        {
+            if let Err(error) = store.save(&record) {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(session = %record.id, %error, "the session could not be saved");
+                }
+            }
+        }
+        result
+    }
+
+    /// Records that a call started. Returns the session's title when this call gave it one (the
+    /// session's first call), for the client to show.
+    pub fn call_started(
+        &self,
+        prompt: &str,
+        call_id: &str,
+        command: &str,
+        description: Option<&str>,
+        cwd: &Path,
+    ) -> Option<String> {
+        self.change(|record| {
+            let untitled = record.title.is_none();
+            record.push_call(CallRecord {
+                prompt: prompt.to_string(),
+                call_id: call_id.to_string(),
+                command: command.to_string(),
+                description: description.map(str::to_string),
+                cwd: cwd.to_path_buf(),
+                started_ms: now_ms(),
+                end: None,
+            });
+            record.title.clone().filter(|_| untitled)
+        })
+    }
+
+    /// Records how the call `call_id` ended, what it printed (head and tail are kept), and
+    /// where the session's next command starts.
+    pub fn call_finished(&self, call_id: &str, status: &RunStatus, output: &str, next_cwd: &Path) {
+        let end = CallEnd::new(now_ms(), status, output);
+        self.change(|record| record.finish_call(call_id, end, next_cwd.to_path_buf()));
+    }
+
+    /// Stops writing the record (it is being deleted). A write in progress finishes first.
+    pub fn forget(&self) {
+        let _record = self.record.lock().unwrap();
+        self.forgotten.store(true, Ordering::Relaxed);
+    }
+
+    /// Records the session's sandbox mode.
+    pub fn set_mode(&self, mode: &str) {
+        self.change(|record| {
+            record.mode = mode.to_string();
+            record.updated_ms = now_ms().max(record.updated_ms);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_dir_prefers_the_flag_then_xdg_then_home() {
+        let p = |s: &str| Some(PathBuf::from(s));
+        let flag = Path::new("/flag");
+        let xdg = Path::new("/xdg");
+        let home = Path::new("/home/me");
+        assert_eq!(state_dir(Some(flag), Some(xdg), Some(home)), p("/flag"));
+        assert_eq!(state_dir(None, Some(xdg), Some(home)), p("/xdg/acp-bash"));
+        assert_eq!(
+            state_dir(None, Some(Path::new("relative")), Some(home)),
+            p("/home/me/.local/state/acp-bash")
+        );
+        assert_eq!(state_dir(None, None, None), None);
+    }
+
+    #[test]
+    fn iso8601_matches_known_instants() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        // date -u -d @1796072645.123 +%FT%T.%3NZ
+        assert_eq!(iso8601(1_796_072_645_123), "2026-11-30T21:04:05.123Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+}

@@ -1,0 +1,332 @@
+//! What is kept of one session: [`SessionRecord`] and its bounded history of [`CallRecord`]s.
+//!
+//! Owns the record's shape (serialized as JSON by [`super::fs`]), its bounds (how many calls,
+//! how much of each call's text and output) and the conversion of a run's status to and from
+//! the stored form. Plain values: no I/O, no ACP types. Must not touch: where records live.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::exec::{signal_name, signal_number, Exit, RunStatus, Truncation};
+
+/// The format of the records this version writes (and the only one it reads).
+pub const FORMAT: u32 = 1;
+
+/// How many calls a record keeps; older ones are dropped (and counted in
+/// [`SessionRecord::dropped_calls`]).
+pub const MAX_CALLS: usize = 50;
+
+/// Bytes of a call's output kept from its start, and from its end.
+pub const KEEP_OUTPUT_HEAD: usize = 2 * 1024;
+pub const KEEP_OUTPUT_TAIL: usize = 2 * 1024;
+
+/// Bytes kept of a prompt, a command or a description (longer ones are cut, and say so).
+pub const KEEP_TEXT: usize = 8 * 1024;
+
+/// One session as kept on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// [`FORMAT`] when written.
+    pub format: u32,
+    /// The session id, as the client knows it.
+    pub id: String,
+    /// The directory the session was created in (its workspace).
+    pub root: PathBuf,
+    /// Where the session's next command starts (a `cd` moves it).
+    pub cwd: PathBuf,
+    /// The sandbox mode's id (`workspace`, `read-only`, `full`, `off`).
+    pub mode: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    pub updated_ms: u64,
+    /// The first command's description, else the first command (first line, shortened).
+    pub title: Option<String>,
+    /// How many calls the session has made in all (never decreases, unlike `history`).
+    pub calls_made: u64,
+    /// How many of the oldest calls were dropped from `history` to keep it bounded.
+    pub dropped_calls: u64,
+    /// The last [`MAX_CALLS`] calls, oldest first.
+    pub history: Vec<CallRecord>,
+}
+
+/// One call of a session's history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRecord {
+    /// The prompt that asked for the call (cut at [`KEEP_TEXT`]).
+    pub prompt: String,
+    /// The tool call's id on the wire.
+    pub call_id: String,
+    pub command: String,
+    pub description: Option<String>,
+    /// Where the command started.
+    pub cwd: PathBuf,
+    pub started_ms: u64,
+    /// `None` while the call runs: a record that still says so after its agent ended is a call
+    /// that agent never finished (it was not restarted).
+    pub end: Option<CallEnd>,
+}
+
+/// How a call ended, and the part of its output that is kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallEnd {
+    pub finished_ms: u64,
+    /// The exit code, when the shell exited.
+    pub exit_code: Option<i32>,
+    /// The signal's name (`SIGKILL`), when the shell was killed by one.
+    pub signal: Option<String>,
+    pub timed_out_after_ms: Option<u64>,
+    pub cancelled: bool,
+    /// Bytes the engine dropped from the middle of the output, and where the whole output went.
+    pub truncated_bytes: Option<u64>,
+    pub full_output: Option<String>,
+    /// The start of the output (all of it when short).
+    pub output_head: String,
+    /// The end of the output, when it was longer than head and tail together.
+    pub output_tail: String,
+    /// Bytes of output between head and tail that the record did not keep.
+    pub omitted_bytes: u64,
+}
+
+impl CallEnd {
+    /// The stored form of a run's end: its status and the head and tail of `output`.
+    pub fn new(finished_ms: u64, status: &RunStatus, output: &str) -> Self {
+        let (exit_code, signal) = match status.exit {
+            Exit::Code(code) => (Some(code), None),
+            Exit::Signal(signal) => (None, Some(signal_name(signal))),
+        };
+        let (output_head, output_tail, omitted_bytes) =
+            head_and_tail(output, KEEP_OUTPUT_HEAD, KEEP_OUTPUT_TAIL);
+        CallEnd {
+            finished_ms,
+            exit_code,
+            signal,
+            timed_out_after_ms: status.timed_out_after.map(|d| d.as_millis() as u64),
+            cancelled: status.cancelled,
+            truncated_bytes: status.truncation.as_ref().map(|t| t.dropped_bytes),
+            full_output: status
+                .truncation
+                .as_ref()
+                .and_then(|t| t.full_output.clone()),
+            output_head,
+            output_tail,
+            omitted_bytes,
+        }
+    }
+
+    /// The status this end records (an unreadable one reads as exit code 1).
+    pub fn status(&self) -> RunStatus {
+        let exit = match (&self.exit_code, &self.signal) {
+            (Some(code), _) => Exit::Code(*code),
+            (None, Some(name)) => signal_number(name).map_or(Exit::Code(1), Exit::Signal),
+            (None, None) => Exit::Code(1),
+        };
+        RunStatus {
+            exit,
+            timed_out_after: self.timed_out_after_ms.map(Duration::from_millis),
+            cancelled: self.cancelled,
+            truncation: self.truncated_bytes.map(|dropped_bytes| Truncation {
+                dropped_bytes,
+                full_output: self.full_output.clone(),
+            }),
+        }
+    }
+
+    /// The kept output: all of it, or head, a line saying how much is not kept, and tail.
+    pub fn output(&self) -> String {
+        if self.omitted_bytes == 0 && self.output_tail.is_empty() {
+            return self.output_head.clone();
+        }
+        let newline = if self.output_head.ends_with('\n') {
+            ""
+        } else {
+            "\n"
+        };
+        format!(
+            "{}{newline}[… {} bytes of output not kept in the session history …]\n{}",
+            self.output_head, self.omitted_bytes, self.output_tail
+        )
+    }
+}
+
+/// `text` cut to at most `max` bytes (on a character boundary), with a note when it was cut.
+pub fn keep_text(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let cut = floor_char_boundary(text, max);
+    format!(
+        "{}\n[… {} more bytes not kept in the session history]",
+        &text[..cut],
+        text.len() - cut
+    )
+}
+
+/// `(head, tail, omitted)`: all of `text` as the head when it fits in `head + tail` bytes, else
+/// its first `head` and last `tail` bytes (on character boundaries) and how many were left out.
+pub fn head_and_tail(text: &str, head: usize, tail: usize) -> (String, String, u64) {
+    if text.len() <= head + tail {
+        return (text.to_string(), String::new(), 0);
+    }
+    let head_end = floor_char_boundary(text, head);
+    let mut tail_start = text.len() - tail;
+    while !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    (
+        text[..head_end].to_string(),
+        text[tail_start..].to_string(),
+        (tail_start - head_end) as u64,
+    )
+}
+
+fn floor_char_boundary(text: &str, mut index: usize) -> usize {
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// A title for a session whose first call is `command` with `description`: the description,
+/// else the command's first line, shortened to 80 characters.
+pub fn title_for(command: &str, description: Option<&str>) -> String {
+    const MAX_CHARS: usize = 80;
+    let text = description
+        .filter(|d| !d.trim().is_empty())
+        .unwrap_or_else(|| command.lines().next().unwrap_or(command))
+        .trim();
+    match text.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+impl SessionRecord {
+    /// A new, empty record.
+    pub fn new(id: &str, root: PathBuf, mode: &str, now_ms: u64) -> Self {
+        SessionRecord {
+            format: FORMAT,
+            id: id.to_string(),
+            cwd: root.clone(),
+            root,
+            mode: mode.to_string(),
+            created_ms: now_ms,
+            updated_ms: now_ms,
+            title: None,
+            calls_made: 0,
+            dropped_calls: 0,
+            history: Vec::new(),
+        }
+    }
+
+    /// Adds a call that has started (not finished yet), dropping the oldest past [`MAX_CALLS`].
+    /// The first call also gives the session its title.
+    pub fn push_call(&mut self, call: CallRecord) {
+        if self.title.is_none() {
+            self.title = Some(title_for(&call.command, call.description.as_deref()));
+        }
+        self.calls_made += 1;
+        self.updated_ms = self.updated_ms.max(call.started_ms);
+        self.history.push(CallRecord {
+            prompt: keep_text(&call.prompt, KEEP_TEXT),
+            command: keep_text(&call.command, KEEP_TEXT),
+            description: call.description.map(|d| keep_text(&d, KEEP_TEXT)),
+            ..call
+        });
+        if self.history.len() > MAX_CALLS {
+            let extra = self.history.len() - MAX_CALLS;
+            self.history.drain(..extra);
+            self.dropped_calls += extra as u64;
+        }
+    }
+
+    /// Records how the call `call_id` ended and where the session's next command starts.
+    /// Returns false when the call is not in the history (it was dropped meanwhile).
+    pub fn finish_call(&mut self, call_id: &str, end: CallEnd, next_cwd: PathBuf) -> bool {
+        self.updated_ms = self.updated_ms.max(end.finished_ms);
+        self.cwd = next_cwd;
+        match self.history.iter_mut().rev().find(|c| c.call_id == call_id) {
+            Some(call) => {
+                call.end = Some(end);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(n: u64) -> CallRecord {
+        CallRecord {
+            prompt: format!("echo {n}"),
+            call_id: format!("call-{n}"),
+            command: format!("echo {n}"),
+            description: None,
+            cwd: "/w".into(),
+            started_ms: n,
+            end: None,
+        }
+    }
+
+    #[test]
+    fn history_keeps_the_last_calls_and_counts_the_dropped_ones() {
+        let mut record = SessionRecord::new("s", "/w".into(), "workspace", 0);
+        for n in 1..=(MAX_CALLS as u64 + 3) {
+            record.push_call(call(n));
+        }
+        assert_eq!(record.history.len(), MAX_CALLS);
+        assert_eq!(record.history[0].call_id, "call-4");
+        assert_eq!(record.dropped_calls, 3);
+        assert_eq!(record.calls_made, MAX_CALLS as u64 + 3);
+        assert_eq!(record.title.as_deref(), Some("echo 1"));
+    }
+
+    #[test]
+    fn long_output_keeps_head_and_tail_on_character_boundaries() {
+        let output = format!(
+            "{}{}{}",
+            "é".repeat(2000),
+            "x".repeat(10_000),
+            "ü".repeat(2000)
+        );
+        let end = CallEnd::new(1, &RunStatus::exited(0), &output);
+        assert!(end.output_head.len() <= KEEP_OUTPUT_HEAD && end.output_head.starts_with('é'));
+        assert!(end.output_tail.len() <= KEEP_OUTPUT_TAIL && end.output_tail.ends_with('ü'));
+        let kept = end.output_head.len() + end.output_tail.len();
+        assert_eq!(end.omitted_bytes as usize, output.len() - kept);
+        assert!(end.output().contains("bytes of output not kept"));
+        let short = CallEnd::new(1, &RunStatus::exited(0), "hi\n");
+        assert_eq!(short.output(), "hi\n");
+    }
+
+    #[test]
+    fn status_round_trips_through_the_record() {
+        let statuses = [
+            RunStatus::exited(3),
+            RunStatus {
+                exit: Exit::Signal(9),
+                timed_out_after: Some(Duration::from_millis(1500)),
+                cancelled: true,
+                truncation: Some(Truncation {
+                    dropped_bytes: 10,
+                    full_output: Some("/tmp/log".into()),
+                }),
+            },
+        ];
+        for status in statuses {
+            assert_eq!(CallEnd::new(0, &status, "").status(), status);
+        }
+    }
+
+    #[test]
+    fn titles_prefer_the_description_and_stay_short() {
+        assert_eq!(title_for("make\nmake test", Some("Build")), "Build");
+        assert_eq!(title_for("make\nmake test", None), "make");
+        let long = "x".repeat(200);
+        assert_eq!(title_for(&long, None).chars().count(), 81);
+    }
+}
