@@ -153,11 +153,13 @@ impl Connection {
             cx.send_notification(SessionNotification::new(id.clone(), update))?;
         }
         let modes = SandboxModes::new(self.off_allowed()).state(state.session.mode());
-        responder.respond(LoadSessionResponse::new().modes(modes))?;
+        // Before the answer (like the replay), so that it is part of what the session starts
+        // with and its place on the wire is fixed.
         cx.send_notification(SessionNotification::new(
             id,
             super::slash::available_commands(),
-        ))
+        ))?;
+        responder.respond(LoadSessionResponse::new().modes(modes))
     }
 
     /// `session/resume`: restores the session (unless it is active here), without replay.
@@ -180,11 +182,13 @@ impl Connection {
             cx.send_notification(SessionNotification::new(id.clone(), agent_text(note)))?;
         }
         let modes = SandboxModes::new(self.off_allowed()).state(state.session.mode());
-        responder.respond(ResumeSessionResponse::new().modes(modes))?;
+        // Before the answer (like the replay), so that it is part of what the session starts
+        // with and its place on the wire is fixed.
         cx.send_notification(SessionNotification::new(
             id,
             super::slash::available_commands(),
-        ))
+        ))?;
+        responder.respond(ResumeSessionResponse::new().modes(modes))
     }
 
     /// The active session `id`, or the stored one made active, with what could not be restored.

@@ -16,7 +16,10 @@ use super::jobs::{has_final, updates_until};
 use crate::support::acp::*;
 use crate::support::zed_replay::ZedReplay;
 
-const LONG_JOB: &str = "for i in 1 2 3; do echo line $i; done; touch printed; exec sleep 600";
+/// The shell's own stderr goes nowhere: whether bash reports "Terminated" for the killed sleep
+/// depends on timing, and the card must show the same every run.
+const LONG_JOB: &str =
+    "exec 2>/dev/null; for i in 1 2 3; do echo line $i; done; touch printed; exec sleep 600";
 const SHORT_JOB: &str = "echo quick; exit 3";
 
 async fn ask(c: &mut Conversation, session: &SessionId, text: &str) -> Vec<SessionUpdate> {
