@@ -24,7 +24,7 @@ use agent_client_protocol::v1::schema::{
     EmbeddedResourceResource, Implementation, InitializeRequest, InitializeResponse,
     ListSessionsRequest, LoadSessionRequest, NewSessionRequest, NewSessionResponse, PromptRequest,
     PromptResponse, ResumeSessionRequest, SessionId, SessionUpdate, SetSessionModeRequest,
-    SetSessionModeResponse, StopReason, ToolCallId,
+    SetSessionModeResponse, StopReason, ToolCallId, ToolCallUpdateFields,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
@@ -37,6 +37,7 @@ use super::commands::{self as slash, CommandTurn, SessionJobs};
 use super::modes::{ModeChoice, SandboxModes};
 use super::stream::StreamLimits;
 use super::tool_call::{ConnectionSink, ToolCallRunner, UpdateSink};
+use super::transport::ClientBehind;
 use crate::driver::{call_from_prompt, commands::SlashCommand};
 use crate::exec::{Engine, Session};
 use crate::jobs::{JobLimits, JobRegistry};
@@ -51,6 +52,9 @@ mod lifecycle;
 /// be killed and reaped before it returns anyway.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
+/// The largest prompt (its script text) the agent runs unless told otherwise: 1 MiB.
+pub const DEFAULT_MAX_PROMPT_BYTES: usize = 1 << 20;
+
 /// The acp-bash agent: serves one ACP connection with an [`Engine`].
 ///
 /// Cheap to clone (the engine is shared); every connection gets fresh state.
@@ -59,6 +63,8 @@ pub struct AcpBashAgent {
     engine: Engine,
     limits: StreamLimits,
     job_limits: JobLimits,
+    max_prompt_bytes: usize,
+    client_behind: ClientBehind,
     store: Option<Store>,
 }
 
@@ -69,6 +75,8 @@ impl AcpBashAgent {
             engine,
             limits: StreamLimits::default(),
             job_limits: JobLimits::default(),
+            max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
+            client_behind: ClientBehind::default(),
             store: None,
         }
     }
@@ -80,6 +88,19 @@ impl AcpBashAgent {
         self
     }
 
+    /// Skips making live output while this flag is up (the transport's
+    /// [`super::AgentStdio::client_behind`]): a client that does not read gets no more of it.
+    pub fn with_client_behind(mut self, behind: ClientBehind) -> Self {
+        self.client_behind = behind;
+        self
+    }
+
+    /// Refuses prompts whose text is longer than this (default [`DEFAULT_MAX_PROMPT_BYTES`]).
+    pub fn with_max_prompt_bytes(mut self, max_prompt_bytes: usize) -> Self {
+        self.max_prompt_bytes = max_prompt_bytes;
+        self
+    }
+
     /// Keeps every session in `store`, so that it can be listed, loaded and resumed by this or
     /// a later agent process (`session/list`, `session/load`, `session/resume`,
     /// `session/delete`). Without a store nothing is written and only `session/close` is offered.
@@ -88,7 +109,8 @@ impl AcpBashAgent {
         self
     }
 
-    /// Changes how live output is batched and capped (the defaults suit Zed).
+    /// Changes how live output is batched and capped, and whether clients without the card get a
+    /// live console view (the defaults suit Zed, and acpx and Toad).
     pub fn with_stream_limits(mut self, limits: StreamLimits) -> Self {
         self.limits = limits;
         self
@@ -112,12 +134,10 @@ impl AcpBashAgent {
         transport: impl ConnectTo<Agent>,
         stop: impl std::future::Future<Output = ()>,
     ) -> agent_client_protocol::Result<()> {
-        let connection = Arc::new(Connection::new(
-            self.engine,
-            self.limits,
-            self.job_limits,
-            self.store,
-        ));
+        let mut connection = Connection::new(self.engine, self.limits, self.job_limits, self.store);
+        connection.max_prompt_bytes = self.max_prompt_bytes;
+        connection.client_behind = self.client_behind;
+        let connection = Arc::new(connection);
         let result = tokio::select! {
             result = connection.clone().handle(transport) => result,
             () = stop => Ok(()),
@@ -144,6 +164,8 @@ struct Connection {
     engine: Engine,
     limits: StreamLimits,
     job_limits: JobLimits,
+    max_prompt_bytes: usize,
+    client_behind: ClientBehind,
     /// Where sessions are kept; `None` with `--no-history`.
     store: Option<Store>,
     features: Mutex<ClientFeatures>,
@@ -188,9 +210,43 @@ impl SessionState {
 fn unknown_session(session_id: &SessionId) -> Error {
     Error::new(
         ErrorCode::RESOURCE_NOT_FOUND,
-        format!("unknown session: {:?}", &*session_id.0),
+        format!("unknown session: {:?}", short(&session_id.0)),
     )
-    .data(json!({ "sessionId": session_id }))
+    .data(json!({ "sessionId": short(&session_id.0) }))
+}
+
+/// A client-supplied text as an error may quote it: cut after 100 bytes (on a character
+/// boundary), so that an error never echoes a whole input back.
+fn short(text: &str) -> String {
+    const MAX: usize = 100;
+    if text.len() <= MAX {
+        return text.to_string();
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
+/// A new session id: 128 random bits from the kernel, so that ids never repeat across
+/// processes (clients such as acpx key their records by it).
+fn random_session_id() -> SessionId {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: getrandom writes at most the given length into the buffer we own.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        if n > 0 {
+            filled += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            panic!("getrandom failed: {}", std::io::Error::last_os_error());
+        }
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    SessionId::new(format!("sess-{hex}"))
 }
 
 fn invalid_params(message: String, data: serde_json::Value) -> Error {
@@ -208,6 +264,8 @@ impl Connection {
             engine,
             limits,
             job_limits,
+            max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
+            client_behind: ClientBehind::default(),
             store,
             features: Mutex::new(ClientFeatures::default()),
             next_session: AtomicU64::new(1),
@@ -333,14 +391,14 @@ impl Connection {
             Err(error) => {
                 tracing::info!(%error, "session/new refused");
                 return responder.respond_with_error(invalid_params(
-                    error.to_string(),
-                    json!({ "cwd": request.cwd.to_string_lossy() }),
+                    short(&error.to_string()),
+                    json!({ "cwd": short(&request.cwd.to_string_lossy()) }),
                 ));
             }
         };
         let modes = SandboxModes::new(self.off_allowed()).state(session.mode());
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
-        let id = SessionId::new(format!("sess-{number}"));
+        let id = random_session_id();
         let record = SessionRecord::new(
             &id.0,
             request.cwd.clone(),
@@ -407,7 +465,7 @@ impl Connection {
         let why = match modes.parse(&request.mode_id.0) {
             ModeChoice::Sandbox(mode) => Ok(mode),
             ModeChoice::NotOffered(why) => Err(why),
-            ModeChoice::Other => Err(format!("unknown mode {:?}", &*request.mode_id.0)),
+            ModeChoice::Other => Err(format!("unknown mode {:?}", short(&request.mode_id.0))),
         };
         let mode = match why {
             Ok(mode) => mode,
@@ -419,7 +477,7 @@ impl Connection {
                     .collect();
                 return responder.respond_with_error(invalid_params(
                     format!("{why}: the modes are {}", ids.join(", ")),
-                    json!({ "modeId": request.mode_id, "availableModes": ids }),
+                    json!({ "modeId": short(&request.mode_id.0), "availableModes": ids }),
                 ));
             }
         };
@@ -441,17 +499,28 @@ impl Connection {
             Err(error) => return responder.respond_with_error(error),
         };
         let text = prompt_text(&request.prompt);
+        if text.len() > self.max_prompt_bytes {
+            return responder.respond_with_error(invalid_params(
+                format!(
+                    "the prompt is {} bytes; acp-bash runs scripts of at most {} bytes \
+                     (start it with a larger --max-prompt-bytes to allow more)",
+                    text.len(),
+                    self.max_prompt_bytes
+                ),
+                json!({ "promptBytes": text.len(), "maxPromptBytes": self.max_prompt_bytes }),
+            ));
+        }
         if let Some(command) = crate::driver::commands::parse(&text) {
             return self.slash_command(command, request.session_id, state, responder, cx);
         }
         // It runs in the session's cwd as the turn finds it (an earlier turn may still `cd`).
         let call = match call_from_prompt(&text, None) {
             Ok(call) => call,
-            Err(error) => {
-                return responder.respond_with_error(invalid_params(
-                    error.to_string(),
-                    json!({ "sessionId": request.session_id, "prompt": "no command" }),
-                ));
+            Err(nothing_to_run) => {
+                // Not an error: the user gets told what to type, and the turn ends.
+                let hint = bridge::agent_message(&nothing_to_run.to_string());
+                ConnectionSink::new(cx, request.session_id).send(hint);
+                return responder.respond(PromptResponse::new(StopReason::EndTurn));
             }
         };
         let token = CancellationToken::new();
@@ -544,7 +613,15 @@ impl Connection {
         // The call runs on a tracked tokio task, so that shutdown can wait for the kill.
         let run = {
             let session = state.session.clone();
-            let mut sink = ConnectionSink::new(cx.clone(), session_id.clone());
+            let mut connection = ConnectionSink::new(cx.clone(), session_id.clone());
+            let behind = self.client_behind.clone();
+            // While the client is behind on reading, live output is dropped here, before the SDK
+            // even serializes it; everything else (the final update above all) always goes.
+            let mut sink = move |update: SessionUpdate| {
+                if !(behind.is_behind() && is_live_output(&update)) {
+                    connection.send(update);
+                }
+            };
             let token = token.clone();
             let call_id = call_id.clone();
             self.runs.spawn(async move {
@@ -614,6 +691,26 @@ impl Connection {
             );
         }
     }
+}
+
+/// Whether `update` only carries live output (`_meta.terminal_output` and nothing else).
+fn is_live_output(update: &SessionUpdate) -> bool {
+    let SessionUpdate::ToolCallUpdate(update) = update else {
+        return false;
+    };
+    let card_output = update.fields == ToolCallUpdateFields::default()
+        && update
+            .meta
+            .as_ref()
+            .is_some_and(|meta| meta.len() == 1 && meta.contains_key("terminal_output"));
+    // A console view for clients without the card: content only, no status; the next view or
+    // the final update replaces it.
+    let console_view = update.meta.is_none() && update.fields.content.is_some() && {
+        let mut rest = update.fields.clone();
+        rest.content = None;
+        rest == ToolCallUpdateFields::default()
+    };
+    card_output || console_view
 }
 
 /// Whether the connection ended because the client closed the agent's stdout (a write failed

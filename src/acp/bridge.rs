@@ -3,17 +3,24 @@
 //! can render.
 //!
 //! Owns: the card path (Zed's `_meta.terminal_info` / `terminal_output` / `terminal_exit`
-//! convention, `shared/notes/zed-terminal-card.md`) and the console fallback. Pure: no I/O, no
+//! convention, `shared/notes/zed-terminal-card.md`), the console fallback (a one-line title, a
+//! live console view, the final console block), the `rawInput` echo (cut to a few KiB) and the
+//! `rawOutput` status every final update carries, and the agent message a prompt with nothing
+//! to run gets. Pure: no I/O, no
 //! processes, no clock; every function here is a value-to-value mapping, unit-tested below.
 //! Must not touch: how output is produced or streamed (that is [`super::stream`]), the markers text
 //! (the presentation parses it).
 
 use agent_client_protocol::v1::schema::{
-    ClientCapabilities, Content, Meta, SessionMode, SessionModeState, Terminal, ToolCall,
-    ToolCallContent, ToolCallId, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ClientCapabilities, Content, ContentBlock, ContentChunk, Meta, SessionMode, SessionModeState,
+    SessionUpdate, Terminal, ToolCall, ToolCallContent, ToolCallId, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
 use serde_json::{json, Value};
 
+use super::stream::LiveUpdate;
+use crate::exec::Exit;
+use crate::present::script::{self, MAX_ECHO_BYTES};
 use crate::present::{CallView, ResultView};
 use crate::sandbox;
 
@@ -83,7 +90,19 @@ fn call_content(
     content
 }
 
-/// The `tool_call` that opens a call: `in_progress`, kind `execute`, titled with the command.
+/// The title a client shows: the whole command (cut to a few KiB) on Zed's card, which shows it
+/// as a bash block; one line for every other client ([`CallView::one_line_title`]).
+pub fn title(view: &CallView, features: ClientFeatures) -> String {
+    if features.card() {
+        view.title.clone()
+    } else {
+        view.one_line_title.clone()
+    }
+}
+
+/// The `tool_call` that opens a call: `in_progress`, kind `execute`, titled with the command
+/// ([`title`]), `rawInput` `{"command"}` cut to [`MAX_ECHO_BYTES`] (the whole command runs; only
+/// the echo is cut).
 ///
 /// On the card path it carries the terminal block and `_meta.terminal_info{terminal_id, cwd}`.
 pub fn tool_call(
@@ -92,11 +111,11 @@ pub fn tool_call(
     view: &CallView,
     features: ClientFeatures,
 ) -> ToolCall {
-    let call = ToolCall::new(call_id.clone(), view.title.clone())
+    let call = ToolCall::new(call_id.clone(), title(view, features))
         .kind(ToolKind::Execute)
         .status(ToolCallStatus::InProgress)
         .content(call_content(call_id, view, features))
-        .raw_input(json!({ "command": command }));
+        .raw_input(json!({ "command": script::cut(command, MAX_ECHO_BYTES) }));
     if features.card() {
         call.meta(meta(json!({
             "terminal_info": {
@@ -117,6 +136,61 @@ pub fn output_update(call_id: &ToolCallId, data: &str) -> ToolCallUpdate {
     })))
 }
 
+/// A live console view for a client without the card: content = the description (kept, since
+/// content replaces what the call had) and the console block of the last lines; no status.
+pub fn console_update(call_id: &ToolCallId, view: &CallView, console: &str) -> ToolCallUpdate {
+    let mut content = call_content(call_id, view, ClientFeatures::default());
+    content.push(text_block(console));
+    ToolCallUpdate::new(
+        call_id.clone(),
+        ToolCallUpdateFields::new().content(content),
+    )
+}
+
+/// The update for one piece of live output: appended to the card ([`output_update`]) or a new
+/// console view ([`console_update`]).
+pub fn live_update(call_id: &ToolCallId, view: &CallView, update: &LiveUpdate) -> ToolCallUpdate {
+    match update {
+        LiveUpdate::Append(data) => output_update(call_id, data),
+        LiveUpdate::Replace(console) => console_update(call_id, view, console),
+    }
+}
+
+/// How a call ended, as data (`rawOutput`), so that a client shows the status even when it cuts
+/// the text: `{exit_code, signal, timed_out, cancelled, truncated, full_output, cwd,
+/// duration_ms}`, `null` where a value does not apply or is not known (everything but `cwd` when
+/// the result could not be read). `cwd` is where the command ran. No key is named `output`,
+/// `stdout`, `text` or `result`: acpx would then print only that key's value.
+pub fn raw_output(view: &CallView, result: &ResultView) -> Value {
+    let cwd = view.cwd.to_string_lossy();
+    let Some(terminal) = result.terminal() else {
+        return json!({
+            "exit_code": null, "signal": null, "timed_out": null, "cancelled": null,
+            "truncated": null, "full_output": null, "cwd": cwd, "duration_ms": null,
+        });
+    };
+    let status = &terminal.status;
+    let exit_code = match status.exit {
+        Exit::Code(code) => Some(code),
+        Exit::Signal(_) => None,
+    };
+    json!({
+        "exit_code": exit_code,
+        "signal": terminal.exit.signal,
+        "timed_out": status.timed_out_after.is_some(),
+        "cancelled": status.cancelled,
+        "truncated": status.truncation.is_some(),
+        "full_output": status.truncation.as_ref().and_then(|t| t.full_output.as_deref()),
+        "cwd": cwd,
+        "duration_ms": terminal.duration.map(|d| d.as_millis() as u64),
+    })
+}
+
+/// The agent message a prompt gets when it holds nothing to run: `text` as one text chunk.
+pub fn agent_message(text: &str) -> SessionUpdate {
+    SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text.to_string())))
+}
+
 /// The status a finished call shows: `completed` for exit 0, `failed` for anything else
 /// (a non-zero exit, a signal, a result the presentation could not read).
 pub fn final_status(result: &ResultView) -> ToolCallStatus {
@@ -126,7 +200,7 @@ pub fn final_status(result: &ResultView) -> ToolCallStatus {
     }
 }
 
-/// The update that closes a call.
+/// The update that closes a call. Both paths carry [`raw_output`].
 ///
 /// - Card path: `status` and `_meta.terminal_exit{terminal_id, exit_code, signal}` and NO content,
 ///   so the card stays. (If the presentation could not read the result as a terminal, the card is
@@ -139,7 +213,9 @@ pub fn final_update(
     result: &ResultView,
     features: ClientFeatures,
 ) -> ToolCallUpdate {
-    let fields = ToolCallUpdateFields::new().status(final_status(result));
+    let fields = ToolCallUpdateFields::new()
+        .status(final_status(result))
+        .raw_output(raw_output(view, result));
     match (features.card(), result) {
         (true, ResultView::Terminal { terminal, .. }) => {
             ToolCallUpdate::new(call_id.clone(), fields).meta(meta(json!({
@@ -188,6 +264,8 @@ mod tests {
     fn view(description: Option<&str>) -> CallView {
         CallView {
             title: "make test".into(),
+            one_line_title: "make test".into(),
+            echo: String::new(),
             description: description.map(str::to_string),
             cwd: PathBuf::from("/home/me/proj"),
         }
@@ -203,7 +281,14 @@ mod tests {
                     signal: signal.map(str::to_string),
                     success: exit_code == Some(0),
                 },
-                status: RunStatus::exited(exit_code.map_or(1, |c| c as i32)),
+                status: match (exit_code, signal) {
+                    (Some(code), _) => RunStatus::exited(code as i32),
+                    (None, _) => RunStatus {
+                        exit: crate::exec::Exit::Signal(9),
+                        ..RunStatus::exited(0)
+                    },
+                },
+                duration: Some(std::time::Duration::from_millis(1234)),
             },
             console: "```console\nok\n[exit code: 0]\n```".into(),
         }
@@ -295,6 +380,9 @@ mod tests {
         assert_eq!(
             ok,
             json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-1-1", "status": "completed",
+                   "rawOutput": {"exit_code": 0, "signal": null, "timed_out": false, "cancelled": false,
+                                 "truncated": false, "full_output": null, "cwd": "/home/me/proj",
+                                 "duration_ms": 1234},
                    "_meta": {"terminal_exit": {"terminal_id": "call-1-1", "exit_code": 0, "signal": null}}})
         );
         let failed = wire(SessionUpdate::ToolCallUpdate(final_update(
@@ -330,10 +418,120 @@ mod tests {
         assert_eq!(
             done,
             json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-1-1", "status": "completed",
+            "rawOutput": {"exit_code": 0, "signal": null, "timed_out": false, "cancelled": false,
+                          "truncated": false, "full_output": null, "cwd": "/home/me/proj",
+                          "duration_ms": 1234},
             "content": [
                 {"type": "content", "content": {"type": "text", "text": "d"}},
                 {"type": "content", "content": {"type": "text", "text": "```console\nok\n[exit code: 0]\n```"}}
             ]})
+        );
+    }
+
+    #[test]
+    fn a_multi_line_command_is_one_line_for_plain_clients_and_whole_on_the_card() {
+        let call = crate::tool::BashCall::new("mkdir -p out\ntouch out/a\nls out");
+        let view = crate::present::present_call(&call, std::path::Path::new("/p"));
+        let plain = wire(SessionUpdate::ToolCall(tool_call(
+            &id(),
+            &call.command,
+            &view,
+            PLAIN,
+        )));
+        assert_eq!(plain["title"], "mkdir -p out … (2 more lines)");
+        let card = wire(SessionUpdate::ToolCall(tool_call(
+            &id(),
+            &call.command,
+            &view,
+            ZED,
+        )));
+        assert_eq!(card["title"], "mkdir -p out\ntouch out/a\nls out");
+        assert_eq!(plain["rawInput"], json!({"command": call.command}));
+    }
+
+    #[test]
+    fn a_huge_command_is_cut_in_the_title_and_raw_input() {
+        let command = "echo 0123456789abcdef\n".repeat(100_000);
+        let call = crate::tool::BashCall::new(command.clone());
+        let view = crate::present::present_call(&call, std::path::Path::new("/p"));
+        for features in [ZED, PLAIN] {
+            let line = serde_json::to_string(&wire(SessionUpdate::ToolCall(tool_call(
+                &id(),
+                &command,
+                &view,
+                features,
+            ))))
+            .unwrap();
+            assert!(line.len() < 3 * MAX_ECHO_BYTES, "{} bytes", line.len());
+        }
+        let raw_input = tool_call(&id(), &command, &view, ZED).raw_input.unwrap();
+        let echoed = raw_input["command"].as_str().unwrap();
+        assert!(echoed.ends_with("more bytes)"), "{echoed}");
+        assert!(command.starts_with(echoed.rsplit_once('\n').unwrap().0));
+    }
+
+    #[test]
+    fn a_console_view_is_the_description_then_the_block_without_status() {
+        let update = wire(SessionUpdate::ToolCallUpdate(live_update(
+            &id(),
+            &view(Some("d")),
+            &LiveUpdate::Replace("```console\n1\n```".into()),
+        )));
+        assert_eq!(
+            update,
+            json!({"sessionUpdate": "tool_call_update", "toolCallId": "call-1-1", "content": [
+                {"type": "content", "content": {"type": "text", "text": "d"}},
+                {"type": "content", "content": {"type": "text", "text": "```console\n1\n```"}}
+            ]})
+        );
+        let append = live_update(&id(), &view(None), &LiveUpdate::Append("x".into()));
+        assert_eq!(append, output_update(&id(), "x"));
+    }
+
+    #[test]
+    fn raw_output_says_how_it_ended_with_null_where_nothing_applies() {
+        use crate::exec::Truncation;
+        let killed = raw_output(&view(None), &result(None, Some("SIGKILL")));
+        assert_eq!(killed["exit_code"], Value::Null);
+        assert_eq!(killed["signal"], "SIGKILL");
+        let mut cut = result(Some(3), None);
+        if let ResultView::Terminal { terminal, .. } = &mut cut {
+            terminal.status.truncation = Some(Truncation {
+                dropped_bytes: 10,
+                full_output: Some("/logs/1.log".into()),
+                log_holds_first: None,
+            });
+            terminal.status.cancelled = true;
+            terminal.status.timed_out_after = Some(std::time::Duration::from_secs(1));
+            terminal.duration = None;
+        }
+        assert_eq!(
+            raw_output(&view(None), &cut),
+            json!({"exit_code": 3, "signal": null, "timed_out": true, "cancelled": true,
+                   "truncated": true, "full_output": "/logs/1.log", "cwd": "/home/me/proj",
+                   "duration_ms": null})
+        );
+        let unreadable = ResultView::Text {
+            console: "x".into(),
+        };
+        let raw = raw_output(&view(None), &unreadable);
+        assert_eq!(raw["cwd"], "/home/me/proj");
+        assert_eq!(raw["exit_code"], Value::Null);
+        for value in [killed, raw] {
+            let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+            assert_eq!(keys.len(), 8);
+            for banned in ["output", "stdout", "text", "result"] {
+                assert!(value.get(banned).is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn a_prompt_with_nothing_to_run_is_answered_by_a_message() {
+        assert_eq!(
+            wire(agent_message("type a script")),
+            json!({"sessionUpdate": "agent_message_chunk",
+                   "content": {"type": "text", "text": "type a script"}})
         );
     }
 

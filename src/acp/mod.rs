@@ -74,11 +74,11 @@ pub mod summary;
 pub mod tool_call;
 pub mod transport;
 
-pub use agent::{prompt_text, AcpBashAgent};
+pub use agent::{prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
 pub use modes::{ModeChoice, SandboxModes};
 pub use tool_call::{run_tool_call, ConnectionSink, ToolCallRunner, UpdateSink};
 
 /// The ACP SDK this layer is built on (`agent-client-protocol`), so that embedders name exactly
 /// the types acp-bash takes and returns.
 pub use agent_client_protocol as sdk;
-pub use transport::AgentStdio;
+pub use transport::{AgentStdio, ClientBehind, LineTransport, TransportLimits};

@@ -1,5 +1,7 @@
-//! The live output coalescer: turns the engine's stream of output chunks into a reasonable number
-//! of `terminal_output` updates.
+//! Live output: turns the engine's stream of output chunks into a reasonable number of updates,
+//! `terminal_output` appends for Zed's card ([`Coalescer`]) and, for every other client, a
+//! console view of the last lines that replaces the previous one ([`LiveConsole`]). [`Live`]
+//! picks one per call.
 //!
 //! Owns: when a chunk is sent (at once, or batched with the next ones), and how much of a call's
 //! output is streamed at all. Must not touch: the chunks' contents (they arrive cut at safe
@@ -14,8 +16,16 @@
 //!   most about 1 s / `min_interval` updates per second, not thousands of tiny ones.
 //! - After [`StreamLimits::max_streamed_bytes`] the call stops streaming; one last update says so
 //!   ([`cap_notice`]), and the full output stays in the result (and the engine's log).
+//!
+//! The console view (clients without the card) follows its own rules, since each update
+//! re-sends the whole view: the first goes out [`PlainLive::first_delay`] after the first output
+//! (a command that ends sooner gets only its final update), the next ones at most every
+//! [`PlainLive::interval`], and only when the output changed; each shows the last lines only
+//! ([`LiveBounds`]).
 
 use std::time::{Duration, Instant};
+
+use crate::present::live::{LiveBounds, OutputTail};
 
 /// The knobs of the coalescer. [`StreamLimits::default`] is what the agent uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +37,9 @@ pub struct StreamLimits {
     pub max_batch_bytes: usize,
     /// How many bytes of one call's output are streamed to the card (4 MiB).
     pub max_streamed_bytes: usize,
+    /// The live console view for clients without the card; `None` turns it off (they then get
+    /// only the final update, `--plain-live off`).
+    pub plain_live: Option<PlainLive>,
 }
 
 impl Default for StreamLimits {
@@ -35,7 +48,187 @@ impl Default for StreamLimits {
             min_interval: Duration::from_millis(20),
             max_batch_bytes: 64 * 1024,
             max_streamed_bytes: 4 * 1024 * 1024,
+            plain_live: Some(PlainLive::default()),
         }
+    }
+}
+
+/// The knobs of the live console view ([`LiveConsole`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainLive {
+    /// How long after the first output the first view goes out (80 ms: soon enough to feel live,
+    /// late enough that a quick command gets only its final update).
+    pub first_delay: Duration,
+    /// The shortest gap between two views (300 ms: about 3 a second, each a few KiB).
+    pub interval: Duration,
+    /// How much of the output a view shows.
+    pub bounds: LiveBounds,
+}
+
+impl Default for PlainLive {
+    fn default() -> Self {
+        PlainLive {
+            first_delay: Duration::from_millis(80),
+            interval: Duration::from_millis(300),
+            bounds: LiveBounds::default(),
+        }
+    }
+}
+
+/// Per-call state of the live console view: the output's tail and when the last view went out.
+/// Feed it with [`LiveConsole::push`], [`LiveConsole::poll`] it when [`LiveConsole::deadline`]
+/// passes; each `Some` is a whole ```` ```console ```` block that replaces the previous one.
+/// When the output ends there is nothing to flush: the final update shows the result.
+#[derive(Debug)]
+pub struct LiveConsole {
+    settings: PlainLive,
+    echo: String,
+    tail: OutputTail,
+    first_output: Option<Instant>,
+    last_sent: Option<Instant>,
+    changed: bool,
+}
+
+impl LiveConsole {
+    /// A view that starts with `echo` (a multi-line script's `$ ` lines, see
+    /// [`crate::present::CallView::echo`]).
+    pub fn new(settings: PlainLive, echo: &str) -> Self {
+        LiveConsole {
+            settings,
+            echo: echo.to_string(),
+            tail: OutputTail::for_bounds(settings.bounds),
+            first_output: None,
+            last_sent: None,
+            changed: false,
+        }
+    }
+
+    /// Adds one chunk of output. Returns the view to send now, if one is due.
+    pub fn push(&mut self, chunk: &str, now: Instant) -> Option<String> {
+        if chunk.is_empty() {
+            return None;
+        }
+        self.tail.push(chunk);
+        self.first_output.get_or_insert(now);
+        self.changed = true;
+        self.poll(now)
+    }
+
+    /// When the next view is due, if the output changed since the last one.
+    pub fn deadline(&self) -> Option<Instant> {
+        if !self.changed {
+            return None;
+        }
+        match self.last_sent {
+            Some(last) => Some(last + self.settings.interval),
+            None => self
+                .first_output
+                .map(|first| first + self.settings.first_delay),
+        }
+    }
+
+    /// The view, if it is due.
+    pub fn poll(&mut self, now: Instant) -> Option<String> {
+        match self.deadline() {
+            Some(deadline) if deadline <= now => {
+                self.last_sent = Some(now);
+                self.changed = false;
+                Some(self.tail.console(&self.echo, self.settings.bounds))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One live update of a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveUpdate {
+    /// Output to append to the terminal card (`_meta.terminal_output`).
+    Append(String),
+    /// A console block that replaces what the call showed (the description stays above it).
+    Replace(String),
+}
+
+/// The live output of one call, in the form the client can show.
+#[derive(Debug)]
+pub enum Live {
+    /// Zed's terminal card: every chunk, coalesced and capped.
+    Card(Coalescer),
+    /// Other clients: a throttled console view of the last lines.
+    Console(LiveConsole),
+    /// No live output (a client without the card, with `--plain-live off`).
+    Off,
+}
+
+impl Live {
+    /// The live output for a call whose client does (`card`) or does not render the terminal
+    /// card; `echo` is the call's [`crate::present::CallView::echo`].
+    pub fn new(card: bool, limits: StreamLimits, echo: &str) -> Self {
+        match (card, limits.plain_live) {
+            (true, _) => Live::Card(Coalescer::new(limits)),
+            (false, Some(settings)) => Live::Console(LiveConsole::new(settings, echo)),
+            (false, None) => Live::Off,
+        }
+    }
+
+    /// Whether output chunks are wanted at all, and how many bytes of them (the card stops at its
+    /// cap; the console view keeps only a tail, so it takes everything).
+    pub fn wanted_bytes(&self, limits: &StreamLimits) -> usize {
+        match self {
+            Live::Card(_) => limits.max_streamed_bytes,
+            Live::Console(_) => usize::MAX,
+            Live::Off => 0,
+        }
+    }
+
+    /// [`Live::wanted_bytes`] of the live output [`Live::new`] would make for `card`.
+    pub fn wanted_bytes_for(card: bool, limits: &StreamLimits) -> usize {
+        match (card, limits.plain_live) {
+            (true, _) => limits.max_streamed_bytes,
+            (false, Some(_)) => usize::MAX,
+            (false, None) => 0,
+        }
+    }
+
+    /// Adds one chunk of output; returns the update to send now, if any.
+    pub fn push(&mut self, chunk: &str, now: Instant) -> Option<LiveUpdate> {
+        match self {
+            Live::Card(coalescer) => coalescer.push(chunk, now).map(LiveUpdate::Append),
+            Live::Console(console) => console.push(chunk, now).map(LiveUpdate::Replace),
+            Live::Off => None,
+        }
+    }
+
+    /// When the waiting update must go out, if there is one.
+    pub fn deadline(&self) -> Option<Instant> {
+        match self {
+            Live::Card(coalescer) => coalescer.deadline(),
+            Live::Console(console) => console.deadline(),
+            Live::Off => None,
+        }
+    }
+
+    /// The waiting update, if its deadline has passed.
+    pub fn poll(&mut self, now: Instant) -> Option<LiveUpdate> {
+        match self {
+            Live::Card(coalescer) => coalescer.poll(now).map(LiveUpdate::Append),
+            Live::Console(console) => console.poll(now).map(LiveUpdate::Replace),
+            Live::Off => None,
+        }
+    }
+
+    /// The output ended: the card gets what still waits; a console view is superseded by the
+    /// final update, so it sends nothing.
+    pub fn finish(&mut self, now: Instant) -> Option<LiveUpdate> {
+        match self {
+            Live::Card(coalescer) => coalescer.finish(now).map(LiveUpdate::Append),
+            Live::Console(_) | Live::Off => None,
+        }
+    }
+
+    /// Whether the card's stream hit its cap.
+    pub fn capped(&self) -> bool {
+        matches!(self, Live::Card(coalescer) if coalescer.capped())
     }
 }
 
@@ -266,6 +459,84 @@ mod tests {
         c.push("b", t0 + ms(1));
         assert_eq!(c.finish(t0 + ms(2)).as_deref(), Some("b"));
         assert_eq!(c.finish(t0 + ms(3)), None);
+    }
+
+    fn console(echo: &str) -> LiveConsole {
+        LiveConsole::new(PlainLive::default(), echo)
+    }
+
+    #[test]
+    fn the_first_console_view_waits_a_little_for_more_output() {
+        let t0 = Instant::now();
+        let mut c = console("");
+        assert_eq!(c.deadline(), None, "nothing to show before any output");
+        assert_eq!(c.push("one\n", t0), None);
+        assert_eq!(c.push("two\n", t0 + ms(10)), None);
+        assert_eq!(c.deadline(), Some(t0 + ms(80)));
+        assert_eq!(c.poll(t0 + ms(79)), None);
+        assert_eq!(
+            c.poll(t0 + ms(80)).as_deref(),
+            Some("```console\none\ntwo\n```")
+        );
+        assert_eq!(c.deadline(), None, "nothing new, nothing due");
+    }
+
+    #[test]
+    fn console_views_follow_at_the_interval_and_only_when_the_output_changed() {
+        let t0 = Instant::now();
+        let mut c = console("$ a\n$ b\n");
+        c.push("1\n", t0);
+        assert!(c.poll(t0 + ms(80)).is_some());
+        assert_eq!(c.push("2\n", t0 + ms(100)), None);
+        assert_eq!(c.deadline(), Some(t0 + ms(380)));
+        assert_eq!(
+            c.push("3\n", t0 + ms(400)).as_deref(),
+            Some("```console\n$ a\n$ b\n1\n2\n3\n```")
+        );
+        assert_eq!(c.poll(t0 + ms(2000)), None);
+    }
+
+    #[test]
+    fn a_flood_becomes_about_three_console_views_a_second_of_a_few_kib() {
+        let t0 = Instant::now();
+        let mut c = console("");
+        let mut views = Vec::new();
+        // 100,000 lines over ten seconds, polled after each line.
+        for i in 0..100_000u64 {
+            let now = t0 + Duration::from_micros(i * 100);
+            views.extend(c.push(&format!("line {i}\n"), now));
+            views.extend(c.poll(now));
+        }
+        assert!((30..=35).contains(&views.len()), "{} views", views.len());
+        assert!(views.iter().all(|v| v.len() <= 4 * 1024), "bounded views");
+        let last = c
+            .poll(t0 + Duration::from_secs(11))
+            .expect("the last lines are due");
+        assert!(last.ends_with("line 99999\n```"), "{last}");
+    }
+
+    #[test]
+    fn live_picks_the_card_the_console_view_or_nothing() {
+        let limits = StreamLimits::default();
+        let t0 = Instant::now();
+        let mut card = Live::new(true, limits, "$ x\n");
+        assert_eq!(card.push("a", t0), Some(LiveUpdate::Append("a".into())));
+        assert_eq!(card.wanted_bytes(&limits), limits.max_streamed_bytes);
+        let mut plain = Live::new(false, limits, "");
+        assert_eq!(plain.push("a\n", t0), None);
+        assert_eq!(
+            plain.poll(t0 + ms(80)),
+            Some(LiveUpdate::Replace("```console\na\n```".into()))
+        );
+        assert_eq!(plain.finish(t0 + ms(90)), None);
+        let off = StreamLimits {
+            plain_live: None,
+            ..limits
+        };
+        let mut none = Live::new(false, off, "");
+        assert_eq!(none.wanted_bytes(&off), 0);
+        assert_eq!(none.push("a\n", t0), None);
+        assert_eq!(none.deadline(), None);
     }
 
     #[test]

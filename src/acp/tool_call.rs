@@ -1,7 +1,7 @@
 //! One whole ACP tool call in one library call: [`run_tool_call`] / [`ToolCallRunner`].
 //!
-//! Owns the life of a call on the wire: the opening `tool_call`, the live output (batched by
-//! [`Coalescer`] and flushed on its deadline, gated on what the client renders), the cap notice,
+//! Owns the life of a call on the wire: the opening `tool_call`, the live output (the card's
+//! batches or a console view, [`Live`], each flushed on its deadline), the cap notice,
 //! the final update. The acp-bash agent's turns are exactly this call. Must not touch: what the
 //! updates look like (that is [`super::bridge`]), how batching decides ([`super::stream`]), how
 //! commands run (the engine).
@@ -9,16 +9,16 @@
 use std::time::Instant;
 
 use agent_client_protocol::v1::schema::{
-    SessionId, SessionNotification, SessionUpdate, ToolCallId, ToolCallUpdate,
+    SessionId, SessionNotification, SessionUpdate, ToolCallId,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::{self, ClientFeatures};
-use super::stream::{self, Coalescer, StreamLimits};
+use super::stream::{self, Live, LiveUpdate, StreamLimits};
 use crate::exec::Session;
-use crate::present::{present_call, present_result};
+use crate::present::{present_call, present_run};
 use crate::tool::{BashCall, BashResult};
 
 /// Where a tool call's updates go, in order, each as soon as it is made.
@@ -88,8 +88,9 @@ impl ToolCallRunner {
     }
 
     /// Runs `call` on `session` as the tool call `call_id`: sends the `tool_call` (titled with
-    /// the command, with the directory it really runs in), the live output while it runs
-    /// (card clients only; each batch flushed on its deadline), the cap notice if the output
+    /// the command, with the directory it really runs in), the live output while it runs (the
+    /// card's batches, or a console view of the last lines for other clients unless
+    /// [`StreamLimits::plain_live`] is off; each flushed on its deadline), the cap notice if the output
     /// passed the stream cap, then the final update; returns the result. Cancelling `cancel`
     /// kills the command; the call then ends `failed` with `[cancelled]`. Dropping the returned
     /// future kills the command too (no final update is sent then).
@@ -102,7 +103,12 @@ impl ToolCallRunner {
         cancel: &CancellationToken,
     ) -> BashResult {
         let features = self.features;
-        let request = call.request().live_limit(self.limits.max_streamed_bytes);
+        let mut request = call.request();
+        // The card streams up to its cap; a console view keeps only a tail, so it takes all.
+        let wanted = Live::wanted_bytes_for(features.card(), &self.limits);
+        if wanted != usize::MAX {
+            request = request.live_limit(wanted);
+        }
         let mut handle = session.start(request);
         let view = present_call(call, handle.cwd());
         sink.send(SessionUpdate::ToolCall(bridge::tool_call(
@@ -112,9 +118,11 @@ impl ToolCallRunner {
             features,
         )));
 
-        let mut coalescer = Coalescer::new(self.limits);
-        let live = |sink: &mut dyn UpdateSink, data: Option<String>| {
-            if let Some(update) = data.and_then(|data| live_update(call_id, &data, features)) {
+        // Live output: the card, a console view, or nothing (see `stream::Live`).
+        let mut coalescer = Live::new(features.card(), self.limits, &view.echo);
+        let live = |sink: &mut dyn UpdateSink, data: Option<LiveUpdate>| {
+            if let Some(data) = data {
+                let update = bridge::live_update(call_id, &view, &data);
                 sink.send(SessionUpdate::ToolCallUpdate(update));
             }
         };
@@ -141,10 +149,13 @@ impl ToolCallRunner {
         if coalescer.capped() {
             let truncation = result.outcome.status.truncation.as_ref();
             if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
-                live(sink, Some(stream::full_output_notice(path)));
+                live(
+                    sink,
+                    Some(LiveUpdate::Append(stream::full_output_notice(path))),
+                );
             }
         }
-        let presented = present_result(&result.outcome.cwd, &result.text);
+        let presented = present_run(&view, &result);
         sink.send(SessionUpdate::ToolCallUpdate(bridge::final_update(
             call_id, &view, &presented, features,
         )));
@@ -167,17 +178,6 @@ pub async fn run_tool_call(
         .limits(limits)
         .run(session, call_id, call, sink, cancel)
         .await
-}
-
-/// The update that carries a batch of live output, for clients that show it live.
-fn live_update(
-    call_id: &ToolCallId,
-    data: &str,
-    features: ClientFeatures,
-) -> Option<ToolCallUpdate> {
-    features
-        .card()
-        .then(|| bridge::output_update(call_id, data))
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -45,7 +45,7 @@ pub async fn demo(engine: &EngineArgs, log_level: Option<&str>) -> ExitCode {
         ),
         (
             ClientProfile::Plain,
-            "ANY OTHER CLIENT (console block in the final update)",
+            "ANY OTHER CLIENT (last lines live, the whole console block in the final update)",
         ),
     ] {
         println!("══════ {heading} ══════\n");

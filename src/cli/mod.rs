@@ -14,6 +14,7 @@ pub mod zed_config;
 use std::time::Duration;
 
 use acp_bash::acp::client::{AcpClient, ClientProfile};
+use acp_bash::acp::stream::StreamLimits;
 use acp_bash::exec::EngineConfig;
 use acp_bash::jobs::JobLimits;
 use acp_bash::sandbox;
@@ -104,6 +105,35 @@ pub struct EngineArgs {
     /// `--timeout` is for commands and does not apply to jobs).
     #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
     job_timeout: Option<Duration>,
+    /// Live output for clients without Zed's terminal card (acpx, Toad, …): `on` (the default)
+    /// updates the call about 3 times a second with the last lines of output; `off` shows the
+    /// output only once the command has ended.
+    #[arg(long, global = true, value_name = "on|off")]
+    plain_live: Option<OnOff>,
+    /// The largest prompt (the script's text) the agent runs, e.g. `1MiB` (the default),
+    /// `512KiB`, `4MiB`. A larger prompt is refused with a message that names this flag; an
+    /// input line longer than eight times this plus 1 MiB is discarded as it arrives.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    max_prompt_bytes: Option<u64>,
+    /// How much of one command's output its log file keeps, e.g. `256MiB` (the default) or
+    /// `1GiB`. A command that prints more than the result keeps (32 KiB head + 32 KiB tail)
+    /// has its output written to a log; the log stops at this size and the result says that
+    /// it holds only the first part.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    max_log_bytes: Option<u64>,
+    /// The total size of the log directory, e.g. `2GiB` (the default). Before a new log starts,
+    /// the oldest logs are removed until the rest plus the new log's cap fit. While the disk
+    /// is nearly full (less than 1 GiB or 5% free, whichever is smaller), no log is written and
+    /// the result says so.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    log_budget: Option<u64>,
+}
+
+/// A switch on the command line.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 impl EngineArgs {
@@ -118,6 +148,12 @@ impl EngineArgs {
         if let Some(mode) = self.sandbox {
             config.sandbox_mode = mode;
         }
+        if let Some(bytes) = self.max_log_bytes {
+            config.max_log_bytes = bytes;
+        }
+        if let Some(bytes) = self.log_budget {
+            config.log_budget_bytes = bytes;
+        }
         config
     }
 
@@ -129,6 +165,23 @@ impl EngineArgs {
         }
         limits.timeout = self.job_timeout;
         limits
+    }
+
+    /// How live output reaches the client (`--plain-live`).
+    pub fn stream_limits(&self) -> StreamLimits {
+        let mut limits = StreamLimits::default();
+        if self.plain_live == Some(OnOff::Off) {
+            limits.plain_live = None;
+        }
+        limits
+    }
+
+    /// The prompt limit for the agent (`--max-prompt-bytes`).
+    pub fn max_prompt_bytes(&self) -> usize {
+        self.max_prompt_bytes
+            .map_or(acp_bash::acp::DEFAULT_MAX_PROMPT_BYTES, |bytes| {
+                usize::try_from(bytes).unwrap_or(usize::MAX)
+            })
     }
 
     /// The same settings as command-line arguments, for a child agent or Zed's settings.
@@ -164,6 +217,20 @@ impl EngineArgs {
         if let Some(timeout) = self.job_timeout {
             args.push("--job-timeout".into());
             args.push(format!("{}ms", timeout.as_millis()));
+        }
+        if let Some(plain_live) = self.plain_live {
+            args.push("--plain-live".into());
+            args.push(if plain_live == OnOff::On { "on" } else { "off" }.into());
+        }
+        for (flag, value) in [
+            ("--max-prompt-bytes", self.max_prompt_bytes),
+            ("--max-log-bytes", self.max_log_bytes),
+            ("--log-budget", self.log_budget),
+        ] {
+            if let Some(bytes) = value {
+                args.push(flag.into());
+                args.push(bytes.to_string());
+            }
         }
         args
     }
@@ -237,6 +304,37 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err(format!("{text:?}: the timeout must be more than zero"));
     }
     Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Parses a size: a number of bytes, optionally with a unit (`K`/`KiB`, `M`/`MiB`, `G`/`GiB`,
+/// all powers of 1024; `B` or none for bytes).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size: write e.g. 1MiB, 512KiB or 2GiB"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?}: use KiB, MiB or GiB"
+            ))
+        }
+    };
+    let bytes = number
+        .checked_mul(scale)
+        .ok_or_else(|| format!("{text:?} is too large"))?;
+    if bytes == 0 {
+        return Err(format!("{text:?}: the size must be more than zero"));
+    }
+    Ok(bytes)
 }
 
 fn parse_assignment(text: &str) -> Result<(String, String), String> {
@@ -326,6 +424,14 @@ mod tests {
             "3",
             "--job-timeout",
             "90m",
+            "--plain-live",
+            "off",
+            "--max-prompt-bytes",
+            "2MiB",
+            "--max-log-bytes",
+            "64M",
+            "--log-budget",
+            "1GiB",
             "serve",
         ])
         .unwrap();
@@ -339,6 +445,17 @@ mod tests {
         assert_eq!(a.env.set, b.env.set);
         assert_eq!(a.env.scrub, b.env.scrub);
         assert_eq!(a.sandbox_mode, b.sandbox_mode);
+        assert_eq!(cli.engine.stream_limits(), again.engine.stream_limits());
+        assert_eq!(cli.engine.stream_limits().plain_live, None);
+        assert_eq!(a.max_log_bytes, b.max_log_bytes);
+        assert_eq!(a.log_budget_bytes, b.log_budget_bytes);
+        assert_eq!(
+            cli.engine.max_prompt_bytes(),
+            again.engine.max_prompt_bytes()
+        );
+        assert_eq!(again.engine.max_prompt_bytes(), 2 << 20);
+        assert_eq!(b.max_log_bytes, 64 << 20);
+        assert_eq!(b.log_budget_bytes, 1 << 30);
         assert!(!a.env.scrub);
         assert_eq!(a.sandbox_mode, sandbox::Mode::ReadOnly);
         assert_eq!(cli.engine.job_limits(), again.engine.job_limits());
@@ -356,6 +473,17 @@ mod tests {
             "jobs have no timeout unless --job-timeout sets one"
         );
         assert!(Cli::try_parse_from(["acp-bash", "--max-jobs", "0"]).is_err());
+    }
+
+    #[test]
+    fn sizes_read_like_people_write_them() {
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("2gib"), Ok(2 << 30));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("5TB").is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use acp_bash::acp::AcpBashAgent;
+use acp_bash::acp::{AcpBashAgent, TransportLimits};
 use acp_bash::exec::Engine;
 
 use super::{EngineArgs, StoreArgs};
@@ -25,8 +25,14 @@ pub async fn serve(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
 }
 
 async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
-    let mut agent =
-        AcpBashAgent::new(Engine::new(engine.config())).with_job_limits(engine.job_limits());
+    let max_prompt_bytes = engine.max_prompt_bytes();
+    let transport =
+        acp_bash::acp::AgentStdio::new().limits(TransportLimits::for_prompts(max_prompt_bytes));
+    let mut agent = AcpBashAgent::new(Engine::new(engine.config()))
+        .with_stream_limits(engine.stream_limits())
+        .with_max_prompt_bytes(max_prompt_bytes)
+        .with_client_behind(transport.client_behind())
+        .with_job_limits(engine.job_limits());
     if let Some(store) = store.store() {
         agent = agent.with_session_store(store);
     }
@@ -36,10 +42,7 @@ async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
         tracing::info!(signal, "stopping: cancelling every running command");
         let _ = signal_tx.send(signal);
     };
-    match agent
-        .serve_until(acp_bash::acp::AgentStdio::new(), stop)
-        .await
-    {
+    match agent.serve_until(transport, stop).await {
         // Stopped by a signal: the conventional 128 + its number, once the commands are gone.
         Ok(()) => match signal_rx.try_recv() {
             Ok(signal) => ExitCode::from((128 + signal) as u8),

@@ -18,7 +18,8 @@ use crate::tool::BashCall;
 /// Why a prompt does not make a bash call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DriverError {
-    /// The prompt is empty, blank, or only comments (a description with nothing to run).
+    /// The prompt is empty, blank, or only comments (a description with nothing to run). Its
+    /// message is meant for the user: it says what to type instead.
     NoCommand,
 }
 
@@ -27,8 +28,9 @@ impl fmt::Display for DriverError {
         match self {
             DriverError::NoCommand => write!(
                 f,
-                "the prompt holds no command to run: send a bash script such as `ls -la`, \
-                 optionally after a first line `# what it does`"
+                "Nothing to run: acp-bash runs each prompt as a bash script. Type a command such \
+                 as `ls -la` (a first line `# what it does` becomes its description), or /help \
+                 for acp-bash's own commands."
             ),
         }
     }
@@ -189,7 +191,9 @@ mod tests {
     #[test]
     fn the_refusal_says_what_to_send_instead() {
         let message = DriverError::NoCommand.to_string();
-        assert!(message.contains("no command"), "{message}");
+        assert!(message.starts_with("Nothing to run"), "{message}");
+        assert!(message.contains("bash script"), "{message}");
+        assert!(message.contains("/help"), "{message}");
         assert!(message.contains("`ls -la`"), "{message}");
         assert!(message.contains("`# what it does`"), "{message}");
     }

@@ -1,8 +1,10 @@
 //! Keeps a bounded copy of a run's output for its result: all of it when it is small, else the
 //! first and last bytes around a gap line, with the full output written to a log file.
 //!
-//! Owns: the memory bound and the log file. Must not touch: chunking for live streaming
-//! (see [`super::chunk`]), status markers.
+//! Owns: the memory bound and the log file, with its cap ([`LogLimits`]: a log stops at
+//! `max_bytes`, and the truncation then says it holds only the first part). Must not touch:
+//! chunking for live streaming (see [`super::chunk`]), status markers, the log directory's
+//! rules (see [`super::logdir`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -14,6 +16,30 @@ use super::status::Truncation;
 /// The log's write buffer (see [`Capture::open_log`]).
 const LOG_BUFFER_BYTES: usize = 32 * 1024;
 
+/// Where logs go and how large they may grow.
+#[derive(Debug, Clone)]
+pub struct LogLimits {
+    pub dir: PathBuf,
+    /// One log stops at this many bytes.
+    pub max_bytes: u64,
+    /// The logs in `dir` together (the oldest are removed first).
+    pub budget_bytes: u64,
+    /// Free space on the disk that a log never eats into (`None`: [`super::logdir::default_reserve`]).
+    pub disk_reserve: Option<u64>,
+}
+
+impl LogLimits {
+    /// The engine's defaults in `dir`.
+    pub fn in_dir(dir: &Path) -> LogLimits {
+        LogLimits {
+            dir: dir.to_path_buf(),
+            max_bytes: u64::MAX,
+            budget_bytes: u64::MAX,
+            disk_reserve: Some(0),
+        }
+    }
+}
+
 /// A bounded copy of the output, spilling to a log file once it no longer fits.
 pub struct Capture {
     head: Vec<u8>,
@@ -22,7 +48,7 @@ pub struct Capture {
     tail: Vec<u8>,
     tail_limit: usize,
     total: u64,
-    log_dir: PathBuf,
+    limits: LogLimits,
     log: LogState,
 }
 
@@ -32,6 +58,14 @@ enum LogState {
     Writing {
         path: PathBuf,
         file: BufWriter<File>,
+        written: u64,
+        cap: u64,
+    },
+    /// The log reached its cap and was closed: it holds the first `written` bytes.
+    Capped {
+        path: PathBuf,
+        written: u64,
+        flushed: Result<(), String>,
     },
     /// Opening or writing the log failed (why); the result says the full output was not kept.
     Failed(String),
@@ -48,15 +82,21 @@ pub struct Captured {
 }
 
 impl Capture {
-    /// Keeps `head_limit` bytes from the start and `tail_limit` from the end; the full output goes to a log in `log_dir` once it is too large.
+    /// Keeps `head_limit` bytes from the start and `tail_limit` from the end; the full output
+    /// goes to a log in `log_dir` (uncapped) once it is too large.
     pub fn new(head_limit: usize, tail_limit: usize, log_dir: &Path) -> Self {
+        Capture::with_log_limits(head_limit, tail_limit, LogLimits::in_dir(log_dir))
+    }
+
+    /// Like [`Capture::new`], with the log's place, cap and budget given by `limits`.
+    pub fn with_log_limits(head_limit: usize, tail_limit: usize, limits: LogLimits) -> Self {
         Capture {
             head: Vec::new(),
             head_limit,
             tail: Vec::new(),
             tail_limit,
             total: 0,
-            log_dir: log_dir.to_path_buf(),
+            limits,
             log: LogState::NotNeeded,
         }
     }
@@ -81,14 +121,11 @@ impl Capture {
                     self.tail.drain(..excess);
                 }
             }
-            LogState::Writing { file, path } => {
-                if let Err(error) = file.write_all(bytes) {
-                    self.log =
-                        LogState::Failed(format!("writing {} failed: {error}", path.display()));
-                }
+            LogState::Writing { .. } => {
+                self.write_log(bytes);
                 self.keep_tail(bytes);
             }
-            LogState::Failed(_) => self.keep_tail(bytes),
+            LogState::Capped { .. } | LogState::Failed(_) => self.keep_tail(bytes),
         }
     }
 
@@ -125,24 +162,66 @@ impl Capture {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or_default();
-        let path = self
-            .log_dir
+        let limits = &self.limits;
+        let path = limits
+            .dir
             .join(format!("run-{stamp}-{}-{n}.log", std::process::id()));
-        let opened = super::logdir::prepare(&self.log_dir).and_then(|()| {
+        let opened = super::logdir::prepare(&limits.dir).and_then(|()| {
+            super::logdir::make_room(&limits.dir, limits.budget_bytes, limits.max_bytes);
+            let cap =
+                super::logdir::disk_room(&limits.dir, limits.disk_reserve)?.min(limits.max_bytes);
             let file = super::logdir::create_log(&path)
                 .map_err(|error| format!("cannot create {}: {error}", path.display()))?;
             // Pieces at least this long (a busy pipe's 64 KiB reads) go straight to the
             // file, without a copy into the buffer; shorter ones are batched.
-            let mut file = BufWriter::with_capacity(LOG_BUFFER_BYTES, file);
-            file.write_all(&self.head)
-                .and_then(|()| file.write_all(&self.tail))
-                .map_err(|error| format!("writing {} failed: {error}", path.display()))?;
-            Ok(file)
+            let file = BufWriter::with_capacity(LOG_BUFFER_BYTES, file);
+            Ok((file, cap))
         });
         self.log = match opened {
-            Ok(file) => LogState::Writing { path, file },
+            Ok((file, cap)) => LogState::Writing {
+                path,
+                file,
+                written: 0,
+                cap,
+            },
             Err(reason) => LogState::Failed(reason),
         };
+        // Everything seen so far goes in first (through the cap, like the rest).
+        let head = std::mem::take(&mut self.head);
+        self.write_log(&head);
+        self.head = head;
+        let tail = std::mem::take(&mut self.tail);
+        self.write_log(&tail);
+        self.tail = tail;
+    }
+
+    /// Writes `bytes` to the log, as far as its cap allows; at the cap the log is closed.
+    fn write_log(&mut self, bytes: &[u8]) {
+        let LogState::Writing {
+            file,
+            path,
+            written,
+            cap,
+        } = &mut self.log
+        else {
+            return;
+        };
+        let room = (*cap - *written).min(bytes.len() as u64) as usize;
+        if let Err(error) = file.write_all(&bytes[..room]) {
+            self.log = LogState::Failed(format!("writing {} failed: {error}", path.display()));
+            return;
+        }
+        *written += room as u64;
+        if room < bytes.len() {
+            let flushed = file
+                .flush()
+                .map_err(|error| format!("writing {} failed: {error}", path.display()));
+            self.log = LogState::Capped {
+                path: std::mem::take(path),
+                written: *written,
+                flushed,
+            };
+        }
     }
 
     /// The kept text, and how much was dropped.
@@ -163,16 +242,30 @@ impl Capture {
         let tail = &tail[utf8_safe_start(tail)..];
         let head = &self.head[..utf8_safe_end(&self.head)];
         let dropped_bytes = self.total - (head.len() + tail.len()) as u64;
-        let (full_output, log_error) = match self.log {
-            LogState::Writing { path, mut file } => match file.flush() {
-                Ok(()) => (Some(path.to_string_lossy().into_owned()), None),
+        let (full_output, log_holds_first, log_error) = match self.log {
+            LogState::Writing { path, mut file, .. } => match file.flush() {
+                Ok(()) => (Some(path.to_string_lossy().into_owned()), None, None),
                 Err(error) => (
+                    None,
                     None,
                     Some(format!("writing {} failed: {error}", path.display())),
                 ),
             },
-            LogState::Failed(reason) => (None, Some(reason)),
-            LogState::NotNeeded => (None, None),
+            LogState::Capped {
+                path,
+                written,
+                flushed: Ok(()),
+            } => (
+                Some(path.to_string_lossy().into_owned()),
+                Some(written),
+                None,
+            ),
+            LogState::Capped {
+                flushed: Err(error),
+                ..
+            } => (None, None, Some(error)),
+            LogState::Failed(reason) => (None, None, Some(reason)),
+            LogState::NotNeeded => (None, None, None),
         };
         let mut text = String::from_utf8_lossy(head).into_owned();
         if !text.is_empty() && !text.ends_with('\n') {
@@ -187,6 +280,7 @@ impl Capture {
             truncation: Some(Truncation {
                 dropped_bytes,
                 full_output,
+                log_holds_first,
             }),
             log_error,
         }
@@ -227,6 +321,37 @@ mod tests {
         );
         let log = std::fs::read(truncation.full_output.unwrap()).unwrap();
         assert_eq!(log, input);
+    }
+
+    proptest::proptest! {
+        /// With a cap, the log holds exactly the first `cap` bytes of the output, and the
+        /// truncation says so whenever the output went past the cap.
+        #[test]
+        fn a_capped_log_holds_exactly_the_first_part(
+            output in proptest::collection::vec(proptest::prelude::any::<u8>(), 40..400),
+            cuts in proptest::collection::vec(0usize..400, 0..12),
+            cap in 0u64..300,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let limits = LogLimits {
+                max_bytes: cap,
+                ..LogLimits::in_dir(&dir.path().join("logs"))
+            };
+            let mut capture = Capture::with_log_limits(4, 4, limits);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(output.len())).collect();
+            cuts.sort();
+            let mut start = 0;
+            for end in cuts.into_iter().chain([output.len()]) {
+                capture.push(&output[start..end]);
+                start = end;
+            }
+            let truncation = capture.finish().truncation.unwrap();
+            let log = std::fs::read(truncation.full_output.unwrap()).unwrap();
+            let kept = (cap as usize).min(output.len());
+            proptest::prop_assert_eq!(&log[..], &output[..kept]);
+            let expected = (output.len() as u64 > cap).then_some(cap);
+            proptest::prop_assert_eq!(truncation.log_holds_first, expected);
+        }
     }
 
     #[test]

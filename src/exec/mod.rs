@@ -48,6 +48,13 @@ pub struct EngineConfig {
     pub keep_tail_bytes: usize,
     /// Where full logs of truncated runs are written (created on demand).
     pub log_dir: PathBuf,
+    /// A log stops at this many bytes; the result then says it holds only the first part.
+    pub max_log_bytes: u64,
+    /// The most the logs in `log_dir` may take together: the oldest go first.
+    pub log_budget_bytes: u64,
+    /// No log is started while the disk holding `log_dir` has less than this free (`None`:
+    /// the smaller of 1 GiB and 5% of the disk), and a log never eats into it.
+    pub log_disk_reserve: Option<u64>,
     /// After SIGTERM, how long the process group has before SIGKILL.
     pub kill_grace: Duration,
     /// After the shell exits, how long to keep reading from grandchildren that still hold the
@@ -475,6 +482,24 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::max_log_bytes`].
+    pub fn max_log_bytes(mut self, bytes: u64) -> Self {
+        self.max_log_bytes = bytes;
+        self
+    }
+
+    /// Sets [`EngineConfig::log_budget_bytes`].
+    pub fn log_budget_bytes(mut self, bytes: u64) -> Self {
+        self.log_budget_bytes = bytes;
+        self
+    }
+
+    /// Sets [`EngineConfig::log_disk_reserve`].
+    pub fn log_disk_reserve(mut self, bytes: Option<u64>) -> Self {
+        self.log_disk_reserve = bytes;
+        self
+    }
+
     /// Sets [`EngineConfig::kill_grace`].
     pub fn kill_grace(mut self, grace: Duration) -> Self {
         self.kill_grace = grace;
@@ -504,6 +529,9 @@ impl Default for EngineConfig {
             keep_head_bytes: 32 * 1024,
             keep_tail_bytes: 32 * 1024,
             log_dir: logdir::default_dir(),
+            max_log_bytes: 256 << 20,
+            log_budget_bytes: 2 << 30,
+            log_disk_reserve: None,
             kill_grace: Duration::from_secs(1),
             pipe_grace: Duration::from_secs(1),
             sandbox_mode: sandbox::Mode::default(),

@@ -15,7 +15,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant as Deadline;
 
-use super::capture::Capture;
+use super::capture::{Capture, LogLimits};
 use super::chunk::Chunker;
 use super::handle::{Control, RunHandle};
 use super::process::{self, signal_group, Started};
@@ -231,7 +231,16 @@ async fn run(
     };
     let mut output = Output {
         chunker: Chunker::default(),
-        capture: Capture::new(keep_head, keep_tail, &config.log_dir),
+        capture: Capture::with_log_limits(
+            keep_head,
+            keep_tail,
+            LogLimits {
+                dir: config.log_dir.clone(),
+                max_bytes: config.max_log_bytes,
+                budget_bytes: config.log_budget_bytes,
+                disk_reserve: config.log_disk_reserve,
+            },
+        ),
         live: Some(live),
         pending: String::new(),
         live_sent: 0,

@@ -30,6 +30,8 @@ pub struct Truncation {
     pub dropped_bytes: u64,
     /// Where the full output was written, if writing it succeeded.
     pub full_output: Option<String>,
+    /// Set when the log reached its cap: it holds only the first this-many bytes of the output.
+    pub log_holds_first: Option<u64>,
 }
 
 /// Everything the status markers say about a run.

@@ -7,19 +7,29 @@
 //! running commands, the marker format (it only calls [`crate::tool::markers`]), ACP.
 
 pub mod ansi;
+pub mod live;
 pub mod model;
+pub mod script;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::exec::{signal_name, Exit, RunStatus};
 use crate::tool::markers::{parse_result, render_result};
-use crate::tool::BashCall;
+use crate::tool::{BashCall, BashResult};
 
 /// How a call looks before it has run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallView {
-    /// The command text: execute cards hide raw input, so the command is the title.
+    /// The command text, cut to [`script::MAX_ECHO_BYTES`]: execute cards hide raw input, so
+    /// the command is the title of a terminal card (Zed shows it as a bash block).
     pub title: String,
+    /// The title for clients that show titles on one line: the command itself when it is one
+    /// line, else its first line and how many lines follow ([`script::one_line_title`]).
+    pub one_line_title: String,
+    /// A multi-line command as `$ ` lines for the top of a console block ([`script::echo_lines`]);
+    /// empty for a one-line command.
+    pub echo: String,
     /// The human description, shown above the card.
     pub description: Option<String>,
     /// Where the command runs (the card's header).
@@ -71,6 +81,9 @@ pub struct TerminalView {
     pub exit: ExitView,
     /// Everything the status line said (timeout, cancellation, truncation).
     pub status: RunStatus,
+    /// How long the command ran, when the caller knows it ([`present_run`]); the result text
+    /// does not say.
+    pub duration: Option<Duration>,
 }
 
 /// How the process ended, in the shape terminal UIs take it.
@@ -102,9 +115,12 @@ impl ExitView {
 }
 
 /// The view of `call` before it runs, in `cwd` (where it really runs: [`crate::exec::RunHandle::cwd`]).
+/// Nothing in it holds more than a few KiB of the command, however long the command is.
 pub fn present_call(call: &BashCall, cwd: &Path) -> CallView {
     CallView {
-        title: call.command.clone(),
+        title: script::cut(&call.command, script::MAX_ECHO_BYTES),
+        one_line_title: script::one_line_title(&call.command),
+        echo: script::echo_lines(&call.command),
         description: call.description.clone(),
         cwd: cwd.to_path_buf(),
     }
@@ -113,19 +129,37 @@ pub fn present_call(call: &BashCall, cwd: &Path) -> CallView {
 /// The view of a finished result that ran in `cwd`, from the result text (output + status
 /// line) alone.
 pub fn present_result(cwd: &Path, result_text: &str) -> ResultView {
+    present_result_after(cwd, "", result_text)
+}
+
+/// The view of a finished call, with what the engine reported beyond the text (how long the
+/// command ran). Its console block starts with the call's `$ ` lines ([`CallView::echo`]), then
+/// the output as plain text, then the status line.
+pub fn present_run(view: &CallView, result: &BashResult) -> ResultView {
+    let mut presented = present_result_after(&result.outcome.cwd, &view.echo, &result.text);
+    if let ResultView::Terminal { terminal, .. } = &mut presented {
+        terminal.duration = Some(result.outcome.duration);
+    }
+    presented
+}
+
+/// [`present_result`], the console block starting with `echo`.
+fn present_result_after(cwd: &Path, echo: &str, result_text: &str) -> ResultView {
     match parse_result(result_text) {
         Ok((output, status)) => {
-            let console = console_block(&render_result(&ansi::to_plain_text(&output), &status));
+            let plain = render_result(&ansi::to_plain_text(&output), &status);
+            let console = console_block(&format!("{echo}{plain}"));
             let terminal = TerminalView {
                 cwd: cwd.to_path_buf(),
                 exit: ExitView::of(&status),
                 output,
                 status,
+                duration: None,
             };
             ResultView::Terminal { terminal, console }
         }
         Err(_) => ResultView::Text {
-            console: console_block(&ansi::to_plain_text(result_text)),
+            console: console_block(&format!("{echo}{}", ansi::to_plain_text(result_text))),
         },
     }
 }
@@ -172,10 +206,39 @@ mod tests {
             view,
             CallView {
                 title: "echo hi".to_string(),
+                one_line_title: "echo hi".to_string(),
+                echo: String::new(),
                 description: Some("Say hi".to_string()),
                 cwd: PathBuf::from("/home/me/proj"),
             }
         );
+    }
+
+    #[test]
+    fn a_multi_line_call_has_a_one_line_title_and_echoes_its_script() {
+        let view = present_call(&call("mkdir -p out\ntouch out/a\nls out"), &cwd());
+        assert_eq!(view.title, "mkdir -p out\ntouch out/a\nls out");
+        assert_eq!(view.one_line_title, "mkdir -p out … (2 more lines)");
+        assert_eq!(view.echo, "$ mkdir -p out\n$ touch out/a\n$ ls out\n");
+        let result = present_result_after(&cwd(), &view.echo, "a\n[exit code: 0]");
+        assert_eq!(
+            result.console(),
+            "```console\n$ mkdir -p out\n$ touch out/a\n$ ls out\na\n[exit code: 0]\n```"
+        );
+    }
+
+    #[test]
+    fn a_huge_command_is_not_copied_into_its_view() {
+        let command = "true\n".repeat(2_000_000);
+        let view = present_call(&call(&command), &cwd());
+        assert!(view.title.len() < 4200, "{}", view.title.len());
+        assert!(
+            view.title.ends_with("more bytes)"),
+            "{}",
+            &view.title[4000..]
+        );
+        assert_eq!(view.one_line_title, "true … (1999999 more lines)");
+        assert_eq!(view.echo.lines().count(), script::MAX_ECHO_LINES);
     }
 
     #[test]
@@ -193,6 +256,7 @@ mod tests {
                         success: true
                     },
                     status: RunStatus::exited(0),
+                    duration: None,
                 },
                 console: "```console\nhi\n[exit code: 0]\n```".to_string(),
             }
@@ -283,6 +347,7 @@ mod tests {
             truncation: Some(Truncation {
                 dropped_bytes: 9,
                 full_output: None,
+                log_holds_first: None,
             }),
             ..RunStatus::exited(0)
         };

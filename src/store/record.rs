@@ -81,6 +81,9 @@ pub struct CallEnd {
     /// Bytes the engine dropped from the middle of the output, and where the whole output went.
     pub truncated_bytes: Option<u64>,
     pub full_output: Option<String>,
+    /// Set when the log stopped at its cap: it holds only the first this-many bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_holds_first: Option<u64>,
     /// The start of the output (all of it when short).
     pub output_head: String,
     /// The end of the output, when it was longer than head and tail together.
@@ -109,6 +112,7 @@ impl CallEnd {
                 .truncation
                 .as_ref()
                 .and_then(|t| t.full_output.clone()),
+            log_holds_first: status.truncation.as_ref().and_then(|t| t.log_holds_first),
             output_head,
             output_tail,
             omitted_bytes,
@@ -129,6 +133,7 @@ impl CallEnd {
             truncation: self.truncated_bytes.map(|dropped_bytes| Truncation {
                 dropped_bytes,
                 full_output: self.full_output.clone(),
+                log_holds_first: self.log_holds_first,
             }),
         }
     }
@@ -314,6 +319,7 @@ mod tests {
                 truncation: Some(Truncation {
                     dropped_bytes: 10,
                     full_output: Some("/tmp/log".into()),
+                    log_holds_first: Some(4),
                 }),
             },
         ];

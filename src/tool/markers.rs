@@ -14,6 +14,7 @@
 //! ```text
 //! [no newline at end of output]
 //! [output truncated: N bytes dropped]   or   [output truncated: N bytes dropped, full output: "PATH"]
+//!                                        or   [output truncated: N bytes dropped, log holds only the first M bytes: "PATH"]
 //! [timed out after D]
 //! [cancelled]
 //! [exit code: N]   or   [killed by signal: NAME]     (exactly one, always last)
@@ -32,6 +33,8 @@ const NO_NEWLINE: &str = "[no newline at end of output]";
 const TRUNCATED: &str = "[output truncated: ";
 const BYTES_DROPPED: &str = " bytes dropped";
 const FULL_OUTPUT: &str = ", full output: ";
+const LOG_HOLDS_FIRST: &str = ", log holds only the first ";
+const LOG_BYTES: &str = " bytes: ";
 const TIMED_OUT: &str = "[timed out after ";
 const CANCELLED: &str = "[cancelled]";
 const EXIT_CODE: &str = "[exit code: ";
@@ -128,7 +131,10 @@ fn status_line(no_newline: bool, status: &RunStatus) -> String {
     if let Some(truncation) = &status.truncation {
         let mut token = format!("{TRUNCATED}{}{BYTES_DROPPED}", truncation.dropped_bytes);
         if let Some(path) = &truncation.full_output {
-            token.push_str(FULL_OUTPUT);
+            match truncation.log_holds_first {
+                Some(bytes) => token.push_str(&format!("{LOG_HOLDS_FIRST}{bytes}{LOG_BYTES}")),
+                None => token.push_str(FULL_OUTPUT),
+            }
             token.push_str(&json_string(path));
         }
         token.push(']');
@@ -271,15 +277,28 @@ fn parse_truncation(after: &str) -> Result<(Truncation, &str), String> {
             Truncation {
                 dropped_bytes,
                 full_output: None,
+                log_holds_first: None,
             },
             rest,
         ));
     }
-    let quoted = rest.strip_prefix(FULL_OUTPUT).ok_or_else(|| {
-        "the [output truncated: …] token goes on with something other than `]` or \
-         `, full output: \"PATH\"]`"
-            .to_string()
-    })?;
+    let (quoted, log_holds_first) = if let Some(quoted) = rest.strip_prefix(FULL_OUTPUT) {
+        (quoted, None)
+    } else if let Some(capped) = rest.strip_prefix(LOG_HOLDS_FIRST) {
+        let (count, quoted) = capped
+            .split_once(LOG_BYTES)
+            .ok_or_else(|| "the log's size is not followed by ` bytes: \"PATH\"`".to_string())?;
+        let bytes = parse_canonical_int(count).ok_or_else(|| {
+            format!("the log's byte count {count:?} is not a plain decimal number")
+        })?;
+        (quoted, Some(bytes))
+    } else {
+        return Err(
+            "the [output truncated: …] token goes on with something other than `]`, \
+             `, full output: \"PATH\"]` or `, log holds only the first M bytes: \"PATH\"]`"
+                .to_string(),
+        );
+    };
     let mut strings = serde_json::Deserializer::from_str(quoted).into_iter::<String>();
     let path = match strings.next() {
         Some(Ok(path)) => path,
@@ -298,6 +317,7 @@ fn parse_truncation(after: &str) -> Result<(Truncation, &str), String> {
         Truncation {
             dropped_bytes,
             full_output: Some(path),
+            log_holds_first,
         },
         rest,
     ))
@@ -436,6 +456,7 @@ mod tests {
             truncation: Some(Truncation {
                 dropped_bytes: 1234,
                 full_output: None,
+                log_holds_first: None,
             }),
             ..RunStatus::exited(0)
         };
@@ -447,12 +468,25 @@ mod tests {
             truncation: Some(Truncation {
                 dropped_bytes: 7,
                 full_output: Some("/tmp/logs/run \"1\"].log".to_string()),
+                log_holds_first: None,
             }),
             ..RunStatus::exited(0)
         };
         assert_eq!(
             round_trips("", &with_path),
             r#"[output truncated: 7 bytes dropped, full output: "/tmp/logs/run \"1\"].log"] [exit code: 0]"#
+        );
+        let capped_log = RunStatus {
+            truncation: Some(Truncation {
+                dropped_bytes: 1_610_547_200,
+                full_output: Some("/tmp/run.log".to_string()),
+                log_holds_first: Some(268_435_456),
+            }),
+            ..RunStatus::exited(0)
+        };
+        assert_eq!(
+            round_trips("", &capped_log),
+            r#"[output truncated: 1610547200 bytes dropped, log holds only the first 268435456 bytes: "/tmp/run.log"] [exit code: 0]"#
         );
     }
 
@@ -465,6 +499,7 @@ mod tests {
             truncation: Some(Truncation {
                 dropped_bytes: 10,
                 full_output: Some("/l.log".to_string()),
+                log_holds_first: None,
             }),
         };
         assert_eq!(
@@ -587,6 +622,10 @@ mod tests {
             Just("[cancelled]".to_string()),
             Just("[timed out after 5s] [cancelled] [exit code: 124]".to_string()),
             Just("[output truncated: 3 bytes dropped, full output: \"/a\"]".to_string()),
+            Just(
+                "[output truncated: 3 bytes dropped, log holds only the first 2 bytes: \"/a\"]"
+                    .to_string()
+            ),
             Just("".to_string()),
             Just("\r".to_string()),
             "[a-z \\[\\]:0-9]{0,20}",
@@ -622,15 +661,19 @@ mod tests {
             exit(),
             prop::option::of(any::<u64>().prop_map(Duration::from_millis)),
             any::<bool>(),
-            prop::option::of((any::<u64>(), prop::option::of(any::<String>()))),
+            prop::option::of((
+                any::<u64>(),
+                prop::option::of((any::<String>(), prop::option::of(any::<u64>()))),
+            )),
         )
             .prop_map(|(exit, timed_out_after, cancelled, truncation)| RunStatus {
                 exit,
                 timed_out_after,
                 cancelled,
-                truncation: truncation.map(|(dropped_bytes, full_output)| Truncation {
+                truncation: truncation.map(|(dropped_bytes, log)| Truncation {
                     dropped_bytes,
-                    full_output,
+                    log_holds_first: log.as_ref().and_then(|(_, first)| *first),
+                    full_output: log.map(|(path, _)| path),
                 }),
             })
     }

@@ -1,11 +1,14 @@
 //! The ACP agent over real pipes with the real SDK.
 
+mod acpx;
 mod embed_example;
 mod jobs;
 mod jobs_ownership;
 mod jobs_transcripts;
 mod modes;
+mod plain_clients;
 mod protocol;
+mod robustness;
 mod sessions;
 mod shutdown;
 mod stdio;

@@ -20,6 +20,9 @@ struct Script {
     printed: &'static [&'static str],
     /// Cancel the (only) prompt once it has printed and created the file `started`.
     cancel: bool,
+    /// The (only) prompt waits for the file `go`: create it once the client shows this text
+    /// while the command runs (the card's output, or a live console view).
+    live: Option<&'static str>,
 }
 
 const SUCCESS: Script = Script {
@@ -27,6 +30,7 @@ const SUCCESS: Script = Script {
     prompts: &["echo hello"],
     printed: &["hello\n"],
     cancel: false,
+    live: None,
 };
 
 const FAILURE: Script = Script {
@@ -34,6 +38,7 @@ const FAILURE: Script = Script {
     prompts: &["echo 'error: no such thing' >&2; exit 3"],
     printed: &["error: no such thing\n"],
     cancel: false,
+    live: None,
 };
 
 const MULTI_LINE: Script = Script {
@@ -41,6 +46,7 @@ const MULTI_LINE: Script = Script {
     prompts: &["# Make two files and list them\nmkdir -p out\ntouch out/a out/b\nls out"],
     printed: &["a\nb\n"],
     cancel: false,
+    live: None,
 };
 
 const CD_THEN_PWD: Script = Script {
@@ -48,6 +54,7 @@ const CD_THEN_PWD: Script = Script {
     prompts: &["mkdir -p sub && cd sub", "pwd"],
     printed: &["", "[TMP]/sub\n"],
     cancel: false,
+    live: None,
 };
 
 const COLOURS: Script = Script {
@@ -55,6 +62,7 @@ const COLOURS: Script = Script {
     prompts: &["printf '\\033[1;32mgreen ✓\\033[0m naïve café — 日本語 🚀\\n'"],
     printed: &["\x1b[1;32mgreen ✓\x1b[0m naïve café — 日本語 🚀\n"],
     cancel: false,
+    live: None,
 };
 
 const CANCELLED: Script = Script {
@@ -64,6 +72,23 @@ const CANCELLED: Script = Script {
     prompts: &["echo started; touch started; exec sleep 60"],
     printed: &["started\n"],
     cancel: true,
+    live: None,
+};
+
+const LIVE: Script = Script {
+    name: "live_then_wait",
+    prompts: &["# Count, then wait\nseq 1 25\nwhile [ ! -e go ]; do sleep 0.01; done"],
+    printed: &["1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\n20\n21\n22\n23\n24\n25\n"],
+    cancel: false,
+    live: Some("\n25\n"),
+};
+
+const LONG_FAILURE: Script = Script {
+    name: "long_failure",
+    prompts: &["seq 1 40; exit 3"],
+    printed: &["1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\n20\n21\n22\n23\n24\n25\n26\n27\n28\n29\n30\n31\n32\n33\n34\n35\n36\n37\n38\n39\n40\n"],
+    cancel: false,
+    live: None,
 };
 
 fn profile_name(profile: ClientProfile) -> &'static str {
@@ -95,6 +120,18 @@ async fn prompt(c: &mut Conversation, script: &Script, dir: &Path, profile: Clie
         wait_for_file(&dir.join("started")).await;
         c.cancel(&session).unwrap();
         assert_eq!(pending.await.unwrap().stop_reason, StopReason::Cancelled);
+    } else if let Some(shown) = script.live {
+        let pending = c.start_prompt(&session, script.prompts[0]).block_task();
+        let mut updates: Vec<SessionUpdate> = Vec::new();
+        let live = |updates: &[SessionUpdate]| {
+            card_output(updates).contains(shown)
+                || console_views(updates).iter().any(|v| v.contains(shown))
+        };
+        while !live(&updates) {
+            updates.push(c.next_update().await.expect("an update").update);
+        }
+        std::fs::write(dir.join("go"), "").unwrap();
+        assert_eq!(pending.await.unwrap().stop_reason, StopReason::EndTurn);
     } else {
         for text in script.prompts {
             assert_eq!(
@@ -130,7 +167,13 @@ async fn transcript(profile: ClientProfile, script: Script) {
         assert_cards_show_what_was_printed(&lines, &printed);
     }
 
-    let normalized = normalize_transcript(&lines, &dir);
+    // Whether a quick command gets a live console view before its final update depends on
+    // timing: only the scripts that wait for one keep theirs.
+    let normalized = if script.live.is_some() {
+        normalize_live_transcript(&lines, &dir)
+    } else {
+        normalize_transcript(&lines, &dir)
+    };
     insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!(format!("{}__{}", profile_name(profile), script.name), normalized.join("\n"));
     });
@@ -211,6 +254,10 @@ transcripts! {
     zed_cd_then_pwd: ClientProfile::Zed, CD_THEN_PWD;
     zed_colours_and_utf8: ClientProfile::Zed, COLOURS;
     zed_cancelled_sleep: ClientProfile::Zed, CANCELLED;
+    zed_live_then_wait: ClientProfile::Zed, LIVE;
+    zed_long_failure: ClientProfile::Zed, LONG_FAILURE;
+    plain_live_then_wait: ClientProfile::Plain, LIVE;
+    plain_long_failure: ClientProfile::Plain, LONG_FAILURE;
     plain_success: ClientProfile::Plain, SUCCESS;
     plain_failure: ClientProfile::Plain, FAILURE;
     plain_multi_line_with_description: ClientProfile::Plain, MULTI_LINE;

@@ -20,9 +20,11 @@ async fn a_quarter_gigabyte_of_output_keeps_memory_bounded_and_the_full_log() {
     const MIB: u64 = 1024 * 1024;
     const TOTAL: u64 = 256 * MIB;
     let dir = tempfile::tempdir().unwrap();
+    // The whole output in the log: this test checks that every byte got there.
     let config = EngineConfig::default()
         .log_dir(dir.path().join("logs"))
-        .sandbox_mode(acp_bash::sandbox::Mode::Full);
+        .sandbox_mode(acp_bash::sandbox::Mode::Full)
+        .max_log_bytes(u64::MAX);
     let session = Engine::new(config).session(dir.path()).unwrap();
     let before = peak_rss_bytes();
     let mut streamed = 0u64;

@@ -4,5 +4,6 @@ mod concurrency;
 mod engine;
 mod handle;
 mod large_output;
+mod log_limits;
 mod overrides;
 mod prelude;

@@ -20,6 +20,8 @@ fn a_described_prompt_becomes_a_titled_call_and_a_terminal_result() {
         present_call(&call, &cwd()),
         CallView {
             title: "echo hello".to_string(),
+            one_line_title: "echo hello".to_string(),
+            echo: String::new(),
             description: Some("Say hello".to_string()),
             cwd: cwd()
         }
@@ -75,6 +77,7 @@ fn a_program_that_prints_markers_and_fences_cannot_fool_either_view() {
         truncation: Some(Truncation {
             dropped_bytes: 4096,
             full_output: Some("/tmp/acp-bash/log 1.txt".to_string()),
+            log_holds_first: None,
         }),
         ..RunStatus::exited(3)
     };
@@ -110,5 +113,5 @@ fn a_result_without_a_status_line_is_shown_as_text() {
 fn a_prompt_with_only_a_description_asks_for_a_command() {
     let error = call_from_prompt("# Deploy\n\n", None).unwrap_err();
     assert_eq!(error, DriverError::NoCommand);
-    assert!(error.to_string().contains("send a bash script"), "{error}");
+    assert!(error.to_string().contains("bash script"), "{error}");
 }

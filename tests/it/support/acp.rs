@@ -208,14 +208,35 @@ pub fn process_alive(pid: i32) -> bool {
 
 /// Normalises a transcript for a snapshot, changing only what truly varies between runs:
 /// - request ids (the SDK sends random UUIDs) become 0, 1, 2… in order of first appearance;
+/// - session ids (128 random bits) become `sess-1`, `sess-2`… in order of first appearance;
 /// - the temp directory becomes `[TMP]`;
 /// - consecutive `terminal_output` updates of one call (their chunking depends on timing) are
-///   merged into one.
+///   merged into one;
+/// - live console views (content, no status: whether a quick command gets one, and how many,
+///   depends on timing) are dropped; see [`normalize_live_transcript`] for scripts that wait
+///   for one;
+/// - `rawOutput.duration_ms` becomes `"[DURATION]"`.
 pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
+    normalize(lines, temp, false)
+}
+
+/// [`normalize_transcript`] for a script that waits until the client shows its output live:
+/// consecutive live console views of one call become the last of them (the one waited for).
+pub fn normalize_live_transcript(lines: &[String], temp: &Path) -> Vec<String> {
+    normalize(lines, temp, true)
+}
+
+fn normalize(lines: &[String], temp: &Path, keep_live: bool) -> Vec<String> {
     let temp = temp.to_str().expect("utf-8 temp path");
     let mut ids = std::collections::HashMap::<String, usize>::new();
+    let mut sessions = std::collections::HashMap::<String, usize>::new();
+    let session_id = regex::Regex::new("sess-[0-9a-f]{32}").unwrap();
     let mut out: Vec<(String, Value)> = Vec::new();
     for line in lines {
+        let line = session_id.replace_all(line, |found: &regex::Captures| {
+            let n = sessions.len() + 1;
+            format!("sess-{}", sessions.entry(found[0].to_string()).or_insert(n))
+        });
         let (direction, json) = line.split_at(3);
         let mut value: Value =
             serde_json::from_str(&json.replace(temp, "[TMP]")).expect("a JSON line");
@@ -232,6 +253,22 @@ pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
             let key = id.to_string();
             let n = ids.len();
             value["id"] = (*ids.entry(key).or_insert(n)).into();
+        }
+        if let Some(duration) = value.pointer_mut("/params/update/rawOutput/duration_ms") {
+            if duration.is_number() {
+                *duration = "[DURATION]".into();
+            }
+        }
+        if let Some(call) = console_view(&value) {
+            if !keep_live {
+                continue;
+            }
+            if let Some((last_direction, last)) = out.last_mut() {
+                if *last_direction == direction && console_view(last).as_ref() == Some(&call) {
+                    *last = value;
+                    continue;
+                }
+            }
         }
         if let (Some((last_direction, last)), Some((call, data))) =
             (out.last_mut(), terminal_output(&value))
@@ -251,6 +288,32 @@ pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
     }
     out.into_iter()
         .map(|(direction, value)| format!("{direction}{value}"))
+        .collect()
+}
+
+/// The `toolCallId` when `value` is a live console view: a `tool_call_update` with content and
+/// no status.
+fn console_view(value: &Value) -> Option<String> {
+    if value.get("method")?.as_str()? != "session/update" {
+        return None;
+    }
+    let update = value.get("params")?.get("update")?;
+    if update.get("sessionUpdate")? != "tool_call_update"
+        || update.get("content").is_none()
+        || update.get("status").is_some()
+    {
+        return None;
+    }
+    Some(update.get("toolCallId")?.as_str()?.to_string())
+}
+
+/// The console views (live updates: content, no status) of a turn's updates, each as the text of
+/// its last content block.
+pub fn console_views(updates: &[SessionUpdate]) -> Vec<String> {
+    tool_call_updates(updates)
+        .into_iter()
+        .filter(|u| u.fields.status.is_none())
+        .filter_map(|u| texts(u.fields.content.as_deref()?).pop())
         .collect()
 }
 
