@@ -4,6 +4,7 @@
 //!
 //! - [`driver`]: turns a prompt into bash tool calls (the shell driver: the prompt IS the script).
 //! - [`tool`]: the bash tool: arguments in, result text with status markers out ([`tool::markers`]).
+//! - [`jobs`]: background jobs owned by a session (start, list, read output, kill), on the engine.
 //! - [`exec`]: the execution engine: spawn in a sandbox, env scrub, per-session cwd, process group,
 //!   timeout, bounded and streamed output, kill on cancel.
 //! - [`sandbox`]: kernel confinement applied to each command (Landlock, namespaces).
@@ -28,6 +29,7 @@
 pub mod acp;
 pub mod driver;
 pub mod exec;
+pub mod jobs;
 pub mod present;
 pub mod sandbox;
 pub mod store;

@@ -33,12 +33,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
+use super::commands::{self as slash, CommandTurn, SessionJobs};
 use super::modes::{ModeChoice, SandboxModes};
 use super::stream::StreamLimits;
 use super::tool_call::{ConnectionSink, ToolCallRunner, UpdateSink};
 use super::transport::ClientBehind;
-use crate::driver::call_from_prompt;
+use crate::driver::{call_from_prompt, commands::SlashCommand};
 use crate::exec::{Engine, Session};
+use crate::jobs::{JobLimits, JobRegistry};
 use crate::present::{console_block, present_call, ResultView};
 use crate::sandbox;
 use crate::store::{SessionLog, SessionRecord, Store};
@@ -60,6 +62,7 @@ pub const DEFAULT_MAX_PROMPT_BYTES: usize = 1 << 20;
 pub struct AcpBashAgent {
     engine: Engine,
     limits: StreamLimits,
+    job_limits: JobLimits,
     max_prompt_bytes: usize,
     client_behind: ClientBehind,
     store: Option<Store>,
@@ -71,10 +74,18 @@ impl AcpBashAgent {
         AcpBashAgent {
             engine,
             limits: StreamLimits::default(),
+            job_limits: JobLimits::default(),
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             client_behind: ClientBehind::default(),
             store: None,
         }
+    }
+
+    /// Changes the limits of each session's background jobs (`/bg`): how many may run, their
+    /// timeout.
+    pub fn with_job_limits(mut self, job_limits: JobLimits) -> Self {
+        self.job_limits = job_limits;
+        self
     }
 
     /// Skips making live output while this flag is up (the transport's
@@ -123,7 +134,7 @@ impl AcpBashAgent {
         transport: impl ConnectTo<Agent>,
         stop: impl std::future::Future<Output = ()>,
     ) -> agent_client_protocol::Result<()> {
-        let mut connection = Connection::new(self.engine, self.limits, self.store);
+        let mut connection = Connection::new(self.engine, self.limits, self.job_limits, self.store);
         connection.max_prompt_bytes = self.max_prompt_bytes;
         connection.client_behind = self.client_behind;
         let connection = Arc::new(connection);
@@ -152,6 +163,7 @@ impl ConnectTo<Client> for AcpBashAgent {
 struct Connection {
     engine: Engine,
     limits: StreamLimits,
+    job_limits: JobLimits,
     max_prompt_bytes: usize,
     client_behind: ClientBehind,
     /// Where sessions are kept; `None` with `--no-history`.
@@ -177,9 +189,17 @@ struct SessionState {
     /// The tokens of the turns that are running or waiting for `turn`, by turn number.
     running: Mutex<HashMap<u64, CancellationToken>>,
     next_turn: AtomicU64,
+    /// The session's background jobs (`/bg`): killed when the session or the connection ends.
+    jobs: SessionJobs,
 }
 
 impl SessionState {
+    /// The id of the session's next tool call: `call-SESSION-N`, unique on the connection.
+    fn new_call_id(&self) -> ToolCallId {
+        let n = self.next_call.fetch_add(1, Ordering::Relaxed);
+        ToolCallId::new(format!("call-{}-{n}", self.number))
+    }
+
     fn cancel_all(&self) {
         for token in self.running.lock().unwrap().values() {
             token.cancel();
@@ -234,10 +254,16 @@ fn invalid_params(message: String, data: serde_json::Value) -> Error {
 }
 
 impl Connection {
-    fn new(engine: Engine, limits: StreamLimits, store: Option<Store>) -> Self {
+    fn new(
+        engine: Engine,
+        limits: StreamLimits,
+        job_limits: JobLimits,
+        store: Option<Store>,
+    ) -> Self {
         Connection {
             engine,
             limits,
+            job_limits,
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             client_behind: ClientBehind::default(),
             store,
@@ -301,8 +327,8 @@ impl Connection {
                 agent_client_protocol::on_receive_request!(),
             )
             .on_receive_request(
-                async move |request: NewSessionRequest, responder, _cx| {
-                    on_new.new_session(request, responder)
+                async move |request: NewSessionRequest, responder, cx| {
+                    on_new.new_session(request, responder, cx)
                 },
                 agent_client_protocol::on_receive_request!(),
             )
@@ -358,6 +384,7 @@ impl Connection {
         &self,
         request: NewSessionRequest,
         responder: Responder<NewSessionResponse>,
+        cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<()> {
         let session = match self.engine.session(&request.cwd) {
             Ok(session) => session,
@@ -380,7 +407,12 @@ impl Connection {
         );
         tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
         self.open(id.clone(), number, session, record);
-        responder.respond(NewSessionResponse::new(id).modes(modes))
+        responder.respond(NewSessionResponse::new(id.clone()).modes(modes))?;
+        // After the answer, so that the client knows the session the commands are for.
+        cx.send_notification(agent_client_protocol::v1::schema::SessionNotification::new(
+            id,
+            slash::available_commands(),
+        ))
     }
 
     /// Makes `session` (with its `record`) an active session of this connection.
@@ -402,6 +434,7 @@ impl Connection {
             turn: tokio::sync::Mutex::new(()),
             running: Mutex::new(HashMap::new()),
             next_turn: AtomicU64::new(1),
+            jobs: SessionJobs::new(JobRegistry::new(self.job_limits)),
         });
         self.sessions.lock().unwrap().insert(id, state.clone());
         state
@@ -477,6 +510,9 @@ impl Connection {
                 json!({ "promptBytes": text.len(), "maxPromptBytes": self.max_prompt_bytes }),
             ));
         }
+        if let Some(command) = crate::driver::commands::parse(&text) {
+            return self.slash_command(command, request.session_id, state, responder, cx);
+        }
         // It runs in the session's cwd as the turn finds it (an earlier turn may still `cd`).
         let call = match call_from_prompt(&text, None) {
             Ok(call) => call,
@@ -508,6 +544,47 @@ impl Connection {
             // Never return Err from a connection task: it would tear the connection down.
             if let Err(error) = responder.respond_with_result(stop.map(PromptResponse::new)) {
                 tracing::debug!(%error, "could not answer session/prompt");
+            }
+            Ok(())
+        })
+    }
+
+    /// A slash command's turn: its answer is an agent message, and the turn ends with
+    /// `end_turn` (bad arguments included: the message says what is wrong). A job started by
+    /// `/bg` gets its tool call now and keeps streaming to it after the turn.
+    fn slash_command(
+        self: Arc<Self>,
+        command: Result<SlashCommand, String>,
+        session_id: SessionId,
+        state: Arc<SessionState>,
+        responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let task_cx = cx.clone();
+        cx.spawn(async move {
+            let card = {
+                let _turn = state.turn.lock().await;
+                let turn = CommandTurn {
+                    cx: &task_cx,
+                    session_id: &session_id,
+                    session: &state.session,
+                    jobs: &state.jobs,
+                    features: *self.features.lock().unwrap(),
+                    new_call_id: &|| state.new_call_id(),
+                };
+                match command {
+                    Ok(command) => turn.run(command).await,
+                    Err(message) => {
+                        turn.say(message);
+                        None
+                    }
+                }
+            };
+            if let Err(error) = responder.respond(PromptResponse::new(StopReason::EndTurn)) {
+                tracing::debug!(%error, "could not answer session/prompt");
+            }
+            if let Some(card) = card {
+                card.spawn(&self.runs, self.limits);
             }
             Ok(())
         })
@@ -592,15 +669,22 @@ impl Connection {
         }
     }
 
-    /// After EOF: cancel every command and wait (bounded) for the engine to kill them.
+    /// After EOF: cancel every command, kill every job, and wait (bounded) for the engine to
+    /// kill them.
     async fn shutdown(&self) {
+        let mut registries = Vec::new();
         for state in self.sessions.lock().unwrap().values() {
             state.cancel_all();
+            state.jobs.registry.kill_all();
+            registries.push(state.jobs.registry.clone());
         }
         self.runs.close();
-        if tokio::time::timeout(SHUTDOWN_WAIT, self.runs.wait())
-            .await
-            .is_err()
+        let jobs = futures::future::join_all(registries.iter().map(JobRegistry::shutdown));
+        if tokio::time::timeout(SHUTDOWN_WAIT, async {
+            tokio::join!(self.runs.wait(), jobs)
+        })
+        .await
+        .is_err()
         {
             tracing::warn!(
                 "some commands were still running {SHUTDOWN_WAIT:?} after the client left"

@@ -206,14 +206,36 @@ impl Conversation {
         &self.cx
     }
 
-    /// `session/new` in `cwd`.
-    pub async fn new_session(&self, cwd: &Path) -> agent_client_protocol::Result<SessionId> {
-        Ok(self
+    /// `session/new` in `cwd`. With acp-bash (by its `agentInfo.name`), returns once the agent
+    /// has also advertised the session's slash commands (it sends `available_commands_update`
+    /// right after its answer), so that what the conversation does next always crosses the pipes
+    /// after it; the update is kept for [`Self::next_update`]. Other agents may send none.
+    pub async fn new_session(&mut self, cwd: &Path) -> agent_client_protocol::Result<SessionId> {
+        let session = self
             .cx
             .send_request(NewSessionRequest::new(cwd))
             .block_task()
             .await?
-            .session_id)
+            .session_id;
+        let acp_bash = self
+            .init
+            .agent_info
+            .as_ref()
+            .is_some_and(|info| info.name == "acp-bash");
+        if acp_bash {
+            while let Some(notification) = self.updates.recv().await {
+                let advertised = notification.session_id == session
+                    && matches!(
+                        notification.update,
+                        SessionUpdate::AvailableCommandsUpdate(_)
+                    );
+                self.backlog.push_back(notification);
+                if advertised {
+                    break;
+                }
+            }
+        }
+        Ok(session)
     }
 
     /// Sends a prompt without waiting for it; collect its updates with [`Self::next_update`].

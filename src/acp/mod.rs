@@ -66,6 +66,7 @@ mod agent;
 pub mod bridge;
 #[cfg(feature = "cli")]
 pub mod client;
+pub mod commands;
 pub mod modes;
 pub mod replay;
 pub mod stream;

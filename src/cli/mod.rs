@@ -16,6 +16,7 @@ use std::time::Duration;
 use acp_bash::acp::client::{AcpClient, ClientProfile};
 use acp_bash::acp::stream::StreamLimits;
 use acp_bash::exec::EngineConfig;
+use acp_bash::jobs::JobLimits;
 use acp_bash::sandbox;
 use clap::{Args, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -97,6 +98,13 @@ pub struct EngineArgs {
     /// sandbox at all; clients may then choose `off` too).
     #[arg(long, global = true, value_name = "MODE", value_parser = parse_mode)]
     sandbox: Option<sandbox::Mode>,
+    /// How many background jobs (`/bg`) may run at once in each session (default 8).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_jobs: Option<u32>,
+    /// Kill a background job after it has run this long, e.g. `30m`, `2h` (default: never;
+    /// `--timeout` is for commands and does not apply to jobs).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    job_timeout: Option<Duration>,
     /// Live output for clients without Zed's terminal card (acpx, Toad, …): `on` (the default)
     /// updates the call about 3 times a second with the last lines of output; `off` shows the
     /// output only once the command has ended.
@@ -164,6 +172,16 @@ impl EngineArgs {
         config
     }
 
+    /// The limits of each session's background jobs.
+    pub fn job_limits(&self) -> JobLimits {
+        let mut limits = JobLimits::default();
+        if let Some(max) = self.max_jobs {
+            limits.max_running = max as usize;
+        }
+        limits.timeout = self.job_timeout;
+        limits
+    }
+
     /// How live output reaches the client (`--plain-live`).
     pub fn stream_limits(&self) -> StreamLimits {
         let mut limits = StreamLimits::default();
@@ -206,6 +224,14 @@ impl EngineArgs {
         if let Some(mode) = self.sandbox {
             args.push("--sandbox".into());
             args.push(mode.id().into());
+        }
+        if let Some(max) = self.max_jobs {
+            args.push("--max-jobs".into());
+            args.push(max.to_string());
+        }
+        if let Some(timeout) = self.job_timeout {
+            args.push("--job-timeout".into());
+            args.push(format!("{}ms", timeout.as_millis()));
         }
         if let Some(plain_live) = self.plain_live {
             args.push("--plain-live".into());
@@ -476,6 +502,10 @@ mod tests {
             "--no-env-scrub",
             "--sandbox",
             "read-only",
+            "--max-jobs",
+            "3",
+            "--job-timeout",
+            "90m",
             "--plain-live",
             "off",
             "--max-prompt-bytes",
@@ -510,6 +540,21 @@ mod tests {
         assert_eq!(b.log_budget_bytes, 1 << 30);
         assert!(!a.env.scrub);
         assert_eq!(a.sandbox_mode, sandbox::Mode::ReadOnly);
+        assert_eq!(cli.engine.job_limits(), again.engine.job_limits());
+        assert_eq!(cli.engine.job_limits().max_running, 3);
+        assert_eq!(
+            cli.engine.job_limits().timeout,
+            Some(Duration::from_secs(90 * 60))
+        );
+        assert_eq!(
+            Cli::try_parse_from(["acp-bash"])
+                .unwrap()
+                .engine
+                .job_limits(),
+            JobLimits::default(),
+            "jobs have no timeout unless --job-timeout sets one"
+        );
+        assert!(Cli::try_parse_from(["acp-bash", "--max-jobs", "0"]).is_err());
     }
 
     /// The defaults README and `--help` promise, as literals (not the code's constants): a

@@ -32,7 +32,8 @@ async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
     let mut agent = AcpBashAgent::new(Engine::new(engine.config()))
         .with_stream_limits(engine.stream_limits())
         .with_max_prompt_bytes(max_prompt_bytes)
-        .with_client_behind(transport.client_behind());
+        .with_client_behind(transport.client_behind())
+        .with_job_limits(engine.job_limits());
     if let Some(store) = store.store() {
         agent = agent.with_session_store(store);
     }

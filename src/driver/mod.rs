@@ -4,6 +4,11 @@
 //! with an optional first line `# what it does` as the call's description. This is the seam where
 //! a model-driven driver (one prompt, many tool calls) can later plug in without touching the
 //! layers below. Must not touch: running commands, presentation, ACP.
+//!
+//! Also owns the slash commands ([`commands`]): prompts like `/bg npm run dev` or `/jobs` that
+//! drive the session's background jobs instead of running as bash.
+
+pub mod commands;
 
 use std::fmt;
 use std::time::Duration;

@@ -26,6 +26,10 @@ pub(super) struct Control {
     /// The process group while it may have members: set once the shell started, cleared after
     /// the run's last kill. Signals to it are sent under this lock, so never to a reused id.
     pub pgid: Mutex<Option<i32>>,
+    /// The shell's pid, set once it has started (for [`RunHandle::pid`]); `started` wakes
+    /// whoever waits for it.
+    pub pid: std::sync::OnceLock<u32>,
+    pub started: tokio::sync::Notify,
 }
 
 impl Control {
@@ -80,6 +84,28 @@ impl RunHandle {
     /// The directory the command runs in (known at start, before any output).
     pub fn cwd(&self) -> &Path {
         &self.cwd
+    }
+
+    /// The pid of the shell (the process group that [`RunHandle::cancel`] signals), as this
+    /// process sees it: waits until the shell has started; `None` if it never did.
+    pub async fn pid(&self) -> Option<u32> {
+        loop {
+            let started = self.control.started.notified();
+            tokio::pin!(started);
+            started.as_mut().enable();
+            if let Some(pid) = self.control.pid.get() {
+                return Some(*pid);
+            }
+            if self.is_finished() {
+                return None;
+            }
+            // Woken when the shell starts; a run that ends without starting is seen on the
+            // next look.
+            tokio::select! {
+                () = started => {}
+                () = tokio::time::sleep(std::time::Duration::from_millis(5)) => {}
+            }
+        }
     }
 
     /// The next chunk of output, or `None` once the output has ended.

@@ -385,6 +385,8 @@ async fn supervise(
         output: mut pipe,
     } = started;
     *control.pgid.lock().unwrap() = Some(pgid);
+    let _ = control.pid.set(pgid as u32);
+    control.started.notify_waiters();
     // Dropped at the end of the run, or with this future: kills whatever is left of the group.
     let guard = GroupGuard { control };
     let cancel = &control.cancel;

@@ -153,6 +153,12 @@ impl Connection {
             cx.send_notification(SessionNotification::new(id.clone(), update))?;
         }
         let modes = SandboxModes::new(self.off_allowed()).state(state.session.mode());
+        // Before the answer (like the replay), so that it is part of what the session starts
+        // with and its place on the wire is fixed.
+        cx.send_notification(SessionNotification::new(
+            id,
+            super::slash::available_commands(),
+        ))?;
         responder.respond(LoadSessionResponse::new().modes(modes))
     }
 
@@ -176,6 +182,12 @@ impl Connection {
             cx.send_notification(SessionNotification::new(id.clone(), agent_text(note)))?;
         }
         let modes = SandboxModes::new(self.off_allowed()).state(state.session.mode());
+        // Before the answer (like the replay), so that it is part of what the session starts
+        // with and its place on the wire is fixed.
+        cx.send_notification(SessionNotification::new(
+            id,
+            super::slash::available_commands(),
+        ))?;
         responder.respond(ResumeSessionResponse::new().modes(modes))
     }
 
@@ -310,20 +322,20 @@ impl Connection {
         Some(state)
     }
 
-    /// Kills the session's background jobs. The hook for the job registry (#12): until the
-    /// agent has jobs, a session's only processes are its running command's, which
-    /// `cancel_all` kills.
-    fn end_jobs(&self, id: &SessionId, _state: &SessionState) {
-        tracing::debug!(session = %id.0, "no jobs to end");
+    /// Kills the session's background jobs (and everything they started).
+    fn end_jobs(&self, id: &SessionId, state: &SessionState) {
+        tracing::debug!(session = %id.0, "killing the session's jobs");
+        state.jobs.registry.kill_all();
     }
 
     /// Waits (bounded) until the session's running and queued turns have ended (their commands
     /// killed and reaped), then drops the session's memory.
     async fn wait_until_stopped(&self, id: &SessionId, state: Arc<SessionState>) {
-        if tokio::time::timeout(SHUTDOWN_WAIT, state.turn.lock())
-            .await
-            .is_err()
-        {
+        let stopped = async {
+            let _turn = state.turn.lock().await;
+            state.jobs.registry.shutdown().await;
+        };
+        if tokio::time::timeout(SHUTDOWN_WAIT, stopped).await.is_err() {
             tracing::warn!(session = %id.0, "the session's command was still running {SHUTDOWN_WAIT:?} after it was closed");
         }
     }

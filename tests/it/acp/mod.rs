@@ -2,6 +2,9 @@
 
 mod acpx;
 mod embed_example;
+mod jobs;
+mod jobs_ownership;
+mod jobs_transcripts;
 mod modes;
 mod ordering;
 mod plain_clients;

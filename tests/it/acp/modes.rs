@@ -70,7 +70,7 @@ async fn session_new_offers_the_three_sandbox_modes_with_workspace_selected() {
     let transcript = client.transcript();
     guard(
         "session/new",
-        client.run(async |c| c.new_session(&dir).await),
+        client.run(async |mut c| c.new_session(&dir).await),
     )
     .await
     .unwrap();

@@ -230,6 +230,7 @@ async fn a_prompt_with_nothing_to_run_gets_told_what_to_type() {
         .await;
         let messages: Vec<String> = updates
             .iter()
+            .filter(|u| !matches!(u, SessionUpdate::AvailableCommandsUpdate(_)))
             .map(|u| match u {
                 SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
                     ContentBlock::Text(text) => text.text.clone(),

@@ -89,6 +89,12 @@ impl RawAgent {
     fn new_session(&mut self, id: u64) -> String {
         self.send_line(&new_session(id, &self.dir.clone()));
         let (_, response) = self.until_response(json!(id));
+        // The slash commands are advertised right after the answer: read past them.
+        let advertised: Value = serde_json::from_str(&self.raw_line()).expect("JSON lines only");
+        assert_eq!(
+            advertised["params"]["update"]["sessionUpdate"], "available_commands_update",
+            "{advertised}"
+        );
         response["result"]["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("{response}"))

@@ -334,7 +334,8 @@ async fn resume_restores_directory_and_mode_without_replay() {
         Ok(())
     })
     .await;
-    // Nothing is replayed: the first session/update is the new prompt's.
+    // Nothing is replayed: besides the commands' advertisement, the first session/update is
+    // the new prompt's.
     let lines = transcript.lines();
     let resumed = lines
         .iter()
@@ -347,7 +348,7 @@ async fn resume_restores_directory_and_mode_without_replay() {
     assert!(
         !lines[resumed..prompt]
             .iter()
-            .any(|l| l.contains("session/update")),
+            .any(|l| l.contains("session/update") && !l.contains("available_commands_update")),
         "{:#?}",
         &lines[resumed..prompt]
     );
@@ -463,7 +464,7 @@ async fn a_command_running_when_its_agent_ended_is_replayed_as_ended_not_restart
     let name = process_name(&dir);
     let client = client_with_store(ClientProfile::Zed, &state);
     let transcript = client.transcript();
-    let made = client.run(async |c| {
+    let made = client.run(async |mut c| {
         let session = c.new_session(&dir).await?;
         // Not cancelled by the client: the agent ends (stdin closes) while the command runs.
         c.start_prompt(&session, &format!("exec -a {name} sleep 60"))
@@ -538,7 +539,7 @@ async fn no_history_keeps_nothing_and_offers_only_close() {
 async fn two_agents_on_one_session_never_tear_its_record() {
     let (_tmp, dir) = temp_dir();
     let state = dir.join(".state");
-    let (session, _) = with_agent(ClientProfile::Plain, &state, "make", async |c| {
+    let (session, _) = with_agent(ClientProfile::Plain, &state, "make", async |mut c| {
         c.new_session(&dir).await
     })
     .await;

@@ -13,14 +13,14 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use crate::support::acp::*;
 
 /// The agent on raw pipes.
-struct RawAgent {
-    child: Child,
-    stdin: Option<ChildStdin>,
+pub(super) struct RawAgent {
+    pub(super) child: Child,
+    pub(super) stdin: Option<ChildStdin>,
     stdout: Option<Lines<BufReader<ChildStdout>>>,
 }
 
 impl RawAgent {
-    fn spawn(args: &[&str]) -> Self {
+    pub(super) fn spawn(args: &[&str]) -> Self {
         let mut child = Command::new(binary())
             .args(args)
             .arg("--log-level=acp_bash=debug")
@@ -39,7 +39,7 @@ impl RawAgent {
         }
     }
 
-    async fn send(&mut self, value: Value) {
+    pub(super) async fn send(&mut self, value: Value) {
         let mut line = serde_json::to_string(&value).unwrap();
         line.push('\n');
         let stdin = self.stdin.as_mut().expect("stdin is open");
@@ -48,7 +48,7 @@ impl RawAgent {
     }
 
     /// Reads stdout until the answer to request `id`; every line must be JSON-RPC.
-    async fn answer(&mut self, id: u64) -> Value {
+    pub(super) async fn answer(&mut self, id: u64) -> Value {
         let stdout = self.stdout.as_mut().expect("stdout is open");
         guard("an answer", async {
             while let Some(line) = stdout.next_line().await.unwrap() {
@@ -65,7 +65,7 @@ impl RawAgent {
 
     /// initialize, session/new in `dir`, then a prompt running `script` (not waited for). Like any
     /// client, it waits for each answer before the next request.
-    async fn start(&mut self, dir: &Path, script: &str) {
+    pub(super) async fn start(&mut self, dir: &Path, script: &str) {
         self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}))
             .await;
         self.answer(1).await;
@@ -83,7 +83,7 @@ impl RawAgent {
         .await;
     }
 
-    async fn wait(&mut self, what: &str) -> std::process::ExitStatus {
+    pub(super) async fn wait(&mut self, what: &str) -> std::process::ExitStatus {
         guard(what, self.child.wait()).await.unwrap()
     }
 }

@@ -1,0 +1,232 @@
+//! Slash commands on the wire: the `available_commands_update` that advertises them, a
+//! command's answer as an `agent_message_chunk`, and a background job's tool call, which keeps
+//! streaming to its card after the turn that started it has ended.
+//!
+//! Owns: the ACP side of [`crate::driver::commands`] and [`crate::jobs`] only; what a command
+//! does and says is theirs. Must not touch: how jobs run, the answers' text.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use agent_client_protocol::v1::schema::{
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentChunk, SessionId,
+    SessionNotification, SessionUpdate, ToolCallId, UnstructuredCommandInput,
+};
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::Client;
+use tokio::sync::watch;
+use tokio_util::task::TaskTracker;
+
+use super::bridge::{self, ClientFeatures};
+use super::stream::{self, Coalescer, StreamLimits};
+use crate::driver::commands::{self, SlashCommand, COMMANDS};
+use crate::exec::Session;
+use crate::jobs::{Job, JobId, JobRegistry, LiveOutput};
+use crate::present::{present_call, present_result, CallView};
+use crate::tool::markers::render_result;
+use crate::tool::BashCall;
+
+/// The `available_commands_update` sent right after a session is made: every slash command
+/// with its description and input hint (Zed and Toad show them in their `/` completion).
+pub fn available_commands() -> SessionUpdate {
+    let commands = COMMANDS
+        .iter()
+        .map(|spec| {
+            AvailableCommand::new(spec.name, spec.description).input(
+                AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(spec.hint)),
+            )
+        })
+        .collect();
+    SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands))
+}
+
+/// A session's jobs as the agent keeps them: the registry, plus whether each job's tool call
+/// has got its final update (so that `/kill` answers after the card has ended, not before).
+pub(super) struct SessionJobs {
+    pub registry: JobRegistry,
+    cards_done: Mutex<HashMap<JobId, watch::Receiver<bool>>>,
+}
+
+impl SessionJobs {
+    pub fn new(registry: JobRegistry) -> Self {
+        SessionJobs {
+            registry,
+            cards_done: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Waits until job `id`'s tool call got its final update (at once if it has no card).
+    async fn card_done(&self, id: JobId) {
+        let done = self.cards_done.lock().unwrap().get(&id).cloned();
+        if let Some(mut done) = done {
+            let _ = done.wait_for(|done| *done).await;
+        }
+    }
+}
+
+/// What a slash command's turn needs from the agent.
+pub(super) struct CommandTurn<'a> {
+    pub cx: &'a ConnectionTo<Client>,
+    pub session_id: &'a SessionId,
+    pub session: &'a Session,
+    pub jobs: &'a SessionJobs,
+    pub features: ClientFeatures,
+    /// Makes the tool-call id of a job's card (used by `/bg` only).
+    pub new_call_id: &'a (dyn Fn() -> ToolCallId + Sync),
+}
+
+impl CommandTurn<'_> {
+    fn send(&self, update: SessionUpdate) {
+        send(self.cx, self.session_id, update);
+    }
+
+    /// Sends `text` as the agent's message.
+    pub fn say(&self, text: String) {
+        self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+            text.into(),
+        )));
+    }
+
+    /// Runs `command` and sends its answer. A `/bg` that started a job returns its card, to
+    /// [`JobCard::spawn`] once the turn has been answered.
+    pub async fn run(&self, command: SlashCommand) -> Option<JobCard> {
+        let registry = &self.jobs.registry;
+        match command {
+            SlashCommand::Bg { script } => return self.background(script).await,
+            SlashCommand::Jobs => self.say(commands::jobs::answer(registry)),
+            SlashCommand::Kill { id } => match commands::kill::kill(registry, id) {
+                Ok(job) => {
+                    job.wait().await;
+                    self.jobs.card_done(id).await;
+                    self.say(commands::kill::killed(&job));
+                }
+                Err(message) => self.say(message),
+            },
+            SlashCommand::Logs { id, lines } => {
+                self.say(commands::logs::answer(registry, id, lines))
+            }
+            SlashCommand::Help { topic } => self.say(commands::help::answer(topic)),
+        }
+        None
+    }
+
+    async fn background(&self, script: String) -> Option<JobCard> {
+        let (job, live) = match self.jobs.registry.start(self.session, script).await {
+            Ok(started) => started,
+            Err(error) => {
+                self.say(commands::bg::refused(&error));
+                return None;
+            }
+        };
+        let call = BashCall::new(job.command());
+        let view = present_call(&call, job.cwd());
+        let call_id = (self.new_call_id)();
+        self.send(SessionUpdate::ToolCall(bridge::tool_call(
+            &call_id,
+            &call.command,
+            &view,
+            self.features,
+        )));
+        self.say(commands::bg::started(&job, self.features.card()));
+        let (done_tx, done_rx) = watch::channel(false);
+        self.jobs
+            .cards_done
+            .lock()
+            .unwrap()
+            .insert(job.id(), done_rx);
+        Some(JobCard {
+            cx: self.cx.clone(),
+            session_id: self.session_id.clone(),
+            call_id,
+            view,
+            features: self.features,
+            job,
+            live,
+            done: done_tx,
+        })
+    }
+}
+
+fn send(cx: &ConnectionTo<Client>, session_id: &SessionId, update: SessionUpdate) {
+    if let Err(error) = cx.send_notification(SessionNotification::new(session_id.clone(), update)) {
+        tracing::debug!(%error, "could not send session/update");
+    }
+}
+
+/// A background job's tool call, from after the turn that started it until the job ends.
+pub(super) struct JobCard {
+    cx: ConnectionTo<Client>,
+    session_id: SessionId,
+    call_id: ToolCallId,
+    view: CallView,
+    features: ClientFeatures,
+    job: Job,
+    live: LiveOutput,
+    done: watch::Sender<bool>,
+}
+
+impl JobCard {
+    /// Streams the job's output to its card (card clients) and, when it ends, sends the final
+    /// update: status and `terminal_exit`, or the console block with the status markers.
+    pub fn spawn(self, tasks: &TaskTracker, limits: StreamLimits) {
+        tasks.spawn(self.follow(limits));
+    }
+
+    async fn follow(mut self, limits: StreamLimits) {
+        let send = |update| send(&self.cx, &self.session_id, update);
+        let mut coalescer = Coalescer::new(limits);
+        loop {
+            let deadline = coalescer.deadline();
+            tokio::select! {
+                chunk = self.live.next() => match chunk {
+                    Some(chunk) if self.features.card() => {
+                        if let Some(data) = coalescer.push(&chunk, Instant::now()) {
+                            send(SessionUpdate::ToolCallUpdate(bridge::output_update(&self.call_id, &data)));
+                        }
+                    }
+                    Some(_) => {}
+                    None => break,
+                },
+                () = sleep_until(deadline), if deadline.is_some() => {
+                    if let Some(data) = coalescer.poll(Instant::now()) {
+                        send(SessionUpdate::ToolCallUpdate(bridge::output_update(&self.call_id, &data)));
+                    }
+                }
+            }
+        }
+        if let Some(data) = coalescer.finish(Instant::now()) {
+            send(SessionUpdate::ToolCallUpdate(bridge::output_update(
+                &self.call_id,
+                &data,
+            )));
+        }
+        let outcome = self.job.wait().await;
+        if coalescer.capped() {
+            let truncation = outcome.status.truncation.as_ref();
+            if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
+                send(SessionUpdate::ToolCallUpdate(bridge::output_update(
+                    &self.call_id,
+                    &stream::full_output_notice(path),
+                )));
+            }
+        }
+        let text = render_result(&outcome.output, &outcome.status);
+        let presented = present_result(self.job.cwd(), &text);
+        send(SessionUpdate::ToolCallUpdate(bridge::final_update(
+            &self.call_id,
+            &self.view,
+            &presented,
+            self.features,
+        )));
+        tracing::info!(call = %self.call_id.0, job = %self.job.id(), "job's call finished");
+        self.done.send_replace(true);
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
+    }
+}

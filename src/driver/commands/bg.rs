@@ -1,0 +1,47 @@
+//! `/bg SCRIPT`: starts SCRIPT as a background job of the session.
+
+use super::{inline_code, CommandSpec};
+use crate::jobs::{Job, StartError};
+
+pub const SPEC: CommandSpec = CommandSpec {
+    name: "bg",
+    description: "Run a bash script in the background (dev servers, watchers, tail -f): the turn \
+                  ends at once, the job keeps running",
+    hint: "script to run in the background, e.g. npm run dev",
+    usage: "/bg SCRIPT",
+};
+
+pub(super) fn parse(args: &str) -> Result<super::SlashCommand, String> {
+    if args.is_empty() {
+        return Err("give the script to run in the background, e.g. `/bg npm run dev`".into());
+    }
+    Ok(super::SlashCommand::Bg {
+        script: args.to_string(),
+    })
+}
+
+/// The message for a job that started. `card`: the client shows the job's live terminal card.
+pub fn started(job: &Job, card: bool) -> String {
+    let id = job.id();
+    let Some(pid) = job.pid() else {
+        return format!(
+            "Job {id} could not start: {}. Its output says why (`/logs {id}`).",
+            inline_code(job.command(), 60)
+        );
+    };
+    let output = if card {
+        "its card shows the output as it comes"
+    } else {
+        "its output is shown when it ends"
+    };
+    format!(
+        "Started job {id} (pid {pid}): {}. It keeps running after this turn; {output}. \
+         `/logs {id}` shows its last lines, `/kill {id}` stops it, `/jobs` lists the jobs.",
+        inline_code(job.command(), 60)
+    )
+}
+
+/// The message for a job that was not started.
+pub fn refused(error: &StartError) -> String {
+    format!("No job was started: {error}.")
+}
