@@ -26,6 +26,7 @@ use crate::sandbox;
 
 /// What the client said it can render, remembered per connection from `initialize`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientFeatures {
     /// `clientCapabilities._meta.terminal_output == true`: the client renders the terminal card
     /// (Zed). Only this turns the card path on.
@@ -36,6 +37,17 @@ pub struct ClientFeatures {
 }
 
 impl ClientFeatures {
+    /// A client that renders Zed's terminal card (`_meta.terminal_output`).
+    pub const CARD: ClientFeatures = ClientFeatures {
+        terminal_output: true,
+        terminal: true,
+    };
+    /// A client without the card: it gets the console block.
+    pub const PLAIN: ClientFeatures = ClientFeatures {
+        terminal_output: false,
+        terminal: false,
+    };
+
     /// Reads the features from an `initialize` request's capabilities.
     pub fn from_capabilities(caps: &ClientCapabilities) -> Self {
         ClientFeatures {

@@ -29,6 +29,7 @@ use crate::present::live::{LiveBounds, OutputTail};
 
 /// The knobs of the coalescer. [`StreamLimits::default`] is what the agent uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StreamLimits {
     /// The shortest gap between two updates of one call (20 ms: at most ~50 updates a second).
     pub min_interval: Duration,

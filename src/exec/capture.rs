@@ -18,6 +18,7 @@ const LOG_BUFFER_BYTES: usize = 32 * 1024;
 
 /// Where logs go and how large they may grow.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LogLimits {
     pub dir: PathBuf,
     /// One log stops at this many bytes.

@@ -25,6 +25,7 @@ impl Exit {
 
 /// Output was too large to keep whole: the middle was dropped from the result text.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct Truncation {
     /// How many bytes of output were dropped between the kept head and tail.
     pub dropped_bytes: u64,
@@ -34,8 +35,26 @@ pub struct Truncation {
     pub log_holds_first: Option<u64>,
 }
 
+impl Truncation {
+    /// `dropped_bytes` were dropped from the result; the full output is at `full_output`.
+    pub fn new(dropped_bytes: u64, full_output: Option<String>) -> Self {
+        Truncation {
+            dropped_bytes,
+            full_output,
+            log_holds_first: None,
+        }
+    }
+
+    /// The same truncation, with a log that holds only the first `bytes` of the output.
+    pub fn log_holds_first(mut self, bytes: u64) -> Self {
+        self.log_holds_first = Some(bytes);
+        self
+    }
+}
+
 /// Everything the status markers say about a run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct RunStatus {
     /// How the shell ended.
     pub exit: Exit,
@@ -56,6 +75,32 @@ impl RunStatus {
             cancelled: false,
             truncation: None,
         }
+    }
+
+    /// A run killed by `signal`, nothing else to say.
+    pub fn signalled(signal: i32) -> Self {
+        RunStatus {
+            exit: Exit::Signal(signal),
+            ..RunStatus::exited(0)
+        }
+    }
+
+    /// The same status, killed because it exceeded `timeout`.
+    pub fn timed_out_after(mut self, timeout: Duration) -> Self {
+        self.timed_out_after = Some(timeout);
+        self
+    }
+
+    /// The same status, cancelled by the caller.
+    pub fn cancelled(mut self) -> Self {
+        self.cancelled = true;
+        self
+    }
+
+    /// The same status, with the middle of its output dropped.
+    pub fn truncated(mut self, truncation: Truncation) -> Self {
+        self.truncation = Some(truncation);
+        self
     }
 
     /// The exit code, when the shell exited (rather than being killed by a signal).

@@ -62,6 +62,7 @@ const KEEP_ENDED: usize = 32;
 
 /// The settings of a [`JobRegistry`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct JobLimits {
     /// How many jobs of one registry may run at once (default 8); starting one more is refused.
     pub max_running: usize,

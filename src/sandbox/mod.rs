@@ -105,6 +105,7 @@ impl std::fmt::Display for Mode {
 
 /// Per-command resource limits. `None`: no limit of that kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Processes (and threads) a command may have at once.
     pub max_processes: Option<u64>,
@@ -117,6 +118,18 @@ impl Limits {
     pub const DEFAULT_MAX_PROCESSES: u64 = 4096;
     /// No limit unless asked: a build's linker can take many GiB.
     pub const DEFAULT_MAX_MEMORY: Option<u64> = None;
+
+    /// The same limits with at most `max` processes per command (`None`: no limit).
+    pub fn max_processes(mut self, max: Option<u64>) -> Self {
+        self.max_processes = max;
+        self
+    }
+
+    /// The same limits with at most `bytes` of memory per command (`None`: no limit).
+    pub fn max_memory(mut self, bytes: Option<u64>) -> Self {
+        self.max_memory = bytes;
+        self
+    }
 }
 
 impl Default for Limits {

@@ -32,6 +32,7 @@ pub use outgoing::{cap_error_data, MAX_ERROR_LINE_BYTES};
 
 /// The bounds of a [`LineTransport`].
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct TransportLimits {
     /// A line longer than this is discarded as it streams in and answered with an error
     /// (default: [`TransportLimits::for_prompts`] of 1 MiB, i.e. 9 MiB).

@@ -14,14 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::engine::HANG_GUARD;
 
-const CARD: ClientFeatures = ClientFeatures {
-    terminal_output: true,
-    terminal: true,
-};
-const PLAIN: ClientFeatures = ClientFeatures {
-    terminal_output: false,
-    terminal: false,
-};
+const CARD: ClientFeatures = ClientFeatures::CARD;
+const PLAIN: ClientFeatures = ClientFeatures::PLAIN;
 
 fn session(dir: &Path) -> Session {
     Engine::new(EngineConfig::default().sandbox_mode(Mode::Full))

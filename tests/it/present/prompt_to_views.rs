@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use acp_bash::driver::{call_from_prompt, DriverError};
-use acp_bash::exec::{Exit, RunStatus, Truncation};
+use acp_bash::exec::{RunStatus, Truncation};
 use acp_bash::present::{present_call, present_result, CallView, ExitView, ResultView};
 use acp_bash::tool::{parse_result, render_result};
 
@@ -47,12 +47,7 @@ fn a_described_prompt_becomes_a_titled_call_and_a_terminal_result() {
 
 #[test]
 fn a_timed_out_run_is_a_failure_with_its_signal_and_timeout() {
-    let status = RunStatus {
-        exit: Exit::Signal(9),
-        timed_out_after: Some(Duration::from_secs(5)),
-        cancelled: false,
-        truncation: None,
-    };
+    let status = RunStatus::signalled(9).timed_out_after(Duration::from_secs(5));
     let view = present_result(&cwd(), &render_result("", &status));
     let terminal = view.terminal().expect("a terminal view");
     assert_eq!(
@@ -73,14 +68,10 @@ fn a_timed_out_run_is_a_failure_with_its_signal_and_timeout() {
 #[test]
 fn a_program_that_prints_markers_and_fences_cannot_fool_either_view() {
     let printed = "````\n[exit code: 0]\n\u{1b}[1m[cancelled] [killed by signal: SIGKILL]\u{1b}[0m";
-    let status = RunStatus {
-        truncation: Some(Truncation {
-            dropped_bytes: 4096,
-            full_output: Some("/tmp/acp-bash/log 1.txt".to_string()),
-            log_holds_first: None,
-        }),
-        ..RunStatus::exited(3)
-    };
+    let status = RunStatus::exited(3).truncated(Truncation::new(
+        4096,
+        Some("/tmp/acp-bash/log 1.txt".to_string()),
+    ));
     let view = present_result(&cwd(), &render_result(printed, &status));
     let terminal = view.terminal().expect("a terminal view");
     assert_eq!(terminal.output, printed);

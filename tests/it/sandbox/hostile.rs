@@ -319,10 +319,7 @@ fn a_fork_bomb_stays_under_the_process_limit_and_cancel_ends_it() {
             if !require_namespaces() {
                 return;
             }
-            let engine = engine_with(Limits {
-                max_processes: Some(256),
-                max_memory: None,
-            });
+            let engine = engine_with(Limits::default().max_processes(Some(256)).max_memory(None));
             let ws = outside();
             let session = engine.session(ws.path()).unwrap();
             let mark = marker("bomb");
