@@ -32,7 +32,7 @@
 //! // Once per ACP session: its own working directory, which `cd` moves.
 //! let session = engine.session(Path::new("/home/me/project"))?;
 //! // Once per connection: what the client renders (`ClientFeatures::from_capabilities`).
-//! let runner = ToolCallRunner::new(ClientFeatures { terminal_output: true, terminal: true });
+//! let runner = ToolCallRunner::new(ClientFeatures::CARD);
 //!
 //! // Per tool call, from your model's arguments:
 //! let call = BashArgs::from_json(r#"{"command": "cargo test", "description": "Run the tests"}"#)?
