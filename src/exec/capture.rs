@@ -20,6 +20,7 @@ const LOG_BUFFER_BYTES: usize = 32 * 1024;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LogLimits {
+    /// The directory the logs are written to.
     pub dir: PathBuf,
     /// One log stops at this many bytes.
     pub max_bytes: u64,

@@ -499,13 +499,13 @@ impl EngineConfig {
         self
     }
 
-    /// Sets [`EngineConfig::kill_grace`].
-    /// Per-command resource limits.
+    /// Sets [`EngineConfig::limits`]: the per-command resource limits.
     pub fn limits(mut self, limits: sandbox::Limits) -> Self {
         self.limits = limits;
         self
     }
 
+    /// Sets [`EngineConfig::kill_grace`].
     pub fn kill_grace(mut self, grace: Duration) -> Self {
         self.kill_grace = grace;
         self

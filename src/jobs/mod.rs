@@ -71,6 +71,7 @@ pub struct JobLimits {
     /// Bytes of output kept from the start and from the end of each job (32 KiB each, like a
     /// command's result); the middle is dropped with a gap line.
     pub keep_head_bytes: usize,
+    /// Bytes of output kept from the end of each job (see `keep_head_bytes`).
     pub keep_tail_bytes: usize,
 }
 
@@ -126,6 +127,7 @@ impl FromStr for JobId {
 /// Where a job is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobState {
+    /// It has not ended yet.
     Running,
     /// It ended; how, as the status markers say it.
     Ended(RunStatus),
@@ -156,7 +158,12 @@ impl fmt::Display for JobState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartError {
     /// `limit` jobs already run (their ids are `running`).
-    TooMany { limit: usize, running: Vec<JobId> },
+    TooMany {
+        /// The most jobs that may run at once.
+        limit: usize,
+        /// The ids of the jobs running now.
+        running: Vec<JobId>,
+    },
     /// The registry was shut down (its session is closing).
     Closed,
 }
@@ -206,6 +213,7 @@ impl Drop for Registry {
 }
 
 impl JobRegistry {
+    /// An empty registry whose jobs are bounded by `limits`.
     pub fn new(limits: JobLimits) -> Self {
         JobRegistry {
             inner: Arc::new(Registry {
@@ -218,6 +226,7 @@ impl JobRegistry {
         }
     }
 
+    /// The limits the registry was made with.
     pub fn limits(&self) -> JobLimits {
         self.inner.limits
     }
@@ -394,6 +403,7 @@ struct Shared {
 }
 
 impl Job {
+    /// Its id in the session.
     pub fn id(&self) -> JobId {
         self.shared.id
     }
@@ -414,6 +424,7 @@ impl Job {
         self.shared.pid.get().copied()
     }
 
+    /// Whether it still runs, or how it ended.
     pub fn state(&self) -> JobState {
         match &*self.shared.ended.borrow() {
             None => JobState::Running,
@@ -421,6 +432,7 @@ impl Job {
         }
     }
 
+    /// Whether it has not ended yet.
     pub fn is_running(&self) -> bool {
         self.shared.ended.borrow().is_none()
     }

@@ -302,7 +302,9 @@ pub fn confine_with(
 /// stdout and stderr go, and fds the shell gets as other numbers.
 #[cfg(target_os = "linux")]
 pub struct SpawnRequest<'a> {
+    /// The whole environment of the command (nothing else is inherited).
     pub env: &'a [(OsString, OsString)],
+    /// The directory the command starts in.
     pub cwd: &'a std::path::Path,
     /// stdout and stderr of the command.
     pub output: std::os::fd::BorrowedFd<'a>,

@@ -28,10 +28,17 @@ pub enum StoreError {
     /// No record has this id (never made, deleted, or an id that cannot name a record).
     NotFound(String),
     /// The record exists but cannot be read back.
-    Unreadable { path: PathBuf, problem: String },
+    Unreadable {
+        /// The record's file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// The directory or a file could not be read or written.
     Io {
+        /// The directory or file.
         path: PathBuf,
+        /// The error the system gave.
         error: std::io::Error,
     },
 }
@@ -71,15 +78,20 @@ pub struct ListQuery {
 /// The part of a record a listing shows.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct SessionSummary {
+    /// The session id.
     pub id: String,
+    /// The directory the session was created in.
     pub root: PathBuf,
+    /// The session's title, if it has one.
     pub title: Option<String>,
+    /// When the session last changed, in milliseconds since the Unix epoch.
     pub updated_ms: u64,
 }
 
 /// One page of sessions, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListPage {
+    /// The sessions of this page, newest first.
     pub sessions: Vec<SessionSummary>,
     /// Pass it as [`ListQuery::cursor`] for the next page; `None` on the last page.
     pub next_cursor: Option<String>,

@@ -18,8 +18,9 @@ pub const FORMAT: u32 = 1;
 /// [`SessionRecord::dropped_calls`]).
 pub const MAX_CALLS: usize = 50;
 
-/// Bytes of a call's output kept from its start, and from its end.
+/// Bytes of a call's output kept from its start.
 pub const KEEP_OUTPUT_HEAD: usize = 2 * 1024;
+/// Bytes of a call's output kept from its end.
 pub const KEEP_OUTPUT_TAIL: usize = 2 * 1024;
 
 /// Bytes kept of a prompt, a command or a description (longer ones are cut, and say so).
@@ -40,6 +41,7 @@ pub struct SessionRecord {
     pub mode: String,
     /// Milliseconds since the Unix epoch.
     pub created_ms: u64,
+    /// When the record last changed, in milliseconds since the Unix epoch.
     pub updated_ms: u64,
     /// The first command's description, else the first command (first line, shortened).
     pub title: Option<String>,
@@ -58,10 +60,13 @@ pub struct CallRecord {
     pub prompt: String,
     /// The tool call's id on the wire.
     pub call_id: String,
+    /// The command it ran (cut at [`KEEP_TEXT`]).
     pub command: String,
+    /// The description the call came with, if any (cut at [`KEEP_TEXT`]).
     pub description: Option<String>,
     /// Where the command started.
     pub cwd: PathBuf,
+    /// When the call started, in milliseconds since the Unix epoch.
     pub started_ms: u64,
     /// `None` while the call runs: a record that still says so after its agent ended is a call
     /// that agent never finished (it was not restarted).
@@ -71,15 +76,19 @@ pub struct CallRecord {
 /// How a call ended, and the part of its output that is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallEnd {
+    /// When the call ended, in milliseconds since the Unix epoch.
     pub finished_ms: u64,
     /// The exit code, when the shell exited.
     pub exit_code: Option<i32>,
     /// The signal's name (`SIGKILL`), when the shell was killed by one.
     pub signal: Option<String>,
+    /// The timeout in milliseconds, when the call was killed for running past it.
     pub timed_out_after_ms: Option<u64>,
+    /// Whether the call was cancelled.
     pub cancelled: bool,
-    /// Bytes the engine dropped from the middle of the output, and where the whole output went.
+    /// Bytes the engine dropped from the middle of the output.
     pub truncated_bytes: Option<u64>,
+    /// Where the whole output went, when some was dropped.
     pub full_output: Option<String>,
     /// Set when the log stopped at its cap: it holds only the first this-many bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

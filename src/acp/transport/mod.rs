@@ -78,6 +78,7 @@ impl Default for TransportLimits {
 pub struct ClientBehind(Arc<AtomicBool>);
 
 impl ClientBehind {
+    /// Whether the client is behind right now.
     pub fn is_behind(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
@@ -101,6 +102,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    /// A transport that reads lines from `reader` and writes them to `writer`, within `limits`.
     pub fn new(reader: R, writer: W, limits: TransportLimits) -> Self {
         LineTransport {
             reader,
@@ -153,6 +155,7 @@ pub struct AgentStdio {
 }
 
 impl AgentStdio {
+    /// The stdio transport with the default [`TransportLimits`].
     pub fn new() -> AgentStdio {
         AgentStdio {
             limits: TransportLimits::default(),

@@ -3,6 +3,7 @@
 use super::{inline_code, CommandSpec};
 use crate::jobs::{Job, StartError};
 
+/// What the agent advertises about `/bg`.
 pub const SPEC: CommandSpec = CommandSpec {
     name: "bg",
     description: "Run a bash script in the background (dev servers, watchers, tail -f): the turn \

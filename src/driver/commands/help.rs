@@ -2,6 +2,7 @@
 
 use super::{CommandSpec, COMMANDS};
 
+/// What the agent advertises about `/help`.
 pub const SPEC: CommandSpec = CommandSpec {
     name: "help",
     description: "List the slash commands; every other prompt runs as a bash script",

@@ -4,6 +4,7 @@ use super::{human_duration, CommandSpec};
 use crate::jobs::JobRegistry;
 use crate::present::console_block;
 
+/// What the agent advertises about `/jobs`.
 pub const SPEC: CommandSpec = CommandSpec {
     name: "jobs",
     description: "List this session's background jobs: id, pid, state, elapsed time, command",

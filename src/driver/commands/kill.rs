@@ -3,6 +3,7 @@
 use super::{inline_code, CommandSpec};
 use crate::jobs::{Job, JobId, JobRegistry, JobState};
 
+/// What the agent advertises about `/kill`.
 pub const SPEC: CommandSpec = CommandSpec {
     name: "kill",
     description: "Stop a background job and everything it started",

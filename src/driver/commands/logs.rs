@@ -4,6 +4,7 @@ use super::{inline_code, CommandSpec};
 use crate::jobs::{JobId, JobRegistry, JobState};
 use crate::present::{ansi, console_block};
 
+/// What the agent advertises about `/logs`.
 pub const SPEC: CommandSpec = CommandSpec {
     name: "logs",
     description: "Show the last lines of a background job's output (default 50)",

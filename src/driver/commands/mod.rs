@@ -41,15 +41,29 @@ pub const COMMANDS: [&CommandSpec; 5] = [
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlashCommand {
     /// `/bg SCRIPT`: start SCRIPT as a background job.
-    Bg { script: String },
+    Bg {
+        /// The script to run.
+        script: String,
+    },
     /// `/jobs`: list the session's jobs.
     Jobs,
     /// `/kill ID`: kill a job's process tree.
-    Kill { id: JobId },
+    Kill {
+        /// The job to kill.
+        id: JobId,
+    },
     /// `/logs ID [N]`: the last N lines of a job's output.
-    Logs { id: JobId, lines: usize },
+    Logs {
+        /// The job whose output to show.
+        id: JobId,
+        /// How many of the last lines to show.
+        lines: usize,
+    },
     /// `/help [COMMAND]`.
-    Help { topic: Option<&'static CommandSpec> },
+    Help {
+        /// The command to explain; `None`: all of them.
+        topic: Option<&'static CommandSpec>,
+    },
 }
 
 /// Reads `prompt` as a slash command.

@@ -5,29 +5,53 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Step {
+    /// Putting the command in its own process group (`setpgid`).
     ProcessGroup = 1,
+    /// Asking for a kill signal when the agent dies (`PR_SET_PDEATHSIG`).
     ParentDeathSignal,
+    /// Connecting stdin, stdout and stderr.
     Stdio,
+    /// Joining the prepared network namespace (`setns`).
     JoinNetworkNamespace,
+    /// Creating the namespaces (`unshare`).
     Unshare,
+    /// Writing `/proc/self/setgroups`.
     Setgroups,
+    /// Writing `/proc/self/uid_map`.
     UidMap,
+    /// Writing `/proc/self/gid_map`.
     GidMap,
+    /// Making the mounts private.
     PrivateMounts,
+    /// Making the filesystem read-only (`mount_setattr`).
     ReadOnlyView,
+    /// Binding a writable folder.
     WritablePlace,
+    /// Mounting a private temp directory.
     PrivateTemp,
+    /// Mounting a private `/dev/shm`.
     PrivateShm,
+    /// Starting the namespace's init process.
     StartInit,
+    /// Mounting a private `/proc`.
     PrivateProc,
+    /// Starting the shell.
     StartShell,
+    /// Becoming a subreaper (`PR_SET_CHILD_SUBREAPER`).
     Subreaper,
+    /// Dropping capabilities.
     DropCapabilities,
+    /// Setting the resource limits.
     ResourceLimits,
+    /// Setting `no_new_privs`.
     NoNewPrivs,
+    /// Applying the Landlock ruleset.
     Landlock,
+    /// Passing the file descriptors the shell gets.
     Descriptors,
+    /// Entering the working directory.
     Chdir,
+    /// Starting bash (`exec`).
     Exec,
 }
 
@@ -59,6 +83,7 @@ impl Step {
         Step::Exec,
     ];
 
+    /// The step with this number on the error pipe, if any.
     pub fn from_code(code: u32) -> Option<Step> {
         Step::ALL.into_iter().find(|s| *s as u32 == code)
     }
@@ -97,7 +122,9 @@ impl Step {
 /// A sandbox step that failed in the child: which one, and the errno.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepError {
+    /// The step that failed.
     pub step: Step,
+    /// The errno it failed with.
     pub errno: i32,
 }
 
@@ -112,6 +139,7 @@ impl StepError {
         }
     }
 
+    /// The errno as an [`std::io::Error`].
     pub fn io_error(&self) -> std::io::Error {
         std::io::Error::from_raw_os_error(self.errno)
     }
