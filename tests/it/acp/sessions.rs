@@ -393,6 +393,29 @@ async fn close_kills_the_running_command_and_keeps_the_record() {
 }
 
 #[tokio::test]
+async fn close_kills_the_sessions_background_jobs() {
+    let (_tmp, dir) = temp_dir();
+    let state = dir.join(".state");
+    let name = process_name(&dir);
+    with_agent(ClientProfile::Plain, &state, "close-job", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let started = c
+            .prompt(&session, &format!("/bg exec -a {name} sleep 60"))
+            .await?;
+        assert_eq!(started.stop_reason, StopReason::EndTurn);
+        wait_for_process(&name).await;
+        c.connection()
+            .send_request(CloseSessionRequest::new(session.clone()))
+            .block_task()
+            .await?;
+        // Answered once the session's jobs are gone.
+        assert!(processes_named(&name).is_empty());
+        Ok(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn delete_removes_the_record() {
     let (_tmp, dir) = temp_dir();
     let state = dir.join(".state");
