@@ -260,14 +260,8 @@ mod tests {
     use crate::present::{ExitView, TerminalView};
     use agent_client_protocol::v1::schema::{SessionNotification, SessionUpdate};
 
-    const ZED: ClientFeatures = ClientFeatures {
-        terminal_output: true,
-        terminal: true,
-    };
-    const PLAIN: ClientFeatures = ClientFeatures {
-        terminal_output: false,
-        terminal: false,
-    };
+    const ZED: ClientFeatures = ClientFeatures::CARD;
+    const PLAIN: ClientFeatures = ClientFeatures::PLAIN;
 
     fn id() -> ToolCallId {
         ToolCallId::new("call-1-1")

@@ -93,14 +93,8 @@ mod tests {
     use crate::store::CallEnd;
     use serde_json::{json, Value};
 
-    const ZED: ClientFeatures = ClientFeatures {
-        terminal_output: true,
-        terminal: true,
-    };
-    const PLAIN: ClientFeatures = ClientFeatures {
-        terminal_output: false,
-        terminal: false,
-    };
+    const ZED: ClientFeatures = ClientFeatures::CARD;
+    const PLAIN: ClientFeatures = ClientFeatures::PLAIN;
 
     fn record() -> SessionRecord {
         let mut record = SessionRecord::new("s", "/w".into(), "workspace", 1);

@@ -5,31 +5,17 @@ use std::path::Path;
 
 use acp_bash::acp::bridge::ClientFeatures;
 use acp_bash::acp::ToolCallRunner;
-use acp_bash::exec::{Engine, EngineConfig, Session};
-use acp_bash::sandbox::Mode;
+use acp_bash::exec::Session;
 use acp_bash::tool::BashCall;
 use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallId, ToolCallStatus};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::engine::HANG_GUARD;
+use crate::support::engine::{full_session, mkfifo};
 
 const CARD: ClientFeatures = ClientFeatures::CARD;
 const PLAIN: ClientFeatures = ClientFeatures::PLAIN;
-
-fn session(dir: &Path) -> Session {
-    Engine::new(EngineConfig::default().sandbox_mode(Mode::Full))
-        .session(dir)
-        .unwrap()
-}
-
-fn mkfifo(path: &Path) {
-    let made = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(made.success());
-}
 
 /// The `terminal_output` data of a card update.
 fn card_data(update: &SessionUpdate) -> Option<String> {
@@ -90,7 +76,7 @@ async fn a_waiting_batch_goes_out_on_its_deadline_before_the_next_chunk() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("go");
     mkfifo(&fifo);
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let call = BashCall::new("echo a; sleep 0.005; echo b; read -r _ < go; echo c");
     let (mut updates, task) = start(&session, call, CARD);
 
@@ -130,7 +116,7 @@ async fn a_waiting_batch_goes_out_on_its_deadline_before_the_next_chunk() {
 #[tokio::test]
 async fn a_plain_client_gets_no_terminal_output() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let call = BashCall::new("echo one; sleep 0.05; echo two").description("Count");
     let (mut updates, task) = start(&session, call, PLAIN);
     let result = tokio::time::timeout(HANG_GUARD, task)
@@ -163,7 +149,7 @@ async fn a_plain_client_gets_no_terminal_output() {
 async fn the_card_shows_the_directory_the_command_runs_in() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let call = BashCall::new("pwd; cd /").cwd("sub");
     let (mut updates, task) = start(&session, call, CARD);
     let SessionUpdate::ToolCall(opening) = next(&mut updates).await else {

@@ -5,24 +5,10 @@
 
 use std::path::Path;
 
-use acp_bash::exec::{Engine, EngineConfig, RunHandle, RunRequest, Session};
-use acp_bash::sandbox::Mode;
+use acp_bash::exec::{RunHandle, RunRequest, Session};
 
 use crate::support::engine::HANG_GUARD;
-
-fn session(dir: &Path) -> Session {
-    Engine::new(EngineConfig::default().sandbox_mode(Mode::Full))
-        .session(dir)
-        .unwrap()
-}
-
-fn mkfifo(path: &Path) {
-    let made = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(made.success());
-}
+use crate::support::engine::{full_session, mkfifo};
 
 /// Starts `script`, then `read < fifo`, and waits until the script printed `ready`.
 async fn start_blocked(session: &Session, script: &str, fifo: &Path) -> RunHandle {
@@ -54,7 +40,7 @@ async fn of_two_runs_that_cd_the_one_that_ends_last_wins() {
     for sub in ["a", "b"] {
         std::fs::create_dir(root.join(sub)).unwrap();
     }
-    let session = session(&root);
+    let session = full_session(&root);
     let a = start_blocked(&session, "cd a", &root.join("fifo-a")).await;
     let b = start_blocked(&session, "cd b", &root.join("fifo-b")).await;
     // Both run now, and both started in the root.
@@ -71,7 +57,7 @@ async fn a_run_that_did_not_cd_does_not_undo_another_runs_cd() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
     std::fs::create_dir(root.join("a")).unwrap();
-    let session = session(&root);
+    let session = full_session(&root);
     let stays = start_blocked(&session, "true", &root.join("fifo-stays")).await;
     let moves = start_blocked(&session, "cd a", &root.join("fifo-moves")).await;
     release(&root.join("fifo-moves"), moves).await;

@@ -3,17 +3,11 @@
 
 use std::time::Duration;
 
-use acp_bash::exec::{Engine, EngineConfig, Exit, RunHandle, RunRequest, Session};
-use acp_bash::sandbox::Mode;
+use acp_bash::exec::{Exit, RunHandle, RunRequest, Session};
 use futures::StreamExt;
 
+use crate::support::engine::full_session;
 use crate::support::engine::{gone, running, sleep_marker, HANG_GUARD};
-
-fn session(dir: &std::path::Path) -> Session {
-    Engine::new(EngineConfig::default().sandbox_mode(Mode::Full))
-        .session(dir)
-        .unwrap()
-}
 
 /// A script whose tree is a shell, a background `sleep`, a double-forked `sleep` (in a
 /// subshell that exits at once) and a foreground `sleep`, all with `marker`; it prints `ready`
@@ -42,7 +36,7 @@ fn assert_send_static<T: Send + 'static>(_: &T) {}
 #[tokio::test]
 async fn dropping_a_wait_under_timeout_kills_the_whole_tree() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let marker = sleep_marker("handle-timeout");
     let handle = started_tree(&session, &marker).await;
     let waited = tokio::time::timeout(Duration::from_millis(50), handle.wait()).await;
@@ -53,7 +47,7 @@ async fn dropping_a_wait_under_timeout_kills_the_whole_tree() {
 #[tokio::test]
 async fn dropping_the_losing_select_branch_kills_the_whole_tree() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let marker = sleep_marker("handle-select");
     let handle = started_tree(&session, &marker).await;
     tokio::select! {
@@ -66,7 +60,7 @@ async fn dropping_the_losing_select_branch_kills_the_whole_tree() {
 #[tokio::test]
 async fn aborting_the_task_that_owns_the_handle_kills_the_whole_tree() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let marker = sleep_marker("handle-abort");
     let handle = started_tree(&session, &marker).await;
     let owner = tokio::spawn(async move { handle.wait().await });
@@ -78,7 +72,7 @@ async fn aborting_the_task_that_owns_the_handle_kills_the_whole_tree() {
 #[tokio::test]
 async fn a_runs_own_timeout_applies_while_nobody_reads_or_waits() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let marker = sleep_marker("handle-own-timeout");
     let handle = session.start(
         RunRequest::new(format!("echo ready; sleep {marker}")).timeout(Duration::from_millis(300)),
@@ -102,7 +96,7 @@ async fn a_runs_own_timeout_applies_while_nobody_reads_or_waits() {
 #[tokio::test]
 async fn the_output_streams_to_another_task_after_the_starter_returned() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let handle = {
         // The starter: returns the handle, and its session clone, and ends.
         let starter = session.clone();
@@ -130,7 +124,7 @@ async fn the_output_streams_to_another_task_after_the_starter_returned() {
 #[tokio::test]
 async fn cancel_stops_the_run_and_the_outcome_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let marker = sleep_marker("handle-cancel");
     let mut handle = session.start(RunRequest::new(format!("echo ready; sleep {marker}")));
     assert_eq!(handle.next_output().await.as_deref(), Some("ready\n"));
@@ -146,7 +140,7 @@ async fn cancel_stops_the_run_and_the_outcome_says_so() {
 #[tokio::test]
 async fn the_callback_form_is_killed_when_its_future_is_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let marker = sleep_marker("handle-callback");
     let (ready_tx, ready) = tokio::sync::oneshot::channel();
     let mut ready_tx = Some(ready_tx);
@@ -176,7 +170,7 @@ async fn the_callback_form_is_killed_when_its_future_is_dropped() {
 #[tokio::test]
 async fn a_discarded_stream_never_holds_the_command_back() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let mut handle = session.start(RunRequest::new(
         "head -c 8388608 /dev/zero | tr '\\0' x; echo; echo end",
     ));
@@ -203,7 +197,7 @@ async fn a_discarded_stream_never_holds_the_command_back() {
 #[tokio::test]
 async fn a_reader_behind_the_live_limit_still_gets_the_crossing_chunk() {
     let dir = tempfile::tempdir().unwrap();
-    let session = session(dir.path());
+    let session = full_session(dir.path());
     let done = dir.path().join("done");
     // Under the engine's 256 KiB read-ahead, so the command is never held back: the stream's
     // channel fills with the first chunks and the crossing chunk waits in the engine's queue.

@@ -2,11 +2,31 @@
 
 use std::time::Duration;
 
-use acp_bash::exec::{RunOutcome, RunRequest, Session};
+use std::path::Path;
+
+use acp_bash::exec::{Engine, EngineConfig, RunOutcome, RunRequest, Session};
+use acp_bash::sandbox::Mode;
 use tokio_util::sync::CancellationToken;
 
 /// How long any run may take before the test calls it a hang.
 pub const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// A session rooted at `dir` of an engine in `full` mode (no file or network rules: the tests
+/// that use it are about runs, not confinement).
+pub fn full_session(dir: &Path) -> Session {
+    Engine::new(EngineConfig::default().sandbox_mode(Mode::Full))
+        .session(dir)
+        .unwrap()
+}
+
+/// Makes a named pipe at `path`: a script that reads it waits until the test writes to it.
+pub fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
 
 /// Runs `script` to the end (output streamed nowhere).
 pub async fn run(session: &Session, script: &str) -> RunOutcome {
