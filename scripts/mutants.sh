@@ -3,6 +3,9 @@
 #
 #   scripts/mutants.sh              # every file below, in order of importance
 #   scripts/mutants.sh env markers  # only these (names from the list below)
+#   MUTANTS_IN_PLACE=1 scripts/mutants.sh
+#                                   # mutate this tree itself (a spare git worktree with a built
+#                                   # target/): no copy of target/ per file, one build at a time
 #
 # Each file is mutated on its own and judged by the tests that cover it: the library's unit
 # tests and the `it` binary, both narrowed to the file's modules, so that a mutant costs one
@@ -15,13 +18,13 @@ cd "$(dirname "$0")/.."
 # name | file | test filters, space-separated (each matches lib unit tests `module::tests::…`
 # and `it` tests by substring)
 targets=(
-  "env|src/exec/env.rs|exec::env"
-  "markers|src/tool/markers.rs|tool::"
-  "chunk|src/exec/chunk.rs|exec::chunk"
-  "capture|src/exec/capture.rs|exec::capture exec::large_output cli::defaults"
+  "env|src/exec/env.rs|exec::env cli::defaults sandbox::secrets"
+  "markers|src/tool/markers.rs|tool:: present:: exec::engine"
+  "chunk|src/exec/chunk.rs|exec::chunk exec::engine"
+  "capture|src/exec/capture.rs|exec::capture exec::large_output exec::engine cli::defaults"
   "stream|src/acp/stream.rs|acp::stream cli::defaults"
-  "ansi|src/present/ansi.rs|ansi"
-  "bridge|src/acp/bridge.rs|bridge present:: acp::transcripts acp::modes"
+  "ansi|src/present/ansi.rs|ansi tool::"
+  "bridge|src/acp/bridge.rs|bridge present:: acp::transcripts acp::modes acp::plain_clients acp::tool_call"
 )
 
 if ! cargo mutants --version >/dev/null 2>&1; then
@@ -40,9 +43,10 @@ for target in "${targets[@]}"; do
   # --baseline skip: the unmutated tree is known green (run the suite first);
   # --timeout: a mutant that makes a test hang counts as caught by timeout.
   mkdir -p "mutants.out/$name"
+  if [ -n "${MUTANTS_IN_PLACE:-}" ]; then where=(--in-place); else where=(--jobs 1); fi
   nice -n 10 cargo mutants \
     --file "$file" \
-    --jobs 1 \
+    "${where[@]}" \
     --baseline skip \
     --timeout "${MUTANTS_TIMEOUT:-300}" \
     --build-timeout "${MUTANTS_BUILD_TIMEOUT:-1200}" \
