@@ -20,25 +20,18 @@ pub struct Started {
     pub output: tokio::net::unix::pipe::Receiver,
 }
 
-/// A started shell process.
-pub enum Child {
-    #[cfg(target_os = "linux")]
-    Spawned(linux::SpawnedChild),
-}
+/// A started shell process (the platform's handle on it).
+pub struct Child(crate::sandbox::SpawnedChild);
 
 impl Child {
     /// Waits for the shell to exit (cancel-safe: can be polled again after being dropped).
     pub async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        match self {
-            #[cfg(target_os = "linux")]
-            Child::Spawned(child) => child.wait().await,
-        }
+        self.0.wait().await
     }
 }
 
 /// Starts `confined` with exactly `env`, in `cwd`; each `(fd, number)` of `pass` appears in the
 /// shell as that number. The fork happens on the sandbox's spawner thread; this only awaits it.
-#[cfg(target_os = "linux")]
 pub async fn start(
     confined: Confined,
     env: Vec<(OsString, OsString)>,
@@ -65,10 +58,10 @@ pub async fn start(
     let pid = rx
         .await
         .map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
-    let child = linux::SpawnedChild::new(pid)?;
+    let child = crate::sandbox::SpawnedChild::new(pid)?;
     let output = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())?;
     Ok(Started {
-        child: Child::Spawned(child),
+        child: Child(child),
         pgid: pid,
         output,
     })
@@ -80,109 +73,6 @@ pub fn signal_group(pgid: i32, signal: i32) {
         // SAFETY: kill has no memory-safety preconditions.
         unsafe {
             libc::kill(-pgid, signal);
-        }
-    }
-}
-
-#[cfg(target_os = "linux")]
-mod linux {
-    use std::io;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::process::ExitStatusExt;
-
-    use tokio::io::unix::AsyncFd;
-
-    /// A child started by `sandbox::spawn`, waited for through a pidfd (Linux 5.3+), or on a
-    /// blocking thread where pidfds are not available.
-    pub struct SpawnedChild {
-        pub pid: libc::pid_t,
-        waiter: Waiter,
-        reaped: bool,
-    }
-
-    enum Waiter {
-        PidFd(AsyncFd<OwnedFd>),
-        Thread(tokio::task::JoinHandle<io::Result<std::process::ExitStatus>>),
-    }
-
-    impl SpawnedChild {
-        pub fn new(pid: libc::pid_t) -> io::Result<SpawnedChild> {
-            // SAFETY: pidfd_open has no memory-safety preconditions.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
-            let waiter = if fd >= 0 {
-                // SAFETY: a new fd we own; the AsyncFd owns it from here on and nothing else
-                // closes or replaces it.
-                let registered = unsafe {
-                    let fd = OwnedFd::from_raw_fd(fd);
-                    AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
-                };
-                Waiter::PidFd(registered?)
-            } else {
-                Waiter::Thread(tokio::task::spawn_blocking(move || loop {
-                    let mut status = 0;
-                    // SAFETY: waitpid on our own child.
-                    let reaped = unsafe { libc::waitpid(pid, &mut status, 0) };
-                    if reaped == pid {
-                        return Ok(std::process::ExitStatus::from_raw(status));
-                    }
-                    let error = io::Error::last_os_error();
-                    if error.kind() != io::ErrorKind::Interrupted {
-                        return Err(error);
-                    }
-                }))
-            };
-            Ok(SpawnedChild {
-                pid,
-                waiter,
-                reaped: false,
-            })
-        }
-
-        pub async fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
-            let status = match &mut self.waiter {
-                Waiter::PidFd(fd) => loop {
-                    let mut ready = fd.readable().await?;
-                    let mut status = 0;
-                    // SAFETY: waitpid on our own child.
-                    let reaped = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
-                    if reaped == self.pid {
-                        break Ok(std::process::ExitStatus::from_raw(status));
-                    }
-                    if reaped == 0 {
-                        ready.clear_ready();
-                        continue;
-                    }
-                    let error = io::Error::last_os_error();
-                    if error.kind() != io::ErrorKind::Interrupted {
-                        break Err(error);
-                    }
-                },
-                Waiter::Thread(handle) => match handle.await {
-                    Ok(result) => result,
-                    Err(error) => Err(io::Error::other(error)),
-                },
-            };
-            self.reaped = true;
-            status
-        }
-    }
-
-    impl Drop for SpawnedChild {
-        /// A run dropped before its shell was reaped: reap it when it exits (no zombie left),
-        /// as tokio does for its own children.
-        fn drop(&mut self) {
-            if self.reaped || matches!(self.waiter, Waiter::Thread(_)) {
-                return;
-            }
-            let pid = self.pid;
-            std::thread::spawn(move || {
-                let mut status = 0;
-                // SAFETY: waitpid on our own child.
-                while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
-                    && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
-                {
-                }
-            });
         }
     }
 }

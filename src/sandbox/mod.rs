@@ -36,7 +36,7 @@
 //! run is over. Call [`protect_agent_process`] early in `main`.
 
 // The platform's backend: everything that knows a kernel. A new platform (macOS's Seatbelt) is
-// one new module with the same items: `support::Support`, `Prepared`, `probe_support`,
+// one new module with the same items: `support::Support`, `child_process::SpawnedChild`, `Prepared`, `probe_support`,
 // `confine::confine_with`, `report::{describe, layers}`, `spawn_confined`, `on_spawner_thread`,
 // `protect_agent_process`.
 #[cfg(target_os = "linux")]
@@ -50,6 +50,7 @@ use unsupported as platform;
 
 #[cfg(target_os = "linux")]
 pub use linux::step::{Step, StepError};
+pub(crate) use platform::child_process::SpawnedChild;
 pub use platform::support::Support;
 
 use std::ffi::OsString;

@@ -119,6 +119,25 @@ pub(crate) fn spawn_confined(
     ))
 }
 
+pub(crate) mod child_process {
+    //! No process is ever started here, so there is none to wait for.
+
+    /// A started command: none can exist on this platform.
+    pub(crate) enum SpawnedChild {}
+
+    impl SpawnedChild {
+        /// Refuses: nothing was started.
+        pub(crate) fn new(_pid: i32) -> std::io::Result<SpawnedChild> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+
+        /// Never called: no value exists.
+        pub(crate) async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+            match *self {}
+        }
+    }
+}
+
 /// Runs `job` right away.
 pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
     job()

@@ -4,6 +4,7 @@
 
 mod cgroup;
 pub(crate) mod child;
+pub(crate) mod child_process;
 pub(crate) mod confine;
 pub(crate) mod report;
 pub(crate) mod spawn;

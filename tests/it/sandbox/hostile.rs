@@ -465,9 +465,12 @@ fn a_commands_whole_tree_stays_under_the_memory_limit_where_doctor_says_so() {
             }
             // Four processes of 30 MiB each, every one under the 64 MiB per-process limit, 120 MiB
             // together. The poller says when all four hold their memory at once; `wait -n` ends
-            // the script at that or when a tail is killed.
+            // the script at that or when a tail is killed. The tails volunteer as the OOM
+            // killer's first choice (anyone may raise their own score), so that it is a tail
+            // and not the shell or the poller that goes, however the machine is loaded.
             let script = r#"for i in 1 2 3 4; do
-  ( tail -c 30M < <(head -c 30M /dev/zero; exec sleep 1000) >/dev/null; echo "tail $i ended: $?" ) &
+  ( echo 1000 > /proc/self/oom_score_adj
+    tail -c 30M < <(head -c 30M /dev/zero; exec sleep 1000) >/dev/null; echo "tail $i ended: $?" ) &
 done
 (
   while :; do
