@@ -205,8 +205,9 @@ pub fn wait_until_gone(marker: &str) {
 pub fn marker(tag: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
+    // The closing `z`: marker 1 must not be a prefix of marker 10.
     format!(
-        "acpbash-{tag}-{}-{}",
+        "acpbash-{tag}-{}-{}z",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
@@ -215,6 +216,10 @@ pub fn marker(tag: &str) -> String {
 /// Bash lines that start three escapees tagged with `mark` (through `setsid`, a double fork and
 /// `nohup … &`) and wait until all three run. The marker is assembled at run time so the
 /// script's own command line doesn't hold it.
+///
+/// Ready means each escapee has made its last exec (its argv[0] starts with the marker): before
+/// that, a launcher's command line holds the marker too, and a cmdline read during an exec can
+/// come back empty, so a count taken then would be off.
 pub fn start_escapees(mark: &str) -> String {
     let (head, rest) = mark.split_at(4);
     format!(
@@ -222,7 +227,7 @@ pub fn start_escapees(mark: &str) -> String {
 setsid bash -c "exec -a $P-setsid sleep 1000" &
 ( ( exec -a "$P-double" sleep 1000 ) & )
 nohup bash -c "exec -a $P-nohup sleep 1000" >/dev/null 2>&1 &
-until [ "$(grep -l "$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -ge 3 ]; do sleep 0.01; done
+until [ "$(grep -l "^$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -ge 3 ]; do sleep 0.01; done
 "#
     )
 }
