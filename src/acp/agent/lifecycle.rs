@@ -146,7 +146,7 @@ impl Connection {
         let features = *self.features.lock().unwrap();
         let current = state.current_call.lock().unwrap().clone();
         let updates = replay(&state.log.record(), features, |call| {
-            current.as_deref() == Some(call)
+            current.as_deref() == Some(call) || state.jobs.card_open(call)
         });
         tracing::info!(session = %id.0, updates = updates.len(), "session/load");
         for update in updates.into_iter().chain(notes.into_iter().map(agent_text)) {
@@ -369,13 +369,7 @@ pub(super) fn call_finished(
     title: Option<String>,
     sink: &mut dyn UpdateSink,
 ) {
-    let outcome = &result.outcome;
-    state.log.call_finished(
-        &call_id.0,
-        &outcome.status,
-        &outcome.output,
-        &outcome.next_cwd,
-    );
+    state.log.call_finished(&call_id.0, &result.outcome);
     *state.current_call.lock().unwrap() = None;
     if let Some(title) = title {
         // The title only: a clock reading would make every transcript differ.
