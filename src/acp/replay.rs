@@ -306,12 +306,11 @@ mod tests {
         record
     }
 
-    fn final_of<'a>(updates: &'a [SessionUpdate], call_id: &str) -> Value {
+    fn final_of(updates: &[SessionUpdate], call_id: &str) -> Value {
         updates
             .iter()
             .map(|u| serde_json::to_value(u).unwrap())
-            .filter(|u| u["toolCallId"] == call_id && u["status"].is_string())
-            .last()
+            .rfind(|u| u["toolCallId"] == call_id && u["status"].is_string())
             .unwrap_or_else(|| panic!("no final update for {call_id}"))
     }
 
