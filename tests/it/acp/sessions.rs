@@ -18,7 +18,7 @@ use crate::support::acp::*;
 use crate::support::schema::{Direction, WireValidator};
 
 /// Runs `conversation` with an agent keeping its sessions in `state`, then validates the wire.
-async fn with_agent<R>(
+pub(super) async fn with_agent<R>(
     profile: ClientProfile,
     state: &Path,
     what: &str,
@@ -67,7 +67,11 @@ fn listed_ids(response: &ListSessionsResponse) -> Vec<String> {
         .collect()
 }
 
-async fn ok(c: &mut Conversation, session: &SessionId, script: &str) -> Vec<SessionUpdate> {
+pub(super) async fn ok(
+    c: &mut Conversation,
+    session: &SessionId,
+    script: &str,
+) -> Vec<SessionUpdate> {
     let turn = c.prompt(session, script).await.unwrap();
     assert_eq!(turn.stop_reason, StopReason::EndTurn, "{script}");
     turn.updates
@@ -195,7 +199,7 @@ async fn made_then_loaded(
 
 /// The transcript with the session id (its format is the agent's business) and the temp dir
 /// replaced.
-fn normalized(transcript: &Transcript, dir: &Path, session: &str) -> String {
+pub(super) fn normalized(transcript: &Transcript, dir: &Path, session: &str) -> String {
     let lines: Vec<String> = transcript
         .lines()
         .iter()
@@ -204,7 +208,7 @@ fn normalized(transcript: &Transcript, dir: &Path, session: &str) -> String {
     normalize_transcript(&lines, dir).join("\n")
 }
 
-fn session_of(transcript: &Transcript) -> String {
+pub(super) fn session_of(transcript: &Transcript) -> String {
     let line = transcript
         .lines()
         .into_iter()
