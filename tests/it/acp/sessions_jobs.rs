@@ -167,8 +167,9 @@ async fn job_running_when_its_agent_is_killed(dir: &Path, state: &Path) -> Kille
     }
 }
 
-/// Loads `session` in a second agent and, after the replay, asks `/jobs`. Returns the replay,
-/// the `/jobs` answer, and the normalised transcript.
+/// Loads `session` in a second agent and, after the replay, asks `/jobs` and runs a command
+/// (whose call id must be new: jobs' cards count as calls). Returns the replay, the `/jobs`
+/// answer, and the normalised transcript.
 async fn loaded(
     profile: ClientProfile,
     dir: &Path,
@@ -178,6 +179,9 @@ async fn loaded(
     let ((replayed, jobs), transcript) = with_agent(profile, state, "load", async |mut c| {
         let (_, replayed) = c.load_session(session, dir).await?;
         let jobs = agent_says(&mut c, session, "/jobs").await;
+        let after = ok(&mut c, session, "true").await;
+        let new_id = tool_call(&after).tool_call_id.0.to_string();
+        assert!(!calls(&replayed).contains(&new_id), "{new_id} was replayed");
         Ok((replayed, jobs))
     })
     .await;
