@@ -222,6 +222,63 @@ mod tests {
         assert_eq!(state_dir(None, None, None), None);
     }
 
+    fn outcome(code: i32, output: &str) -> RunOutcome {
+        RunOutcome {
+            output: output.into(),
+            status: crate::exec::RunStatus::exited(code),
+            cwd: "/w".into(),
+            next_cwd: "/w".into(),
+            notices: Vec::new(),
+            duration: std::time::Duration::from_millis(7),
+        }
+    }
+
+    #[test]
+    fn a_log_records_jobs_in_the_store_and_nothing_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let kept = SessionLog::new(
+            Some(store.clone()),
+            SessionRecord::new("s", "/w".into(), "full", 1),
+        );
+        kept.job_started(1, "call-1-1", "make watch", Path::new("/w"));
+        let on_disk = store.load("s").unwrap();
+        assert_eq!(on_disk.jobs.len(), 1);
+        assert_eq!(on_disk.jobs[0].end, None, "written when it starts");
+        kept.job_finished("call-1-1", &outcome(2, "oops\n"));
+        let end = store.load("s").unwrap().jobs[0].end.clone().unwrap();
+        assert_eq!(
+            (end.exit_code, end.output_head.as_str()),
+            (Some(2), "oops\n")
+        );
+        assert_eq!(end.duration_ms, Some(7));
+
+        let none = SessionLog::new(None, SessionRecord::new("t", "/w".into(), "full", 1));
+        none.job_started(1, "call-1-1", "make watch", Path::new("/w"));
+        none.job_finished("call-1-1", &outcome(0, "secret\n"));
+        assert!(none.record().jobs.is_empty(), "--no-history keeps no jobs");
+        assert!(matches!(store.load("t"), Err(StoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn a_job_killed_while_the_agent_ends_is_recorded_as_ended_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SessionLog::new(
+            Some(Store::new(dir.path())),
+            SessionRecord::new("s", "/w".into(), "full", 1),
+        );
+        log.job_started(1, "a", "sleep 9", Path::new("/w"));
+        log.job_started(2, "b", "true", Path::new("/w"));
+        log.agent_ending();
+        let mut killed = outcome(143, "serving\n");
+        killed.status.cancelled = true;
+        log.job_finished("a", &killed);
+        log.job_finished("b", &outcome(0, ""));
+        let jobs = log.record().jobs;
+        assert!(jobs[0].ended_with_agent, "killed by the ending agent");
+        assert!(!jobs[1].ended_with_agent, "ended on its own");
+    }
+
     #[test]
     fn iso8601_matches_known_instants() {
         assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
