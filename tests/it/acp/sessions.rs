@@ -549,6 +549,14 @@ async fn no_history_keeps_nothing_and_offers_only_close() {
         );
         let session = c.new_session(&dir).await?;
         ok(&mut c, &session, "true").await;
+        // A job, to its end: neither its start nor its end is written anywhere.
+        let job = tool_call(&ok(&mut c, &session, "/bg echo job").await)
+            .tool_call_id
+            .clone();
+        while !c.next_update().await.is_some_and(|n| {
+            matches!(&n.update, SessionUpdate::ToolCallUpdate(u)
+                if u.tool_call_id == job && u.fields.status.is_some())
+        }) {}
         let error = list(&c, None, None).await.unwrap_err();
         assert_eq!(error.code, ErrorCode::METHOD_NOT_FOUND);
         c.connection()
