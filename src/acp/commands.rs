@@ -66,6 +66,15 @@ impl SessionJobs {
         }
     }
 
+    /// Waits until every job card of this session got its final update (and so has recorded
+    /// its job's end).
+    pub async fn all_cards_done(&self) {
+        let cards: Vec<JobId> = self.cards_done.lock().unwrap().keys().copied().collect();
+        for id in cards {
+            self.card_done(id).await;
+        }
+    }
+
     /// Whether `call_id` is the card of a job of this process that has not got its final
     /// update yet.
     pub fn card_open(&self, call_id: &str) -> bool {

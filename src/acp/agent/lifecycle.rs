@@ -334,6 +334,9 @@ impl Connection {
         let stopped = async {
             let _turn = state.turn.lock().await;
             state.jobs.registry.shutdown().await;
+            // The cards record their jobs' ends: done before the session can be loaded again
+            // (by a new log that would otherwise miss them).
+            state.jobs.all_cards_done().await;
         };
         if tokio::time::timeout(SHUTDOWN_WAIT, stopped).await.is_err() {
             tracing::warn!(session = %id.0, "the session's command was still running {SHUTDOWN_WAIT:?} after it was closed");
