@@ -3,7 +3,8 @@
 //! streaming to its card after the turn that started it has ended.
 //!
 //! Owns: the ACP side of [`crate::driver::commands`] and [`crate::jobs`] only (with telling the
-//! session's record when a job starts and ends); what a command does and says is theirs. Must not touch: how jobs run, the answers' text.
+//! session's record when a job starts and ends); what a command does and says is theirs. Must
+//! not touch: how jobs run, the answers' text.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

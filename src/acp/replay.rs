@@ -81,8 +81,8 @@ enum Ending<'a> {
     },
 }
 
-/// The prompt, the `tool_call`, then (unless it is `running_here`) the kept output on the card
-/// path and the final update.
+/// The prompt, the `tool_call`, then (unless it has no recorded end and is `running_here`) the
+/// kept output on the card path and the final update.
 #[allow(clippy::too_many_arguments)]
 fn replay_one(
     prompt: &str,
@@ -101,7 +101,9 @@ fn replay_one(
     updates.push(SessionUpdate::ToolCall(bridge::tool_call(
         &id, command, view, features,
     )));
-    if running_here(call_id) {
+    // Only one that has not ended in the record: a live update may follow the recorded end,
+    // but nothing would follow a skipped one.
+    if !matches!(ending, Ending::Ended(_)) && running_here(call_id) {
         return;
     }
     let printed = match &ending {
@@ -390,6 +392,17 @@ mod tests {
             .collect();
         assert_eq!(job.len(), 1);
         assert_eq!(job[0]["sessionUpdate"], "tool_call");
+    }
+
+    #[test]
+    fn an_end_in_the_record_is_replayed_even_while_its_card_is_live_here() {
+        // Its final update may already have gone out live: a replay without it would leave the
+        // client's card running for ever.
+        let updates = replay(&record_with_jobs(), PLAIN, |id| {
+            id == "call-1-2" || id == "call-1"
+        });
+        assert_eq!(final_of(&updates, "call-1-2")["status"], "failed");
+        assert_eq!(final_of(&updates, "call-1")["status"], "completed");
     }
 
     #[test]
