@@ -179,8 +179,9 @@ struct Connection {
 struct SessionState {
     number: u64,
     session: Session,
-    /// The session's record, written to the store as it changes.
-    log: SessionLog,
+    /// The session's record, written to the store as it changes (shared with its jobs' cards,
+    /// which record how each job ended).
+    log: Arc<SessionLog>,
     /// The id of the call running now, if any.
     current_call: Mutex<Option<String>>,
     next_call: AtomicU64,
@@ -425,11 +426,11 @@ impl Connection {
     ) -> Arc<SessionState> {
         let state = Arc::new(SessionState {
             number,
-            // Call ids continue after every call the session ever made, so a replayed call
-            // and a new one never share an id.
-            next_call: AtomicU64::new(record.calls_made + 1),
+            // Call ids continue after every call and job the session ever made, so a replayed
+            // call and a new one never share an id.
+            next_call: AtomicU64::new(record.calls_and_jobs() + 1),
             session,
-            log: SessionLog::new(self.store.clone(), record),
+            log: Arc::new(SessionLog::new(self.store.clone(), record)),
             current_call: Mutex::new(None),
             turn: tokio::sync::Mutex::new(()),
             running: Mutex::new(HashMap::new()),
@@ -569,6 +570,7 @@ impl Connection {
                     session_id: &session_id,
                     session: &state.session,
                     jobs: &state.jobs,
+                    log: &state.log,
                     features: *self.features.lock().unwrap(),
                     new_call_id: &|| state.new_call_id(),
                 };
@@ -675,6 +677,8 @@ impl Connection {
         let mut registries = Vec::new();
         for state in self.sessions.lock().unwrap().values() {
             state.cancel_all();
+            // The jobs die with the agent: their records say so (a replay shows it).
+            state.log.agent_ending();
             state.jobs.registry.kill_all();
             registries.push(state.jobs.registry.clone());
         }

@@ -2,11 +2,12 @@
 //! command's answer as an `agent_message_chunk`, and a background job's tool call, which keeps
 //! streaming to its card after the turn that started it has ended.
 //!
-//! Owns: the ACP side of [`crate::driver::commands`] and [`crate::jobs`] only; what a command
-//! does and says is theirs. Must not touch: how jobs run, the answers' text.
+//! Owns: the ACP side of [`crate::driver::commands`] and [`crate::jobs`] only (with telling the
+//! session's record when a job starts and ends); what a command does and says is theirs. Must
+//! not touch: how jobs run, the answers' text.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agent_client_protocol::v1::schema::{
@@ -24,6 +25,7 @@ use crate::driver::commands::{self, SlashCommand, COMMANDS};
 use crate::exec::Session;
 use crate::jobs::{Job, JobId, JobRegistry, LiveOutput};
 use crate::present::{present_call, present_result, CallView};
+use crate::store::SessionLog;
 use crate::tool::markers::render_result;
 use crate::tool::BashCall;
 
@@ -41,11 +43,12 @@ pub fn available_commands() -> SessionUpdate {
     SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands))
 }
 
-/// A session's jobs as the agent keeps them: the registry, plus whether each job's tool call
-/// has got its final update (so that `/kill` answers after the card has ended, not before).
+/// A session's jobs as the agent keeps them: the registry, plus each job's tool call id and
+/// whether it has got its final update (so that `/kill` answers after the card has ended, not
+/// before, and a replay knows which cards are still live here).
 pub(super) struct SessionJobs {
     pub registry: JobRegistry,
-    cards_done: Mutex<HashMap<JobId, watch::Receiver<bool>>>,
+    cards_done: Mutex<HashMap<JobId, (ToolCallId, watch::Receiver<bool>)>>,
 }
 
 impl SessionJobs {
@@ -59,9 +62,27 @@ impl SessionJobs {
     /// Waits until job `id`'s tool call got its final update (at once if it has no card).
     async fn card_done(&self, id: JobId) {
         let done = self.cards_done.lock().unwrap().get(&id).cloned();
-        if let Some(mut done) = done {
+        if let Some((_, mut done)) = done {
             let _ = done.wait_for(|done| *done).await;
         }
+    }
+
+    /// Waits until every job card of this session got its final update (and so has recorded
+    /// its job's end).
+    pub async fn all_cards_done(&self) {
+        let cards: Vec<JobId> = self.cards_done.lock().unwrap().keys().copied().collect();
+        for id in cards {
+            self.card_done(id).await;
+        }
+    }
+
+    /// Whether `call_id` is the card of a job of this process that has not got its final
+    /// update yet.
+    pub fn card_open(&self, call_id: &str) -> bool {
+        let cards = self.cards_done.lock().unwrap();
+        cards
+            .values()
+            .any(|(id, done)| *id.0 == *call_id && !*done.borrow())
     }
 }
 
@@ -71,6 +92,8 @@ pub(super) struct CommandTurn<'a> {
     pub session_id: &'a SessionId,
     pub session: &'a Session,
     pub jobs: &'a SessionJobs,
+    /// The session's record: a job is recorded when it starts, and its card records its end.
+    pub log: &'a Arc<SessionLog>,
     pub features: ClientFeatures,
     /// Makes the tool-call id of a job's card (used by `/bg` only).
     pub new_call_id: &'a (dyn Fn() -> ToolCallId + Sync),
@@ -122,6 +145,10 @@ impl CommandTurn<'_> {
         let call = BashCall::new(job.command());
         let view = present_call(&call, job.cwd());
         let call_id = (self.new_call_id)();
+        // Recorded before the client hears of it: whatever happens to this agent later, a
+        // replay of the session shows the job.
+        self.log
+            .job_started(job.id().0, &call_id.0, job.command(), job.cwd());
         self.send(SessionUpdate::ToolCall(bridge::tool_call(
             &call_id,
             &call.command,
@@ -134,7 +161,7 @@ impl CommandTurn<'_> {
             .cards_done
             .lock()
             .unwrap()
-            .insert(job.id(), done_rx);
+            .insert(job.id(), (call_id.clone(), done_rx));
         Some(JobCard {
             cx: self.cx.clone(),
             session_id: self.session_id.clone(),
@@ -143,6 +170,7 @@ impl CommandTurn<'_> {
             features: self.features,
             job,
             live,
+            log: self.log.clone(),
             done: done_tx,
         })
     }
@@ -163,12 +191,14 @@ pub(super) struct JobCard {
     features: ClientFeatures,
     job: Job,
     live: LiveOutput,
+    log: Arc<SessionLog>,
     done: watch::Sender<bool>,
 }
 
 impl JobCard {
-    /// Streams the job's output to its card (card clients) and, when it ends, sends the final
-    /// update: status and `terminal_exit`, or the console block with the status markers.
+    /// Streams the job's output to its card (card clients) and, when it ends, records its end in
+    /// the session's record and sends the final update: status and `terminal_exit`, or the
+    /// console block with the status markers.
     pub fn spawn(self, tasks: &TaskTracker, limits: StreamLimits) {
         tasks.spawn(self.follow(limits));
     }
@@ -202,6 +232,9 @@ impl JobCard {
             )));
         }
         let outcome = self.job.wait().await;
+        // Recorded before the final update goes out: a client that saw the job end can load
+        // the session and see the same end.
+        self.log.job_finished(&self.call_id.0, &outcome);
         if coalescer.capped() {
             let truncation = outcome.status.truncation.as_ref();
             if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {

@@ -3,16 +3,17 @@
 //! looks like the live one did (a card with its output and exit for card clients, the console
 //! block for the others).
 //!
-//! Owns: the order (per call: the prompt as `user_message_chunk`, the `tool_call`, the kept
-//! output on the card path, the final update), and what is said instead of faked: calls the
-//! history no longer keeps, and calls whose agent ended while they ran (shown as ended with it,
+//! Owns: the order (calls and background jobs as they started; per call or job: the prompt as
+//! `user_message_chunk`, the `tool_call`, the kept output on the card path, the final update
+//! with the recorded duration), and what is said instead of faked: calls and jobs the record no
+//! longer keeps, and calls and jobs whose agent ended while they ran (shown as ended with it,
 //! never restarted). Pure: no I/O. Must not touch: the record's shape (the store's), sending.
 
 use agent_client_protocol::v1::schema::{ContentChunk, SessionUpdate, ToolCallId};
 
 use super::bridge::{self, ClientFeatures};
-use crate::present::{console_block, present_call, present_result, ResultView};
-use crate::store::{CallRecord, SessionRecord};
+use crate::present::{ansi, console_block, present_call, present_result, CallView, ResultView};
+use crate::store::{CallEnd, CallRecord, JobRecord, SessionRecord};
 use crate::tool::markers::render_result;
 use crate::tool::BashCall;
 
@@ -20,11 +21,17 @@ use crate::tool::BashCall;
 pub const ENDED_WITH_THE_AGENT: &str = "[ended with the agent: the acp-bash process that ran this \
      command exited before it finished; it was not restarted]";
 
-/// The updates that replay `record` to a client with `features`, oldest call first.
+/// What a replayed background job that was running when its agent ended says (instead of a
+/// status line: how it ended is not known, or is only the agent's kill).
+pub const JOB_ENDED_WITH_THE_AGENT: &str = "[ended with the agent: the acp-bash process that ran \
+     this job exited while it ran; the job was not restarted]";
+
+/// The updates that replay `record` to a client with `features`: calls and background jobs in
+/// the order they started.
 ///
-/// `running_here(call_id)` says whether this process is still running that call (a session
-/// loaded again on the connection that runs it): such a call is replayed as started only, and
-/// its live updates follow.
+/// `running_here(call_id)` says whether this process is still running that call or job (a
+/// session loaded again on the connection that runs it): such a call or job is replayed as
+/// started only, and its live updates follow.
 pub fn replay(
     record: &SessionRecord,
     features: ClientFeatures,
@@ -37,8 +44,24 @@ pub fn replay(
             record.dropped_calls
         )));
     }
-    for call in &record.history {
+    if record.dropped_jobs > 0 {
+        updates.push(agent_text(&format!(
+            "({} earlier background jobs of this session are not kept in its history.)",
+            record.dropped_jobs
+        )));
+    }
+    let mut jobs: Vec<&JobRecord> = record.jobs.iter().collect();
+    jobs.sort_by_key(|job| job.after_calls);
+    let mut jobs = jobs.into_iter().peekable();
+    for (n, call) in (record.dropped_calls + 1..).zip(&record.history) {
+        // The jobs started before call number `n` (counting from the session's first call).
+        while let Some(job) = jobs.next_if(|job| job.after_calls < n) {
+            replay_job(job, features, &running_here, &mut updates);
+        }
         replay_call(call, features, &running_here, &mut updates);
+    }
+    for job in jobs {
+        replay_job(job, features, &running_here, &mut updates);
     }
     updates
 }
@@ -47,50 +70,140 @@ fn agent_text(text: &str) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(text.to_string().into()))
 }
 
+/// How a replayed call or job ended.
+enum Ending<'a> {
+    /// Its recorded end: replayed with its status.
+    Ended(&'a CallEnd),
+    /// It ended with its agent: `said` instead of a status, after what it printed (if known).
+    WithTheAgent {
+        printed: Option<&'a CallEnd>,
+        said: &'static str,
+    },
+}
+
+/// The prompt, the `tool_call`, then (unless it has no recorded end and is `running_here`) the
+/// kept output on the card path and the final update.
+#[allow(clippy::too_many_arguments)]
+fn replay_one(
+    prompt: &str,
+    call_id: &str,
+    command: &str,
+    view: &CallView,
+    ending: Ending<'_>,
+    features: ClientFeatures,
+    running_here: &impl Fn(&str) -> bool,
+    updates: &mut Vec<SessionUpdate>,
+) {
+    let id = ToolCallId::new(call_id.to_string());
+    updates.push(SessionUpdate::UserMessageChunk(ContentChunk::new(
+        prompt.to_string().into(),
+    )));
+    updates.push(SessionUpdate::ToolCall(bridge::tool_call(
+        &id, command, view, features,
+    )));
+    // Only one that has not ended in the record: a live update may follow the recorded end,
+    // but nothing would follow a skipped one.
+    if !matches!(ending, Ending::Ended(_)) && running_here(call_id) {
+        return;
+    }
+    let printed = match &ending {
+        Ending::Ended(end) => Some(*end),
+        Ending::WithTheAgent { printed, .. } => *printed,
+    };
+    let output = printed.map(CallEnd::output).unwrap_or_default();
+    if features.card() && !output.is_empty() {
+        updates.push(SessionUpdate::ToolCallUpdate(bridge::output_update(
+            &id, &output,
+        )));
+    }
+    let presented = match ending {
+        Ending::Ended(end) => {
+            let mut presented = present_result(&view.cwd, &render_result(&output, &end.status()));
+            if let ResultView::Terminal { terminal, .. } = &mut presented {
+                terminal.duration = end.duration();
+            }
+            presented
+        }
+        // The card already shows the output; a console block must show it too.
+        Ending::WithTheAgent { said, .. } if features.card() || output.is_empty() => {
+            ResultView::Text {
+                console: console_block(said),
+            }
+        }
+        Ending::WithTheAgent { said, .. } => {
+            let plain = ansi::to_plain_text(&output);
+            let newline = if plain.ends_with('\n') { "" } else { "\n" };
+            ResultView::Text {
+                console: console_block(&format!("{plain}{newline}{said}")),
+            }
+        }
+    };
+    updates.push(SessionUpdate::ToolCallUpdate(bridge::final_update(
+        &id, view, &presented, features,
+    )));
+}
+
 fn replay_call(
     call: &CallRecord,
     features: ClientFeatures,
     running_here: &impl Fn(&str) -> bool,
     updates: &mut Vec<SessionUpdate>,
 ) {
-    let id = ToolCallId::new(call.call_id.clone());
     let mut bash = BashCall::new(call.command.clone());
     bash.description = call.description.clone();
     let view = present_call(&bash, &call.cwd);
-    updates.push(SessionUpdate::UserMessageChunk(ContentChunk::new(
-        call.prompt.clone().into(),
-    )));
-    updates.push(SessionUpdate::ToolCall(bridge::tool_call(
-        &id,
-        &call.command,
-        &view,
-        features,
-    )));
-    let presented = match &call.end {
-        Some(end) => {
-            let output = end.output();
-            if features.card() && !output.is_empty() {
-                updates.push(SessionUpdate::ToolCallUpdate(bridge::output_update(
-                    &id, &output,
-                )));
-            }
-            present_result(&call.cwd, &render_result(&output, &end.status()))
-        }
-        None if running_here(&call.call_id) => return,
-        None => ResultView::Text {
-            console: console_block(ENDED_WITH_THE_AGENT),
+    let ending = match &call.end {
+        Some(end) => Ending::Ended(end),
+        None => Ending::WithTheAgent {
+            printed: None,
+            said: ENDED_WITH_THE_AGENT,
         },
     };
-    updates.push(SessionUpdate::ToolCallUpdate(bridge::final_update(
-        &id, &view, &presented, features,
-    )));
+    replay_one(
+        &call.prompt,
+        &call.call_id,
+        &call.command,
+        &view,
+        ending,
+        features,
+        running_here,
+        updates,
+    );
+}
+
+/// A job as its card: the `/bg` prompt that started it, its `tool_call`, its output and end.
+/// A job that was running when its agent ended (no end recorded, or killed by the ending agent)
+/// says so, with a failed status and no exit code: it is shown, never restarted.
+fn replay_job(
+    job: &JobRecord,
+    features: ClientFeatures,
+    running_here: &impl Fn(&str) -> bool,
+    updates: &mut Vec<SessionUpdate>,
+) {
+    let view = present_call(&BashCall::new(job.command.clone()), &job.cwd);
+    let ending = match &job.end {
+        Some(end) if !job.ended_with_agent => Ending::Ended(end),
+        printed => Ending::WithTheAgent {
+            printed: printed.as_ref(),
+            said: JOB_ENDED_WITH_THE_AGENT,
+        },
+    };
+    replay_one(
+        &format!("/bg {}", job.command),
+        &job.call_id,
+        &job.command,
+        &view,
+        ending,
+        features,
+        running_here,
+        updates,
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::exec::RunStatus;
-    use crate::store::CallEnd;
     use serde_json::{json, Value};
 
     const ZED: ClientFeatures = ClientFeatures::CARD;
@@ -159,6 +272,137 @@ mod tests {
             done["content"][1]["content"]["text"],
             "```console\n1\n[exit code: 0]\n```"
         );
+    }
+
+    /// Call 1, then three jobs (exited 4 after 1.5 s; no end: its agent died; killed by its
+    /// ending agent after printing), then call 2 (still running: its agent died too).
+    fn record_with_jobs() -> SessionRecord {
+        let mut record = record();
+        let call_2 = record.history.pop().unwrap();
+        record.calls_made = 1;
+        let ends = [
+            Some((
+                false,
+                CallEnd::new(5, &RunStatus::exited(4), "built\n")
+                    .with_duration(std::time::Duration::from_millis(1500)),
+            )),
+            None,
+            Some((true, CallEnd::new(6, &RunStatus::exited(143), "serving"))),
+        ];
+        for (n, end) in (1..).zip(ends) {
+            record.push_job(JobRecord {
+                job_id: n,
+                call_id: format!("call-1-{}", n + 1),
+                command: format!("job {n}"),
+                cwd: "/w".into(),
+                started_ms: 2,
+                after_calls: 0,
+                end: None,
+                ended_with_agent: false,
+            });
+            if let Some((with_agent, end)) = end {
+                record.finish_job(&format!("call-1-{}", n + 1), end, with_agent);
+            }
+        }
+        record.push_call(call_2);
+        record
+    }
+
+    fn final_of(updates: &[SessionUpdate], call_id: &str) -> Value {
+        updates
+            .iter()
+            .map(|u| serde_json::to_value(u).unwrap())
+            .rfind(|u| u["toolCallId"] == call_id && u["status"].is_string())
+            .unwrap_or_else(|| panic!("no final update for {call_id}"))
+    }
+
+    #[test]
+    fn jobs_replay_among_the_calls_with_their_end_or_as_ended_with_the_agent() {
+        let record = record_with_jobs();
+        let updates = replay(&record, ZED, |_| false);
+        let prompts: Vec<Value> = updates
+            .iter()
+            .map(|u| serde_json::to_value(u).unwrap())
+            .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+            .map(|u| u["content"]["text"].clone())
+            .collect();
+        assert_eq!(
+            prompts,
+            json!([
+                "# Say 1\necho 1",
+                "/bg job 1",
+                "/bg job 2",
+                "/bg job 3",
+                "# Say 2\necho 2"
+            ])
+            .as_array()
+            .unwrap()
+            .clone()
+        );
+        let exited = final_of(&updates, "call-1-2");
+        assert_eq!(exited["status"], "failed");
+        assert_eq!(exited["_meta"]["terminal_exit"]["exit_code"], 4);
+        assert_eq!(exited["rawOutput"]["duration_ms"], 1500);
+        for (call, printed) in [("call-1-3", None), ("call-1-4", Some("serving"))] {
+            let ended = final_of(&updates, call);
+            assert_eq!(ended["status"], "failed", "{ended}");
+            assert!(ended.get("_meta").is_none(), "no exit is made up: {ended}");
+            assert_eq!(ended["rawOutput"]["exit_code"], Value::Null, "{ended}");
+            assert!(
+                ended.to_string().contains("the job was not restarted"),
+                "{ended}"
+            );
+            let output = updates
+                .iter()
+                .map(|u| serde_json::to_value(u).unwrap())
+                .find(|u| u["toolCallId"] == call && u["_meta"]["terminal_output"].is_object());
+            assert_eq!(
+                output.map(|u| u["_meta"]["terminal_output"]["data"].clone()),
+                printed.map(Value::from)
+            );
+        }
+    }
+
+    #[test]
+    fn plain_job_replay_has_the_console_block() {
+        let updates = replay(&record_with_jobs(), PLAIN, |_| false);
+        let console =
+            |call: &str| final_of(&updates, call)["content"][0]["content"]["text"].clone();
+        assert_eq!(
+            console("call-1-2"),
+            "```console\nbuilt\n[exit code: 4]\n```"
+        );
+        assert_eq!(
+            console("call-1-3"),
+            format!("```console\n{JOB_ENDED_WITH_THE_AGENT}\n```")
+        );
+        assert_eq!(
+            console("call-1-4"),
+            format!("```console\nserving\n{JOB_ENDED_WITH_THE_AGENT}\n```")
+        );
+    }
+
+    #[test]
+    fn a_job_whose_card_is_live_here_is_replayed_as_started_only() {
+        let updates = replay(&record_with_jobs(), PLAIN, |id| id == "call-1-3");
+        let job: Vec<Value> = updates
+            .iter()
+            .map(|u| serde_json::to_value(u).unwrap())
+            .filter(|u| u["toolCallId"] == "call-1-3")
+            .collect();
+        assert_eq!(job.len(), 1);
+        assert_eq!(job[0]["sessionUpdate"], "tool_call");
+    }
+
+    #[test]
+    fn an_end_in_the_record_is_replayed_even_while_its_card_is_live_here() {
+        // Its final update may already have gone out live: a replay without it would leave the
+        // client's card running for ever.
+        let updates = replay(&record_with_jobs(), PLAIN, |id| {
+            id == "call-1-2" || id == "call-1"
+        });
+        assert_eq!(final_of(&updates, "call-1-2")["status"], "failed");
+        assert_eq!(final_of(&updates, "call-1")["status"], "completed");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! Provider-neutral: no ACP types. Owns the record ([`record`]), its files ([`fs`]), where the
 //! state directory is ([`state_dir`]), and [`SessionLog`], the live record of one active session
 //! that the agent updates with one call per event (session made, call started, call finished,
-//! mode changed). Must not touch: how a record is shown to a client (the ACP layer's replay), how
+//! job started, job ended, mode changed). Must not touch: how a record is shown to a client (the ACP layer's replay), how
 //! commands run.
 
 pub mod fs;
@@ -17,9 +17,9 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use fs::{ListPage, ListQuery, SessionSummary, Store, StoreError};
-pub use record::{CallEnd, CallRecord, SessionRecord};
+pub use record::{CallEnd, CallRecord, JobRecord, SessionRecord};
 
-use crate::exec::RunStatus;
+use crate::exec::RunOutcome;
 
 /// The state directory: `explicit` (`--state-dir`), else `$XDG_STATE_HOME/acp-bash`, else
 /// `$HOME/.local/state/acp-bash`. `None` when none of them gives an absolute path.
@@ -79,6 +79,8 @@ pub struct SessionLog {
     warned: AtomicBool,
     /// Set once the record is deleted: nothing is written after that.
     forgotten: AtomicBool,
+    /// Set when the agent is ending: the jobs it kills from then on ended with it.
+    agent_ending: AtomicBool,
 }
 
 impl SessionLog {
@@ -89,6 +91,7 @@ impl SessionLog {
             record: Mutex::new(record),
             warned: AtomicBool::new(false),
             forgotten: AtomicBool::new(false),
+            agent_ending: AtomicBool::new(false),
         };
         log.change(|_| ());
         log
@@ -105,6 +108,7 @@ impl SessionLog {
         let result = change(&mut record);
         if self.store.is_none() {
             record.history.clear();
+            record.jobs.clear();
         }
         if let Some(store) = self
             .store
@@ -147,9 +151,41 @@ impl SessionLog {
 
     /// Records how the call `call_id` ended, what it printed (head and tail are kept), and
     /// where the session's next command starts.
-    pub fn call_finished(&self, call_id: &str, status: &RunStatus, output: &str, next_cwd: &Path) {
-        let end = CallEnd::new(now_ms(), status, output);
-        self.change(|record| record.finish_call(call_id, end, next_cwd.to_path_buf()));
+    pub fn call_finished(&self, call_id: &str, outcome: &RunOutcome) {
+        let end = CallEnd::new(now_ms(), &outcome.status, &outcome.output)
+            .with_duration(outcome.duration);
+        self.change(|record| record.finish_call(call_id, end, outcome.next_cwd.clone()));
+    }
+
+    /// Records that background job `job_id` started, with its card's tool call id `call_id`.
+    pub fn job_started(&self, job_id: u64, call_id: &str, command: &str, cwd: &Path) {
+        self.change(|record| {
+            record.push_job(JobRecord {
+                job_id,
+                call_id: call_id.to_string(),
+                command: command.to_string(),
+                cwd: cwd.to_path_buf(),
+                started_ms: now_ms(),
+                after_calls: 0, // push_job places it after the calls made so far
+                end: None,
+                ended_with_agent: false,
+            })
+        });
+    }
+
+    /// Records how the job whose card is `call_id` ended and what it printed (head and tail are
+    /// kept). A job killed after [`Self::agent_ending`] is recorded as ended with the agent.
+    pub fn job_finished(&self, call_id: &str, outcome: &RunOutcome) {
+        let ended_with_agent = self.agent_ending.load(Ordering::SeqCst) && outcome.status.cancelled;
+        let end = CallEnd::new(now_ms(), &outcome.status, &outcome.output)
+            .with_duration(outcome.duration);
+        self.change(|record| record.finish_job(call_id, end, ended_with_agent));
+    }
+
+    /// The agent is ending (its client went away, or it was stopped) and is about to kill the
+    /// session's jobs: they are recorded as ended with the agent, not as killed by a user.
+    pub fn agent_ending(&self) {
+        self.agent_ending.store(true, Ordering::SeqCst);
     }
 
     /// Stops writing the record (it is being deleted). A write in progress finishes first.
@@ -184,6 +220,63 @@ mod tests {
             p("/home/me/.local/state/acp-bash")
         );
         assert_eq!(state_dir(None, None, None), None);
+    }
+
+    fn outcome(code: i32, output: &str) -> RunOutcome {
+        RunOutcome {
+            output: output.into(),
+            status: crate::exec::RunStatus::exited(code),
+            cwd: "/w".into(),
+            next_cwd: "/w".into(),
+            notices: Vec::new(),
+            duration: std::time::Duration::from_millis(7),
+        }
+    }
+
+    #[test]
+    fn a_log_records_jobs_in_the_store_and_nothing_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let kept = SessionLog::new(
+            Some(store.clone()),
+            SessionRecord::new("s", "/w".into(), "full", 1),
+        );
+        kept.job_started(1, "call-1-1", "make watch", Path::new("/w"));
+        let on_disk = store.load("s").unwrap();
+        assert_eq!(on_disk.jobs.len(), 1);
+        assert_eq!(on_disk.jobs[0].end, None, "written when it starts");
+        kept.job_finished("call-1-1", &outcome(2, "oops\n"));
+        let end = store.load("s").unwrap().jobs[0].end.clone().unwrap();
+        assert_eq!(
+            (end.exit_code, end.output_head.as_str()),
+            (Some(2), "oops\n")
+        );
+        assert_eq!(end.duration_ms, Some(7));
+
+        let none = SessionLog::new(None, SessionRecord::new("t", "/w".into(), "full", 1));
+        none.job_started(1, "call-1-1", "make watch", Path::new("/w"));
+        none.job_finished("call-1-1", &outcome(0, "secret\n"));
+        assert!(none.record().jobs.is_empty(), "--no-history keeps no jobs");
+        assert!(matches!(store.load("t"), Err(StoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn a_job_killed_while_the_agent_ends_is_recorded_as_ended_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SessionLog::new(
+            Some(Store::new(dir.path())),
+            SessionRecord::new("s", "/w".into(), "full", 1),
+        );
+        log.job_started(1, "a", "sleep 9", Path::new("/w"));
+        log.job_started(2, "b", "true", Path::new("/w"));
+        log.agent_ending();
+        let mut killed = outcome(143, "serving\n");
+        killed.status.cancelled = true;
+        log.job_finished("a", &killed);
+        log.job_finished("b", &outcome(0, ""));
+        let jobs = log.record().jobs;
+        assert!(jobs[0].ended_with_agent, "killed by the ending agent");
+        assert!(!jobs[1].ended_with_agent, "ended on its own");
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! What is kept of one session: [`SessionRecord`] and its bounded history of [`CallRecord`]s.
+//! What is kept of one session: [`SessionRecord`], its bounded history of [`CallRecord`]s and
+//! its bounded list of background [`JobRecord`]s.
 //!
-//! Owns the record's shape (serialized as JSON by [`super::fs`]), its bounds (how many calls,
-//! how much of each call's text and output) and the conversion of a run's status to and from
-//! the stored form. Plain values: no I/O, no ACP types. Must not touch: where records live.
+//! Owns the record's shape (serialized as JSON by [`super::fs`]), its bounds (how many calls and
+//! jobs, how much of each one's text and output) and the conversion of a run's status to and
+//! from the stored form. Plain values: no I/O, no ACP types. Must not touch: where records live.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,6 +23,10 @@ pub const MAX_CALLS: usize = 50;
 pub const KEEP_OUTPUT_HEAD: usize = 2 * 1024;
 /// Bytes of a call's output kept from its end.
 pub const KEEP_OUTPUT_TAIL: usize = 2 * 1024;
+
+/// How many background jobs a record keeps; older ones are dropped (and counted in
+/// [`SessionRecord::dropped_jobs`]).
+pub const MAX_JOBS: usize = 20;
 
 /// Bytes kept of a prompt, a command or a description (longer ones are cut, and say so).
 pub const KEEP_TEXT: usize = 8 * 1024;
@@ -51,6 +56,44 @@ pub struct SessionRecord {
     pub dropped_calls: u64,
     /// The last [`MAX_CALLS`] calls, oldest first.
     pub history: Vec<CallRecord>,
+    /// How many background jobs the session has started in all (never decreases). Absent in
+    /// records written before jobs were kept: read as 0.
+    #[serde(default)]
+    pub jobs_started: u64,
+    /// How many of the oldest jobs were dropped from `jobs` to keep it bounded.
+    #[serde(default)]
+    pub dropped_jobs: u64,
+    /// The last [`MAX_JOBS`] background jobs (`/bg`), oldest first.
+    #[serde(default)]
+    pub jobs: Vec<JobRecord>,
+}
+
+/// One background job of a session: recorded when it starts, completed when it ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Its number in the session's job registry of the agent process that ran it (`/jobs`);
+    /// a later process numbers its own jobs from 1 again.
+    pub job_id: u64,
+    /// The id of the job's tool call (its card) on the wire.
+    pub call_id: String,
+    /// The script it runs (cut at [`KEEP_TEXT`]).
+    pub command: String,
+    /// Where it started.
+    pub cwd: PathBuf,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// How many calls the session had made when the job started ([`SessionRecord::calls_made`]):
+    /// where the job goes among the calls in a replay.
+    pub after_calls: u64,
+    /// `None` while it runs: a record that still says so after its agent ended is a job that
+    /// agent never saw end (it was killed with the agent, or the agent crashed; it was not
+    /// restarted).
+    pub end: Option<CallEnd>,
+    /// Set when the job was killed because its agent was ending (the client went away, or the
+    /// agent was stopped): `end` then holds what it printed, but its status is the agent's kill,
+    /// not the job's own end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended_with_agent: bool,
 }
 
 /// One call of a session's history.
@@ -99,6 +142,10 @@ pub struct CallEnd {
     pub output_tail: String,
     /// Bytes of output between head and tail that the record did not keep.
     pub omitted_bytes: u64,
+    /// How long the run took, start to reaped, in milliseconds, when the engine said (absent in
+    /// records written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 impl CallEnd {
@@ -125,7 +172,19 @@ impl CallEnd {
             output_head,
             output_tail,
             omitted_bytes,
+            duration_ms: None,
         }
+    }
+
+    /// This end, with how long the run took.
+    pub fn with_duration(mut self, duration: Duration) -> Self {
+        self.duration_ms = Some(duration.as_millis() as u64);
+        self
+    }
+
+    /// How long the run took, when the record says.
+    pub fn duration(&self) -> Option<Duration> {
+        self.duration_ms.map(Duration::from_millis)
     }
 
     /// The status this end records (an unreadable one reads as exit code 1).
@@ -231,6 +290,45 @@ impl SessionRecord {
             calls_made: 0,
             dropped_calls: 0,
             history: Vec::new(),
+            jobs_started: 0,
+            dropped_jobs: 0,
+            jobs: Vec::new(),
+        }
+    }
+
+    /// The number the session's next tool call (a prompt's call or a job's card) continues
+    /// from: every call and job it ever made has a smaller one.
+    pub fn calls_and_jobs(&self) -> u64 {
+        self.calls_made + self.jobs_started
+    }
+
+    /// Adds a job that has started, dropping the oldest past [`MAX_JOBS`].
+    pub fn push_job(&mut self, job: JobRecord) {
+        self.jobs_started += 1;
+        self.updated_ms = self.updated_ms.max(job.started_ms);
+        self.jobs.push(JobRecord {
+            command: keep_text(&job.command, KEEP_TEXT),
+            after_calls: self.calls_made,
+            ..job
+        });
+        if self.jobs.len() > MAX_JOBS {
+            let extra = self.jobs.len() - MAX_JOBS;
+            self.jobs.drain(..extra);
+            self.dropped_jobs += extra as u64;
+        }
+    }
+
+    /// Records how the job whose card is `call_id` ended. Returns false when the job is not in
+    /// the record (it was dropped meanwhile).
+    pub fn finish_job(&mut self, call_id: &str, end: CallEnd, ended_with_agent: bool) -> bool {
+        self.updated_ms = self.updated_ms.max(end.finished_ms);
+        match self.jobs.iter_mut().rev().find(|j| j.call_id == call_id) {
+            Some(job) => {
+                job.end = Some(end);
+                job.ended_with_agent = ended_with_agent;
+                true
+            }
+            None => false,
         }
     }
 
@@ -297,6 +395,64 @@ mod tests {
         assert_eq!(record.dropped_calls, 3);
         assert_eq!(record.calls_made, MAX_CALLS as u64 + 3);
         assert_eq!(record.title.as_deref(), Some("echo 1"));
+    }
+
+    fn job(n: u64) -> JobRecord {
+        JobRecord {
+            job_id: n,
+            call_id: format!("job-call-{n}"),
+            command: format!("sleep {n}"),
+            cwd: "/w".into(),
+            started_ms: n,
+            after_calls: 0,
+            end: None,
+            ended_with_agent: false,
+        }
+    }
+
+    #[test]
+    fn jobs_are_kept_bounded_placed_among_the_calls_and_finished_by_call_id() {
+        let mut record = SessionRecord::new("s", "/w".into(), "workspace", 0);
+        record.push_call(call(1));
+        for n in 1..=(MAX_JOBS as u64 + 2) {
+            record.push_job(job(n));
+        }
+        assert_eq!(record.jobs.len(), MAX_JOBS);
+        assert_eq!(record.jobs[0].job_id, 3);
+        assert_eq!(record.dropped_jobs, 2);
+        assert_eq!(record.jobs_started, MAX_JOBS as u64 + 2);
+        assert_eq!(record.calls_and_jobs(), MAX_JOBS as u64 + 3);
+        assert!(record.jobs.iter().all(|j| j.after_calls == 1));
+        let end = CallEnd::new(99, &RunStatus::exited(4), "done\n")
+            .with_duration(Duration::from_millis(1500));
+        assert!(record.finish_job("job-call-5", end.clone(), false));
+        assert!(
+            !record.finish_job("job-call-1", end.clone(), false),
+            "dropped"
+        );
+        let finished = record.jobs.iter().find(|j| j.job_id == 5).unwrap();
+        assert_eq!(finished.end.as_ref(), Some(&end));
+        assert_eq!(
+            finished.end.as_ref().unwrap().duration(),
+            Some(Duration::from_millis(1500))
+        );
+        assert!(!finished.ended_with_agent);
+        assert_eq!(record.updated_ms, 99);
+    }
+
+    #[test]
+    fn a_record_without_jobs_or_durations_still_reads() {
+        let mut value =
+            serde_json::to_value(SessionRecord::new("s", "/w".into(), "full", 1)).unwrap();
+        for key in ["jobs_started", "dropped_jobs", "jobs"] {
+            value.as_object_mut().unwrap().remove(key).unwrap();
+        }
+        let record: SessionRecord = serde_json::from_value(value).unwrap();
+        assert!(record.jobs.is_empty() && record.jobs_started == 0);
+        let end = serde_json::to_value(CallEnd::new(1, &RunStatus::exited(0), "")).unwrap();
+        assert!(end.get("duration_ms").is_none(), "{end}");
+        let end: CallEnd = serde_json::from_value(end).unwrap();
+        assert_eq!(end.duration(), None);
     }
 
     #[test]

@@ -146,7 +146,7 @@ impl Connection {
         let features = *self.features.lock().unwrap();
         let current = state.current_call.lock().unwrap().clone();
         let updates = replay(&state.log.record(), features, |call| {
-            current.as_deref() == Some(call)
+            current.as_deref() == Some(call) || state.jobs.card_open(call)
         });
         tracing::info!(session = %id.0, updates = updates.len(), "session/load");
         for update in updates.into_iter().chain(notes.into_iter().map(agent_text)) {
@@ -334,6 +334,9 @@ impl Connection {
         let stopped = async {
             let _turn = state.turn.lock().await;
             state.jobs.registry.shutdown().await;
+            // The cards record their jobs' ends: done before the session can be loaded again
+            // (by a new log that would otherwise miss them).
+            state.jobs.all_cards_done().await;
         };
         if tokio::time::timeout(SHUTDOWN_WAIT, stopped).await.is_err() {
             tracing::warn!(session = %id.0, "the session's command was still running {SHUTDOWN_WAIT:?} after it was closed");
@@ -369,13 +372,7 @@ pub(super) fn call_finished(
     title: Option<String>,
     sink: &mut dyn UpdateSink,
 ) {
-    let outcome = &result.outcome;
-    state.log.call_finished(
-        &call_id.0,
-        &outcome.status,
-        &outcome.output,
-        &outcome.next_cwd,
-    );
+    state.log.call_finished(&call_id.0, &result.outcome);
     *state.current_call.lock().unwrap() = None;
     if let Some(title) = title {
         // The title only: a clock reading would make every transcript differ.

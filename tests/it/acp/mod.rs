@@ -11,6 +11,7 @@ mod plain_clients;
 mod protocol;
 mod robustness;
 mod sessions;
+mod sessions_jobs;
 mod shutdown;
 mod stdio;
 mod stream_rules;

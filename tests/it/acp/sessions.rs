@@ -18,7 +18,7 @@ use crate::support::acp::*;
 use crate::support::schema::{Direction, WireValidator};
 
 /// Runs `conversation` with an agent keeping its sessions in `state`, then validates the wire.
-async fn with_agent<R>(
+pub(super) async fn with_agent<R>(
     profile: ClientProfile,
     state: &Path,
     what: &str,
@@ -67,7 +67,11 @@ fn listed_ids(response: &ListSessionsResponse) -> Vec<String> {
         .collect()
 }
 
-async fn ok(c: &mut Conversation, session: &SessionId, script: &str) -> Vec<SessionUpdate> {
+pub(super) async fn ok(
+    c: &mut Conversation,
+    session: &SessionId,
+    script: &str,
+) -> Vec<SessionUpdate> {
     let turn = c.prompt(session, script).await.unwrap();
     assert_eq!(turn.stop_reason, StopReason::EndTurn, "{script}");
     turn.updates
@@ -195,7 +199,7 @@ async fn made_then_loaded(
 
 /// The transcript with the session id (its format is the agent's business) and the temp dir
 /// replaced.
-fn normalized(transcript: &Transcript, dir: &Path, session: &str) -> String {
+pub(super) fn normalized(transcript: &Transcript, dir: &Path, session: &str) -> String {
     let lines: Vec<String> = transcript
         .lines()
         .iter()
@@ -204,7 +208,7 @@ fn normalized(transcript: &Transcript, dir: &Path, session: &str) -> String {
     normalize_transcript(&lines, dir).join("\n")
 }
 
-fn session_of(transcript: &Transcript) -> String {
+pub(super) fn session_of(transcript: &Transcript) -> String {
     let line = transcript
         .lines()
         .into_iter()
@@ -408,8 +412,17 @@ async fn close_kills_the_sessions_background_jobs() {
             .send_request(CloseSessionRequest::new(session.clone()))
             .block_task()
             .await?;
-        // Answered once the session's jobs are gone.
+        // Answered once the session's jobs are gone, and their ends recorded: loaded again,
+        // the job replays as killed by the close, not as ended with the agent.
         assert!(processes_named(&name).is_empty());
+        let (_, replayed) = c.load_session(&session, &dir).await?;
+        let killed = final_update(&replayed);
+        assert_eq!(status(killed), "failed");
+        let text = texts(killed.fields.content.as_deref().unwrap()).join("\n");
+        assert!(
+            text.contains("[cancelled]") && !text.contains("ended with the agent"),
+            "{text}"
+        );
         Ok(())
     })
     .await;
@@ -545,6 +558,17 @@ async fn no_history_keeps_nothing_and_offers_only_close() {
         );
         let session = c.new_session(&dir).await?;
         ok(&mut c, &session, "true").await;
+        // A job, to its end: neither its start nor its end is written anywhere.
+        let started = ok(&mut c, &session, "/bg echo job").await;
+        let job = tool_call(&started).tool_call_id.clone();
+        let ends = |update: &SessionUpdate| {
+            matches!(update, SessionUpdate::ToolCallUpdate(u)
+                if u.tool_call_id == job && u.fields.status.is_some())
+        };
+        // The job's end may come before the turn's answer, or after it.
+        if !started.iter().any(ends) {
+            while !c.next_update().await.is_some_and(|n| ends(&n.update)) {}
+        }
         let error = list(&c, None, None).await.unwrap_err();
         assert_eq!(error.code, ErrorCode::METHOD_NOT_FOUND);
         c.connection()

@@ -47,6 +47,14 @@ impl RawAgent {
         stdin.flush().await.unwrap();
     }
 
+    /// The next line the agent writes to stdout; `None` once stdout is closed.
+    pub(super) async fn next_line(&mut self) -> Option<String> {
+        let stdout = self.stdout.as_mut().expect("stdout is open");
+        guard("a line from the agent", stdout.next_line())
+            .await
+            .unwrap()
+    }
+
     /// Reads stdout until the answer to request `id`; every line must be JSON-RPC.
     pub(super) async fn answer(&mut self, id: u64) -> Value {
         let stdout = self.stdout.as_mut().expect("stdout is open");
