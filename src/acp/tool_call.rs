@@ -38,6 +38,7 @@ impl<F: FnMut(SessionUpdate) + Send> UpdateSink for F {
 
 /// Sends updates as `session/update` notifications for one session on a connection.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ConnectionSink {
     connection: ConnectionTo<Client>,
     session_id: SessionId,

@@ -143,6 +143,7 @@ impl Default for Limits {
 
 /// A program and its arguments, before the engine adds env, cwd and stdio.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Launch {
     /// The program to execute.
     pub program: PathBuf,
@@ -150,8 +151,22 @@ pub struct Launch {
     pub args: Vec<OsString>,
 }
 
+impl Launch {
+    /// `program` with `args`.
+    pub fn new(
+        program: impl Into<PathBuf>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+    ) -> Self {
+        Launch {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
 /// The directories a confined command is measured against.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Roots {
     /// The session's root directory (writable in `workspace` mode).
     pub workspace: PathBuf,
@@ -159,7 +174,19 @@ pub struct Roots {
     pub temp: PathBuf,
 }
 
-/// A launch with its confinement applied: start it with [`spawn`].
+impl Roots {
+    /// The session's root `workspace` and the temp dir `temp`.
+    pub fn new(workspace: impl Into<PathBuf>, temp: impl Into<PathBuf>) -> Self {
+        Roots {
+            workspace: workspace.into(),
+            temp: temp.into(),
+        }
+    }
+}
+
+/// A launch with its confinement applied: start it with [`spawn`]. Made by [`confine`]; callers
+/// only read it.
+#[non_exhaustive]
 pub struct Confined {
     /// What to execute (possibly wrapped).
     pub launch: Launch,
@@ -172,7 +199,11 @@ pub struct Confined {
 }
 
 /// Which sandbox layers work on this machine: each `Ok`, or `Err(why not, with what to do)`.
+///
+/// Made by [`Support::probe`] (or [`Support::current`]); [`Support::none`] and [`Support::all`]
+/// are starting points for tests of the degraded paths (set a field to change one layer).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Support {
     /// Landlock, with the kernel's ABI version.
     pub landlock: Result<u32, String>,
@@ -223,6 +254,18 @@ impl Support {
             network_namespace: Err(reason.to_string()),
             user_namespace: Err(reason.to_string()),
             filesystem_view: Err(reason.to_string()),
+        }
+    }
+
+    /// Every layer works, with Landlock at ABI `landlock_abi`.
+    pub fn all(landlock_abi: u32) -> Support {
+        Support {
+            landlock: Ok(landlock_abi),
+            namespaces: Ok(()),
+            private_proc: Ok(()),
+            network_namespace: Ok(()),
+            user_namespace: Ok(()),
+            filesystem_view: Ok(()),
         }
     }
 
@@ -301,6 +344,7 @@ pub fn confine_with(
 /// What [`spawn`] starts besides the program: the exact environment, the directory, where
 /// stdout and stderr go, and fds the shell gets as other numbers.
 #[cfg(target_os = "linux")]
+#[non_exhaustive]
 pub struct SpawnRequest<'a> {
     /// The whole environment of the command (nothing else is inherited).
     pub env: &'a [(OsString, OsString)],
@@ -311,6 +355,30 @@ pub struct SpawnRequest<'a> {
     /// `(source, number)`: `source` appears as fd `number` in the shell (at most 8). Nothing
     /// else but 0–2 reaches the shell.
     pub pass: &'a [(std::os::fd::BorrowedFd<'a>, i32)],
+}
+
+#[cfg(target_os = "linux")]
+impl<'a> SpawnRequest<'a> {
+    /// A command with exactly `env`, started in `cwd`, its stdout and stderr to `output`, and no
+    /// other fd passed.
+    pub fn new(
+        env: &'a [(OsString, OsString)],
+        cwd: &'a std::path::Path,
+        output: std::os::fd::BorrowedFd<'a>,
+    ) -> Self {
+        SpawnRequest {
+            env,
+            cwd,
+            output,
+            pass: &[],
+        }
+    }
+
+    /// Sets [`SpawnRequest::pass`].
+    pub fn pass(mut self, pass: &'a [(std::os::fd::BorrowedFd<'a>, i32)]) -> Self {
+        self.pass = pass;
+        self
+    }
 }
 
 /// Starts `confined` in a new process group, stdin from /dev/null, with the parent-death
@@ -511,8 +579,10 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
     line
 }
 
-/// One layer of the sandbox and whether it works here.
+/// One layer of the sandbox and whether it works here (a line of [`DoctorReport`]; callers only
+/// read it).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LayerReport {
     /// The layer's name.
     pub name: &'static str,
@@ -522,8 +592,10 @@ pub struct LayerReport {
     pub status: Result<String, String>,
 }
 
-/// Every layer, probed for real, plus each mode's description on this machine.
+/// Every layer, probed for real, plus each mode's description on this machine. Made by
+/// [`DoctorReport::probe`] or [`DoctorReport::from_support`]; callers only read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DoctorReport {
     /// Each kernel layer and whether it works here.
     pub layers: Vec<LayerReport>,

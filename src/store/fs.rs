@@ -18,6 +18,7 @@ use super::record::{SessionRecord, FORMAT};
 
 /// The session records of one state directory.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Store {
     dir: PathBuf,
 }
@@ -66,6 +67,7 @@ impl std::error::Error for StoreError {}
 
 /// Which sessions [`Store::list`] returns.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListQuery {
     /// Only sessions created in this directory.
     pub cwd: Option<PathBuf>,
@@ -75,8 +77,31 @@ pub struct ListQuery {
     pub page_size: usize,
 }
 
-/// The part of a record a listing shows.
+impl ListQuery {
+    /// The first page of every session, at most `page_size` of them.
+    pub fn new(page_size: usize) -> Self {
+        ListQuery {
+            page_size,
+            ..ListQuery::default()
+        }
+    }
+
+    /// Sets [`ListQuery::cwd`].
+    pub fn cwd(mut self, cwd: Option<PathBuf>) -> Self {
+        self.cwd = cwd;
+        self
+    }
+
+    /// Sets [`ListQuery::cursor`].
+    pub fn cursor(mut self, cursor: Option<String>) -> Self {
+        self.cursor = cursor;
+        self
+    }
+}
+
+/// The part of a record a listing shows (a line of [`ListPage`]; callers only read it).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
 pub struct SessionSummary {
     /// The session id.
     pub id: String,
@@ -88,8 +113,9 @@ pub struct SessionSummary {
     pub updated_ms: u64,
 }
 
-/// One page of sessions, newest first.
+/// One page of sessions, newest first. Made by [`Store::list`]; callers only read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ListPage {
     /// The sessions of this page, newest first.
     pub sessions: Vec<SessionSummary>,

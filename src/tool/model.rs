@@ -164,6 +164,7 @@ fn kind(value: &Value) -> &'static str {
 /// Why a model's arguments are not valid: what is wrong, then what is expected. Meant to be
 /// returned to the model as the tool's result, so it can try again.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ArgsError {
     problem: String,
 }

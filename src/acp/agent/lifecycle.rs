@@ -98,11 +98,9 @@ impl Connection {
                 ));
             }
         }
-        let query = ListQuery {
-            cwd: request.cwd,
-            cursor: request.cursor,
-            page_size: LIST_PAGE_SIZE,
-        };
+        let query = ListQuery::new(LIST_PAGE_SIZE)
+            .cwd(request.cwd)
+            .cursor(request.cursor);
         cx.spawn(async move {
             let page = tokio::task::spawn_blocking(move || store.list(&query)).await;
             let answer = match page {

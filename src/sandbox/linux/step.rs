@@ -119,8 +119,10 @@ impl Step {
     }
 }
 
-/// A sandbox step that failed in the child: which one, and the errno.
+/// A sandbox step that failed in the child: which one, and the errno. Made by
+/// [`spawn`](crate::sandbox::spawn) (inside its `io::Error`); callers only read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StepError {
     /// The step that failed.
     pub step: Step,
