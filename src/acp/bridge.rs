@@ -440,19 +440,19 @@ mod tests {
         let view = crate::present::present_call(&call, std::path::Path::new("/p"));
         let plain = wire(SessionUpdate::ToolCall(tool_call(
             &id(),
-            &call.command,
+            call.command(),
             &view,
             PLAIN,
         )));
         assert_eq!(plain["title"], "mkdir -p out … (2 more lines)");
         let card = wire(SessionUpdate::ToolCall(tool_call(
             &id(),
-            &call.command,
+            call.command(),
             &view,
             ZED,
         )));
         assert_eq!(card["title"], "mkdir -p out\ntouch out/a\nls out");
-        assert_eq!(plain["rawInput"], json!({"command": call.command}));
+        assert_eq!(plain["rawInput"], json!({"command": call.command()}));
     }
 
     #[test]

@@ -124,7 +124,7 @@ impl CommandTurn<'_> {
         let call_id = (self.new_call_id)();
         self.send(SessionUpdate::ToolCall(bridge::tool_call(
             &call_id,
-            &call.command,
+            call.command(),
             &view,
             self.features,
         )));

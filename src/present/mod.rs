@@ -122,9 +122,9 @@ impl ExitView {
 /// Nothing in it holds more than a few KiB of the command, however long the command is.
 pub fn present_call(call: &BashCall, cwd: &Path) -> CallView {
     CallView {
-        title: script::cut(&call.command, script::MAX_ECHO_BYTES),
-        one_line_title: script::one_line_title(&call.command),
-        echo: script::echo_lines(&call.command),
+        title: script::cut(call.command(), script::MAX_ECHO_BYTES),
+        one_line_title: script::one_line_title(call.command()),
+        echo: script::echo_lines(call.command()),
         description: call.description.clone(),
         cwd: cwd.to_path_buf(),
     }

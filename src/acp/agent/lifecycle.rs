@@ -348,11 +348,15 @@ pub(super) fn call_started(
     call: &BashCall,
 ) -> Option<String> {
     *state.current_call.lock().unwrap() = Some(call_id.0.to_string());
-    let cwd = call.cwd.clone().unwrap_or_else(|| state.session.cwd());
+    let cwd = call
+        .request
+        .cwd
+        .clone()
+        .unwrap_or_else(|| state.session.cwd());
     state.log.call_started(
         prompt,
         &call_id.0,
-        &call.command,
+        call.command(),
         call.description.as_deref(),
         &cwd,
     )

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use acp_bash::acp::bridge::ClientFeatures;
 use acp_bash::acp::ToolCallRunner;
-use acp_bash::exec::Session;
+use acp_bash::exec::{RunRequest, Session};
 use acp_bash::tool::BashCall;
 use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallId, ToolCallStatus};
 use tokio::sync::mpsc;
@@ -150,7 +150,7 @@ async fn the_card_shows_the_directory_the_command_runs_in() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let session = full_session(dir.path());
-    let call = BashCall::new("pwd; cd /").cwd("sub");
+    let call = BashCall::from(RunRequest::new("pwd; cd /").cwd("sub"));
     let (mut updates, task) = start(&session, call, CARD);
     let SessionUpdate::ToolCall(opening) = next(&mut updates).await else {
         panic!("the first update is not the tool_call");
