@@ -17,6 +17,7 @@ use crate::tool::BashCall;
 
 /// Why a prompt does not make a bash call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DriverError {
     /// The prompt is empty, blank, or only comments (a description with nothing to run). Its
     /// message is meant for the user: it says what to type instead.

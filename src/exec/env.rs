@@ -23,6 +23,7 @@ pub struct EnvPolicy {
 
 /// Why a variable was removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ScrubReason {
     /// Its name marks a secret (the word that matched, e.g. `token`).
     Name(String),

@@ -129,6 +129,7 @@ impl FromStr for JobId {
 
 /// Where a job is.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JobState {
     /// It has not ended yet.
     Running,
@@ -159,6 +160,7 @@ impl fmt::Display for JobState {
 
 /// Why a job was not started.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StartError {
     /// `limit` jobs already run (their ids are `running`).
     TooMany {

@@ -42,6 +42,7 @@ use std::sync::OnceLock;
 
 /// How much a command may do. Offered to ACP clients as session modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Mode {
     /// Writes only under the session root, the temp dir and a few devices; network allowed.
     #[default]

@@ -25,6 +25,7 @@ pub struct Store {
 
 /// Why the store could not do something.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum StoreError {
     /// No record has this id (never made, deleted, or an id that cannot name a record).
     NotFound(String),

@@ -40,6 +40,7 @@ pub const COMMANDS: [&CommandSpec; 5] = [
 
 /// A recognised slash command with its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SlashCommand {
     /// `/bg SCRIPT`: start SCRIPT as a background job.
     Bg {

@@ -4,6 +4,7 @@
 /// One step between fork and exec. The number is what travels on the error pipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
+#[non_exhaustive]
 pub enum Step {
     /// Putting the command in its own process group (`setpgid`).
     ProcessGroup = 1,
