@@ -132,8 +132,10 @@ pub struct EngineArgs {
     /// workspace and read-only mode (see `acp-bash doctor`).
     #[arg(long, global = true, value_name = "N", value_parser = parse_limit_count)]
     max_processes: Option<Limit>,
-    /// How much memory each process of a command may allocate, e.g. `4G`, `512M`, or `none`
-    /// (the default: a build's linker can need many GiB). Enforced as RLIMIT_DATA.
+    /// How much memory one command may use, e.g. `4G`, `512M`, or `none` (the default: a
+    /// build's linker can need many GiB). Enforced for the command's whole process tree by a
+    /// memory cgroup where the agent may make one (e.g. as root; over it the kernel kills a
+    /// process of the command), and as RLIMIT_DATA per process everywhere (see `acp-bash doctor`).
     #[arg(long, global = true, value_name = "SIZE", value_parser = parse_memory_limit)]
     max_memory: Option<Limit>,
 }

@@ -17,7 +17,8 @@
 //!   the command's own processes, so no other process's environment is readable.
 //! - **Network namespace** in `read-only` mode: only a private loopback.
 //! - **Resource limits**: a pids cgroup per command where the agent may make one, else
-//!   RLIMIT_NPROC inside the user namespace; RLIMIT_DATA for memory.
+//!   RLIMIT_NPROC inside the user namespace; a memory cgroup per command where the agent may make
+//!   one, plus RLIMIT_DATA per process.
 //! - **Subreaper** where namespaces don't work: kills what the command leaves running.
 //!
 //! Each layer degrades on its own: when the kernel or the host forbids it, commands still run and
@@ -476,6 +477,22 @@ fn process_limit_support(support: &Support) -> Result<String, String> {
     Err(format!("not on {}", std::env::consts::OS))
 }
 
+/// Whether `--max-memory` binds a command's whole tree here (a memory cgroup), or why not.
+fn memory_cgroup_support() -> Result<String, String> {
+    #[cfg(target_os = "linux")]
+    return linux::memory_limit_support();
+    #[cfg(not(target_os = "linux"))]
+    Err(format!("not on {}", std::env::consts::OS))
+}
+
+/// How `--max-memory` is enforced here.
+fn memory_limit_support() -> String {
+    match memory_cgroup_support() {
+        Ok(_) => "a memory cgroup for the whole tree, and RLIMIT_DATA per process".to_string(),
+        Err(_) => "RLIMIT_DATA per process only (see the memory cgroup)".to_string(),
+    }
+}
+
 /// [`describe`] for a given [`Support`].
 pub fn describe_with(mode: Mode, support: &Support) -> String {
     let root = agent_is_root();
@@ -678,7 +695,12 @@ impl DoctorReport {
                 name: "resource limits",
                 purpose: "--max-processes / --max-memory for each command",
                 status: process_limit_support(support)
-                    .map(|how| format!("--max-processes: {how}; --max-memory: RLIMIT_DATA, per process")),
+                    .map(|how| format!("--max-processes: {how}; --max-memory: {}", memory_limit_support())),
+            },
+            LayerReport {
+                name: "memory cgroup",
+                purpose: "--max-memory for a command's whole tree (tmpfs files count; over it the kernel kills one of its processes); without it, RLIMIT_DATA per process only",
+                status: memory_cgroup_support(),
             },
             LayerReport {
                 name: "subreaper fallback",

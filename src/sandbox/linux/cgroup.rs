@@ -1,76 +1,114 @@
-//! A pids cgroup of the agent's own per command, where the agent may create one (cgroup v1's
-//! `pids` controller, writable: typically a root agent). It binds root, which RLIMIT_NPROC does
-//! not. The child joins it first thing (writes `0` to `cgroup.procs` through an fd opened here).
+//! cgroups of the agent's own per command, where the agent may create them (cgroup v1's `pids`
+//! and `memory` controllers, writable: typically a root agent). They bind the command's whole
+//! process tree and bind root, which RLIMIT_NPROC and RLIMIT_DATA do not. The child joins them
+//! first thing (writes `0` to each `cgroup.procs` through an fd opened here).
 //!
-//! Layout: `<pids mount><agent's cgroup>/acp-bash-<pid>/run-<n>`. A run's folder can only be
-//! removed once its processes are gone, so each new run removes the empty ones left behind.
+//! Layout: `<controller mount><agent's cgroup>/acp-bash-<pid>/run-<n>`. A run's folder can only
+//! be removed once its processes are gone, so each new run removes the empty ones left behind.
+//! cgroup v2 is not used: it needs a delegated subtree and moving the agent itself into a leaf.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-/// The agent's own folder in the pids hierarchy, or why there is none.
-fn base() -> &'static Result<PathBuf, String> {
-    static BASE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BASE.get_or_init(|| {
-        let own = std::fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        let path = own
-            .lines()
-            .filter_map(|line| {
-                let mut parts = line.splitn(3, ':');
-                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-                controllers
-                    .split(',')
-                    .any(|c| c == "pids")
-                    .then(|| path.to_string())
-            })
-            .next()
-            .ok_or(
-                "no cgroup v1 `pids` controller here (cgroup v2 needs a delegated subtree, \
-                    which acp-bash does not set up)",
-            )?;
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-        let mount = mountinfo
-            .lines()
-            .find_map(|line| {
-                let (left, right) = line.split_once(" - ")?;
-                let mut fields = right.split(' ');
-                let (fstype, _, options) = (fields.next()?, fields.next()?, fields.next()?);
-                (fstype == "cgroup" && options.split(',').any(|o| o == "pids"))
-                    .then(|| left.split(' ').nth(4).map(PathBuf::from))
-                    .flatten()
-            })
-            .ok_or("the `pids` controller is not mounted")?;
-        let parent = mount.join(path.trim_start_matches('/'));
-        remove_abandoned(&parent);
-        let dir = parent.join(format!("acp-bash-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        Ok(dir)
-    })
+/// A cgroup v1 controller acp-bash limits commands with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Controller {
+    /// `pids.max`: the number of tasks (`--max-processes`).
+    Pids,
+    /// `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes` where swap is accounted):
+    /// the memory of the whole tree, page cache and tmpfs included (`--max-memory`).
+    Memory,
 }
 
-/// Whether per-command pids cgroups work here (`Ok(where)`), or why not.
-pub(crate) fn available() -> Result<String, String> {
-    base().clone().map(|dir| {
+impl Controller {
+    fn name(self) -> &'static str {
+        match self {
+            Controller::Pids => "pids",
+            Controller::Memory => "memory",
+        }
+    }
+
+    /// The files that set the limit, in the order they must be written (memsw ≥ limit).
+    fn limit_files(self) -> &'static [&'static str] {
+        match self {
+            Controller::Pids => &["pids.max"],
+            Controller::Memory => &["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"],
+        }
+    }
+
+    /// The agent's own folder in this controller's hierarchy, or why there is none.
+    fn base(self) -> &'static Result<PathBuf, String> {
+        static PIDS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+        static MEMORY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+        let cell = match self {
+            Controller::Pids => &PIDS,
+            Controller::Memory => &MEMORY,
+        };
+        cell.get_or_init(|| own_folder(self.name()))
+    }
+}
+
+/// Finds (and makes) `acp-bash-<pid>` under the agent's cgroup of `controller`.
+fn own_folder(controller: &str) -> Result<PathBuf, String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    let path = own
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == controller)
+                .then(|| path.to_string())
+        })
+        .next()
+        .ok_or(format!(
+            "no cgroup v1 `{controller}` controller here (cgroup v2 needs a delegated subtree, \
+             which acp-bash does not set up)"
+        ))?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let mount = mountinfo
+        .lines()
+        .find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let mut fields = right.split(' ');
+            let (fstype, _, options) = (fields.next()?, fields.next()?, fields.next()?);
+            (fstype == "cgroup" && options.split(',').any(|o| o == controller))
+                .then(|| left.split(' ').nth(4).map(PathBuf::from))
+                .flatten()
+        })
+        .ok_or(format!("the `{controller}` controller is not mounted"))?;
+    let parent = mount.join(path.trim_start_matches('/'));
+    remove_abandoned(&parent);
+    let dir = parent.join(format!("acp-bash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Whether per-command cgroups of `controller` work here (`Ok(where)`), or why not.
+pub(crate) fn available(controller: Controller) -> Result<String, String> {
+    controller.base().clone().map(|dir| {
         format!(
-            "cgroup v1 pids controller: {}/run-N per command",
+            "cgroup v1 {} controller: {}/run-N per command",
+            controller.name(),
             dir.display()
         )
     })
 }
 
-/// A fresh cgroup for one command limited to `max` tasks: the fd of its `cgroup.procs`.
-pub(crate) fn for_one_command(max: u64) -> Option<OwnedFd> {
-    let base = base().as_ref().ok()?;
+/// A fresh cgroup of `controller` for one command, limited to `max` (tasks or bytes): the fd of
+/// its `cgroup.procs`. `None` (logged) when it cannot be made; the RLIMIT still applies.
+pub(crate) fn for_one_command(controller: Controller, max: u64) -> Option<OwnedFd> {
+    let base = controller.base().as_ref().ok()?;
     static RUNS: AtomicU64 = AtomicU64::new(0);
-    remove_finished(base, made_by_us());
+    remove_finished(made_by_us());
     let dir = base.join(format!("run-{}", RUNS.fetch_add(1, Ordering::Relaxed)));
     let made = std::fs::create_dir(&dir)
-        .and_then(|()| std::fs::write(dir.join("pids.max"), max.to_string()))
+        .and_then(|()| set_limit(&dir, controller, max))
         .and_then(|()| {
             std::fs::OpenOptions::new()
                 .write(true)
@@ -84,11 +122,24 @@ pub(crate) fn for_one_command(max: u64) -> Option<OwnedFd> {
             Some(file.into())
         }
         Err(error) => {
-            tracing::debug!(%error, dir = %dir.display(), "no pids cgroup for this command");
+            tracing::debug!(%error, dir = %dir.display(), "no {} cgroup for this command", controller.name());
             let _ = std::fs::remove_dir(&dir);
             None
         }
     }
+}
+
+/// Writes `max` into each of the controller's limit files that this kernel has.
+fn set_limit(dir: &Path, controller: Controller, max: u64) -> std::io::Result<()> {
+    for (i, file) in controller.limit_files().iter().enumerate() {
+        let path = dir.join(file);
+        // Only the first file is required; memsw exists only where swap is accounted.
+        if i > 0 && !path.exists() {
+            continue;
+        }
+        std::fs::write(path, max.to_string())?;
+    }
+    Ok(())
 }
 
 type Made = std::sync::Mutex<Vec<(PathBuf, std::time::Instant)>>;
@@ -101,7 +152,7 @@ fn made_by_us() -> &'static Made {
 
 /// Removes this agent's run folders whose processes are all gone (the kernel refuses busy
 /// ones). Only folders older than a minute: a younger one may not have been joined yet.
-fn remove_finished(_base: &Path, made: &Made) {
+fn remove_finished(made: &Made) {
     let Ok(mut made) = made.lock() else {
         return;
     };

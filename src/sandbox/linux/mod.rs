@@ -208,13 +208,13 @@ pub(crate) struct Prepared {
     _ruleset: Option<OwnedFd>,
     /// Keeps the prepared network namespace open until then too.
     _netns: Option<OwnedFd>,
-    /// The command's pids cgroup (its `cgroup.procs`), kept open until then too.
-    _cgroup: Option<OwnedFd>,
+    /// The command's pids and memory cgroups (their `cgroup.procs`), kept open until then too.
+    _cgroups: [Option<OwnedFd>; 2],
 }
 
 /// How `--max-processes` is enforced here, or why it is not.
 pub(crate) fn process_limit_support(user_namespace: bool) -> Result<String, String> {
-    match (cgroup::available(), user_namespace) {
+    match (cgroup::available(cgroup::Controller::Pids), user_namespace) {
         (Ok(how), _) => Ok(how),
         (Err(_), true) if current_ids().0 != 0 => {
             Ok("RLIMIT_NPROC, counted per command inside its user namespace".to_string())
@@ -223,6 +223,12 @@ pub(crate) fn process_limit_support(user_namespace: bool) -> Result<String, Stri
             "{why}; RLIMIT_NPROC does not bind root or counts every process of this user"
         )),
     }
+}
+
+/// How `--max-memory` is enforced here: `Ok` for the whole tree (a memory cgroup), `Err(why
+/// not)` when only RLIMIT_DATA per process is left.
+pub(crate) fn memory_limit_support() -> Result<String, String> {
+    cgroup::available(cgroup::Controller::Memory)
 }
 
 /// Which layers a launch uses (decided by `confine_with` from the mode and the support).
@@ -296,7 +302,12 @@ impl Prepared {
         };
         let user_namespace = layers.namespaces && layers.user_namespace;
         let view = (layers.namespaces && layers.view).then(|| view_for(mode, roots));
-        let cgroup = limits.max_processes.and_then(cgroup::for_one_command);
+        let pids = limits
+            .max_processes
+            .and_then(|max| cgroup::for_one_command(cgroup::Controller::Pids, max));
+        let memory = limits
+            .max_memory
+            .and_then(|max| cgroup::for_one_command(cgroup::Controller::Memory, max));
         Prepared {
             plan: ChildPlan {
                 namespaces: layers.namespaces,
@@ -329,11 +340,12 @@ impl Prepared {
                     0
                 },
                 max_memory: limits.max_memory.unwrap_or(0),
-                cgroup_procs_fd: cgroup.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+                cgroup_procs_fds: [&pids, &memory]
+                    .map(|fd| fd.as_ref().map_or(-1, |fd| fd.as_raw_fd())),
             },
             _ruleset: ruleset,
             _netns: netns,
-            _cgroup: cgroup,
+            _cgroups: [pids, memory],
         }
     }
 }
@@ -395,7 +407,7 @@ fn plan(namespaces: bool, user_namespace: bool) -> ChildPlan {
         gid,
         netns_fd: -1,
         landlock_fd: -1,
-        cgroup_procs_fd: -1,
+        cgroup_procs_fds: [-1, -1],
         drop_capabilities: user_namespace && uid == 0,
         ..ChildPlan::default()
     }

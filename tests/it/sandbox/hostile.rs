@@ -418,3 +418,86 @@ fn a_script_over_128_kib_runs() {
         }
     });
 }
+
+/// `--max-memory` as doctor reports it here: the layer "memory cgroup" works or not.
+fn memory_cgroup_works() -> bool {
+    acp_bash::sandbox::DoctorReport::probe()
+        .layers
+        .iter()
+        .find(|layer| layer.name == "memory cgroup")
+        .expect("doctor reports the memory cgroup")
+        .status
+        .is_ok()
+}
+
+fn run_with_memory_limit(mode: Mode, bytes: u64, script: &str) -> String {
+    let engine = engine_with(Limits::default().max_memory(Some(bytes)));
+    let ws = outside();
+    let session = engine.session(ws.path()).unwrap();
+    session.set_mode(mode);
+    block_on(run(&session, script)).output
+}
+
+#[test]
+fn one_process_cannot_allocate_past_the_memory_limit() {
+    as_root_and_nobody(
+        "sandbox::hostile::one_process_cannot_allocate_past_the_memory_limit",
+        || {
+            // tail -c keeps the last 100 MiB of its input in memory.
+            let script = "tail -c 100M < <(head -c 100M /dev/zero) | wc -c";
+            for mode in [Mode::Workspace, Mode::ReadOnly, Mode::Full] {
+                let output = run_with_memory_limit(mode, 64 << 20, script);
+                assert!(!output.contains("104857600"), "{mode}: {output}");
+                let roomy = run_with_memory_limit(mode, 512 << 20, script);
+                assert!(roomy.contains("104857600"), "{mode}: {roomy}");
+            }
+        },
+    );
+}
+
+#[test]
+fn a_commands_whole_tree_stays_under_the_memory_limit_where_doctor_says_so() {
+    as_root_and_nobody(
+        "sandbox::hostile::a_commands_whole_tree_stays_under_the_memory_limit_where_doctor_says_so",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            // Four processes of 30 MiB each, every one under the 64 MiB per-process limit, 120 MiB
+            // together. The poller says when all four hold their memory at once; `wait -n` ends
+            // the script at that or when a tail is killed.
+            let script = r#"for i in 1 2 3 4; do
+  ( tail -c 30M < <(head -c 30M /dev/zero; exec sleep 1000) >/dev/null; echo "tail $i ended: $?" ) &
+done
+(
+  while :; do
+    held=0
+    for s in /proc/[0-9]*/status; do
+      { grep -q '^Name:.tail$' "$s" && awk '/^VmRSS/ { exit !($2 >= 30000) }' "$s"; } 2>/dev/null && held=$((held + 1))
+    done
+    [ "$held" -ge 4 ] && { echo "HELD 4"; exit; }
+  done
+) &
+wait -n"#;
+            let tree_limited = memory_cgroup_works();
+            if !running_as_nobody() {
+                let _ = crate::support::skip::skip_unless(
+                    "memory cgroup",
+                    tree_limited.then_some(()).ok_or(
+                        "doctor reports no memory cgroup: only the per-process limit is checked",
+                    ),
+                );
+            }
+            for mode in CONFINED {
+                let output = run_with_memory_limit(mode, 64 << 20, script);
+                if tree_limited {
+                    assert!(output.contains("ended: 137"), "{mode}: {output}");
+                    assert!(!output.contains("HELD 4"), "{mode}: {output}");
+                } else {
+                    // What doctor says instead: each process is limited, not the tree.
+                    assert!(output.contains("HELD 4"), "{mode}: {output}");
+                }
+            }
+        },
+    );
+}

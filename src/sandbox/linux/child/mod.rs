@@ -83,8 +83,8 @@ pub(crate) struct ChildPlan {
     pub max_processes: u64,
     /// RLIMIT_DATA (0: leave as is).
     pub max_memory: u64,
-    /// `cgroup.procs` of the command's own pids cgroup, joined first (-1: none).
-    pub cgroup_procs_fd: RawFd,
+    /// `cgroup.procs` of the command's own pids and memory cgroups, joined first (-1: none).
+    pub cgroup_procs_fds: [RawFd; 2],
 }
 
 /// What the child execs and with which fds, prepared in the parent.
@@ -161,10 +161,12 @@ pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
 /// Applies `plan`. Returns only in the process that goes on to exec the command.
 fn enter(plan: &ChildPlan, exec: &ExecArgs) {
     let efd = exec.error_fd;
-    if plan.cgroup_procs_fd >= 0 {
-        // SAFETY: write on an fd the parent opened.
-        let n = unsafe { libc::write(plan.cgroup_procs_fd, b"0".as_ptr().cast(), 1) };
-        check(efd, Step::ResourceLimits, n as i64);
+    for fd in plan.cgroup_procs_fds {
+        if fd >= 0 {
+            // SAFETY: write on an fd the parent opened.
+            let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+            check(efd, Step::ResourceLimits, n as i64);
+        }
     }
     if !plan.namespaces {
         if plan.reaper && !exec.probe {
