@@ -4,8 +4,11 @@
 
 mod cgroup;
 pub(crate) mod child;
+pub(crate) mod confine;
+pub(crate) mod report;
 pub(crate) mod spawn;
 pub mod step;
+pub(crate) mod support;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -15,7 +18,7 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
 
-use super::{Limits, Mode, Roots, Support};
+use super::{Confined, Limits, Mode, Roots, SpawnRequest, Support};
 use child::view::View;
 use child::ChildPlan;
 
@@ -199,6 +202,36 @@ fn move_this_thread_to_a_new_network_namespace() -> std::io::Result<OwnedFd> {
     }
     child::sys::loopback_up();
     std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
+}
+
+/// Starts `confined` as [`crate::sandbox::spawn`] documents.
+pub(crate) fn spawn_confined(confined: &Confined, request: &SpawnRequest) -> std::io::Result<i32> {
+    let pass: Vec<(i32, i32)> = request
+        .pass
+        .iter()
+        .map(|(fd, number)| (fd.as_raw_fd(), *number))
+        .collect();
+    let raw = spawn::Request {
+        launch: &confined.launch,
+        env: request.env,
+        cwd: request.cwd,
+        output: request.output.as_raw_fd(),
+        pass: &pass,
+    };
+    spawn::spawn(&raw, confined.plan.as_ref().map(|p| &p.plan), false)
+}
+
+/// Runs `job` on the thread that starts commands.
+pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
+    spawn::on_spawner_thread(job)
+}
+
+/// `PR_SET_DUMPABLE 0` for this process.
+pub(crate) fn protect_agent_process() {
+    // SAFETY: prctl on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
 }
 
 /// The per-command plan the child runs, with the fds it refers to.

@@ -1,0 +1,56 @@
+//! Turning a launch and a mode into a [`Confined`] one: which layers this command gets, from the
+//! mode and what the machine supports.
+
+use super::{ruleset, Layers, Prepared};
+use crate::sandbox::{Confined, Launch, Limits, Mode, Roots, Support};
+
+/// Applies `mode` to `launch`, using only the layers `support` says work.
+pub(crate) fn confine_with(
+    launch: Launch,
+    mode: Mode,
+    roots: &Roots,
+    limits: Limits,
+    support: &Support,
+) -> Confined {
+    if mode == Mode::Off {
+        return Confined {
+            launch,
+            plan: None,
+            notices: Vec::new(),
+        };
+    }
+    let mut notices = super::report::headline_gaps(mode, support);
+    let namespaces = support.namespaces.is_ok();
+    let confined_fs = mode != Mode::Full;
+    // SAFETY: plain getter.
+    let root = unsafe { libc::geteuid() } == 0;
+    let user_namespace = support.user_namespace.is_ok() && (confined_fs || !root);
+    let net_ns = mode == Mode::ReadOnly && support.network_namespace.is_ok();
+    let tcp_rules = mode == Mode::ReadOnly && !net_ns;
+    let ruleset = match (mode, &support.landlock) {
+        (Mode::Full, _) | (_, Err(_)) => None,
+        (_, Ok(_)) => match ruleset(mode, roots, tcp_rules) {
+            Ok(fd) => fd,
+            Err(why) => {
+                notices.push(format!(
+                    "{} mode: writes are not restricted for this command ({why})",
+                    mode.name()
+                ));
+                None
+            }
+        },
+    };
+    let layers = Layers {
+        namespaces,
+        user_namespace,
+        private_ipc_uts: user_namespace && confined_fs,
+        private_proc: support.private_proc.is_ok(),
+        network_namespace: net_ns,
+        view: confined_fs && user_namespace && support.filesystem_view.is_ok(),
+    };
+    Confined {
+        launch,
+        plan: Some(Prepared::new(mode, roots, layers, ruleset, limits)),
+        notices,
+    }
+}

@@ -1,0 +1,259 @@
+//! What each mode enforces on this machine, in words: the mode descriptions and `doctor`'s table
+//! of layers. Each claim here is one a test in `tests/it/sandbox/` proves (as root and as an
+//! ordinary user) or a gap the probe found.
+
+use std::fmt::Write as _;
+
+use crate::sandbox::{LayerReport, Mode, Support};
+
+/// What `mode` promises first (writes; read-only's network) and `support` can't enforce.
+pub(crate) fn headline_gaps(mode: Mode, support: &Support) -> Vec<String> {
+    let mut gaps = Vec::new();
+    if matches!(mode, Mode::Full | Mode::Off) {
+        return gaps;
+    }
+    if let Err(why) = &support.landlock {
+        gaps.push(format!(
+            "{} mode: writes are NOT restricted here ({why})",
+            mode.name()
+        ));
+    }
+    if mode == Mode::ReadOnly && !network_blocked(support) {
+        gaps.push(format!(
+            "Read-only mode: the network is NOT blocked here ({})",
+            support
+                .network_namespace
+                .as_ref()
+                .err()
+                .map_or("", |s| s.as_str())
+        ));
+    }
+    gaps
+}
+
+fn network_blocked(support: &Support) -> bool {
+    support.network_namespace.is_ok() || support.landlock_abi() >= 4
+}
+
+fn agent_is_root() -> bool {
+    // SAFETY: plain getter.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// How `--max-processes` is enforced here, or why not.
+fn process_limit_support(support: &Support) -> Result<String, String> {
+    super::process_limit_support(support.user_namespace.is_ok())
+}
+
+/// Whether `--max-memory` binds a command's whole tree here (a memory cgroup), or why not.
+fn memory_cgroup_support() -> Result<String, String> {
+    super::memory_limit_support()
+}
+
+/// How `--max-memory` is enforced here.
+fn memory_limit_support() -> String {
+    match memory_cgroup_support() {
+        Ok(_) => "a memory cgroup for the whole tree, and RLIMIT_DATA per process".to_string(),
+        Err(_) => "RLIMIT_DATA per process only (see the memory cgroup)".to_string(),
+    }
+}
+
+/// What `mode` lets commands do, then what `support` does not enforce of it (if anything).
+pub(crate) fn describe(mode: Mode, support: &Support) -> String {
+    let root = agent_is_root();
+    let abi = support.landlock_abi();
+    let temp = std::env::temp_dir();
+    let allows = match mode {
+        Mode::Workspace => format!(
+            "Commands change files only in the session folder and {}, and may use the network.",
+            temp.display()
+        ),
+        Mode::ReadOnly => "Commands read everything but change nothing outside a private temp \
+                           dir, with no network."
+            .to_string(),
+        Mode::Full => "Commands change any file the agent may and use the network; what they \
+                       start still ends with them."
+            .to_string(),
+        Mode::Off => "Commands run with no kernel sandbox, chosen by whoever started the \
+                      agent (`--sandbox off`)."
+            .to_string(),
+    };
+    let mut gaps: Vec<String> = Vec::new();
+    let confined = matches!(mode, Mode::Workspace | Mode::ReadOnly);
+    if confined {
+        let view = support.filesystem_view.is_ok();
+        match (view, support.landlock.is_ok()) {
+            (false, false) => gaps.push("any write restriction".to_string()),
+            (false, true) => {
+                gaps.push("protecting metadata (chmod, chown, timestamps) outside".to_string());
+                if abi < 3 {
+                    gaps.push("blocking truncation outside".to_string());
+                }
+            }
+            _ => {}
+        }
+        if support.user_namespace.is_err() && root {
+            gaps.push(
+                "dropping root's capabilities (device nodes, host name, host network, IPC)"
+                    .to_string(),
+            );
+        }
+        if mode == Mode::ReadOnly {
+            if support.network_namespace.is_err() {
+                if abi >= 4 {
+                    gaps.push("blocking UDP and other non-TCP traffic".to_string());
+                } else {
+                    gaps.push("blocking the network".to_string());
+                }
+            }
+            if abi < 9 && !view {
+                gaps.push("blocking Unix sockets on disk (Docker's, D-Bus's)".to_string());
+            }
+        }
+    }
+    if mode != Mode::Off {
+        if support.namespaces.is_err() {
+            gaps.push(
+                "containing daemons started through systemd or D-Bus (no PID namespace)"
+                    .to_string(),
+            );
+        }
+        if support.private_proc.is_err() {
+            gaps.push("hiding other processes' environments (no private /proc)".to_string());
+        }
+        if let Err(why) = process_limit_support(support) {
+            gaps.push(format!("--max-processes ({why})"));
+        }
+    }
+    let gives_up = match (mode, root) {
+        (Mode::Full, true) => Some(
+            "As root, commands keep every capability: they can make device nodes, change the \
+             host's name and network, and unmount the private /proc to read other processes' \
+             memory and environments (the agent's too).",
+        ),
+        (Mode::Full, false) => {
+            Some("Commands can change everything this user owns, the agent's own files included.")
+        }
+        (Mode::Off, true) => Some(
+            "As root, commands can do anything root can: read and write any process's memory, \
+             fds and environment (the agent's stdout too), make devices, change the host; what \
+             they start in a new session can outlive them.",
+        ),
+        (Mode::Off, false) => Some(
+            "Commands can change everything this user owns and read this user's other \
+             processes' environments (not the agent's: it is non-dumpable); what they start in \
+             a new session can outlive them.",
+        ),
+        _ => None,
+    };
+    let mut line = allows;
+    if let Some(text) = gives_up {
+        line.push(' ');
+        line.push_str(text);
+    }
+    if !gaps.is_empty() {
+        let _ = write!(
+            line,
+            " Not enforced on this machine: {} — run `acp-bash doctor`.",
+            gaps.join("; ")
+        );
+    }
+    line
+}
+
+/// Each kernel layer, whether it works with `support`, and what it gives.
+pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
+    let abi = support.landlock_abi();
+    let landlock = |min: u32, what: &str| match &support.landlock {
+        Ok(v) if *v >= min => Ok(format!("Landlock ABI {v}")),
+        Ok(v) => Err(format!(
+            "this kernel has Landlock ABI {v}; {what} needs ABI {min} or newer (a newer kernel)"
+        )),
+        Err(why) => Err(why.clone()),
+    };
+    let mut fs = landlock(1, "");
+    if let Ok(details) = &mut fs {
+        if abi < 3 {
+            details.push_str(
+                "; truncating files outside the allowed folders is not blocked (ABI < 3)",
+            );
+        }
+        if abi < 5 {
+            details.push_str("; device ioctls are not blocked (ABI < 5)");
+        }
+    }
+    let ok = |r: &Result<(), String>, details: &str| r.clone().map(|()| details.to_string());
+    let root = agent_is_root();
+    let how = match (&support.user_namespace, root) {
+        (Ok(()), true) => "in a user namespace (root's ids mapped to themselves)",
+        (Ok(()), false) => "in a user namespace (this user's id mapped to itself)",
+        (Err(_), _) => "without a user namespace",
+    };
+    vec![
+            LayerReport {
+                name: "Landlock filesystem rules",
+                purpose: "workspace / read-only: writes outside the allowed folders fail with EACCES",
+                status: fs,
+            },
+            LayerReport {
+                name: "Landlock TCP rules",
+                purpose: "read-only: blocks TCP when there is no network namespace",
+                status: landlock(4, "blocking TCP"),
+            },
+            LayerReport {
+                name: "Landlock Unix-socket rules",
+                purpose: "read-only: blocks connecting to Unix sockets on disk (Docker, D-Bus)",
+                status: landlock(9, "blocking Unix sockets"),
+            },
+            LayerReport {
+                name: "Landlock signal scope",
+                purpose: "workspace / read-only: commands can't signal processes outside their sandbox",
+                status: landlock(6, "the signal scope"),
+            },
+            LayerReport {
+                name: "PID + mount namespaces",
+                purpose: "every mode: nothing a command starts (setsid, double fork, nohup) outlives it",
+                status: ok(&support.namespaces, how),
+            },
+            LayerReport {
+                name: "user namespace",
+                purpose: "workspace / read-only (and every mode when not root): commands hold no capability over the host: no device nodes, host name, host network or host IPC changes",
+                status: ok(&support.user_namespace, how),
+            },
+            LayerReport {
+                name: "read-only filesystem view",
+                purpose: "workspace / read-only: everything read-only and nosuid except the writable places (nodev, nosuid), private /dev/shm and IPC; metadata outside can't change",
+                status: ok(&support.filesystem_view, "mount namespace: read-only bind of /, writable binds"),
+            },
+            LayerReport {
+                name: "resource limits",
+                purpose: "--max-processes / --max-memory for each command",
+                status: process_limit_support(support)
+                    .map(|how| format!("--max-processes: {how}; --max-memory: {}", memory_limit_support())),
+            },
+            LayerReport {
+                name: "memory cgroup",
+                purpose: "--max-memory for a command's whole tree (tmpfs files count; over it the kernel kills one of its processes); without it, RLIMIT_DATA per process only",
+                status: memory_cgroup_support(),
+            },
+            LayerReport {
+                name: "subreaper fallback",
+                purpose: "every mode, when the namespaces don't work: kills what a command leaves running",
+                status: Ok(if support.namespaces.is_ok() {
+                    "available; not needed here".to_string()
+                } else {
+                    "in use instead of the PID namespace".to_string()
+                }),
+            },
+            LayerReport {
+                name: "private /proc",
+                purpose: "every mode: other processes' environments (/proc/<pid>/environ) are out of sight",
+                status: ok(&support.private_proc, "fresh /proc for the command's PID namespace"),
+            },
+            LayerReport {
+                name: "network namespace",
+                purpose: "read-only: no network at all, only a private loopback",
+                status: ok(&support.network_namespace, how),
+            },
+        ]
+}

@@ -1,0 +1,69 @@
+//! Which kernel layers work on this machine ([`Support`]), probed once per process.
+
+use std::sync::OnceLock;
+
+/// Which sandbox layers work on this machine: each `Ok`, or `Err(why not, with what to do)`.
+///
+/// Made by [`Support::probe`] (or [`Support::current`]); [`Support::none`] and [`Support::all`]
+/// are starting points for tests of the degraded paths (set a field to change one layer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Support {
+    /// Landlock, with the kernel's ABI version.
+    pub landlock: Result<u32, String>,
+    /// PID + mount namespaces: nothing a command starts outlives it.
+    pub namespaces: Result<(), String>,
+    /// A fresh /proc in the PID namespace: other processes' environments are out of sight.
+    pub private_proc: Result<(), String>,
+    /// A network namespace (read-only mode's "no network").
+    pub network_namespace: Result<(), String>,
+    /// A user namespace for every workspace and read-only command (also for a root agent): the
+    /// command holds no capability over the host (no device nodes, host name, host network or
+    /// host IPC objects).
+    pub user_namespace: Result<(), String>,
+    /// The read-only view of the filesystem built in the mount namespace (writable binds for
+    /// the writable places, private /dev/shm and read-only mode's private temp dir).
+    pub filesystem_view: Result<(), String>,
+}
+
+impl Support {
+    /// Probes every layer for real (forks children that try each one). Takes a few
+    /// milliseconds; [`Support::current`] caches it.
+    pub fn probe() -> Support {
+        super::probe_support()
+    }
+
+    /// This machine's support, probed once per process.
+    pub fn current() -> &'static Support {
+        static SUPPORT: OnceLock<Support> = OnceLock::new();
+        SUPPORT.get_or_init(Support::probe)
+    }
+
+    /// No layer works, for `reason` (non-Linux hosts; tests of the degraded paths).
+    pub fn none(reason: &str) -> Support {
+        Support {
+            landlock: Err(reason.to_string()),
+            namespaces: Err(reason.to_string()),
+            private_proc: Err(reason.to_string()),
+            network_namespace: Err(reason.to_string()),
+            user_namespace: Err(reason.to_string()),
+            filesystem_view: Err(reason.to_string()),
+        }
+    }
+
+    /// Every layer works, with Landlock at ABI `landlock_abi`.
+    pub fn all(landlock_abi: u32) -> Support {
+        Support {
+            landlock: Ok(landlock_abi),
+            namespaces: Ok(()),
+            private_proc: Ok(()),
+            network_namespace: Ok(()),
+            user_namespace: Ok(()),
+            filesystem_view: Ok(()),
+        }
+    }
+
+    pub(crate) fn landlock_abi(&self) -> u32 {
+        *self.landlock.as_ref().unwrap_or(&0)
+    }
+}
