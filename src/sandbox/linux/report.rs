@@ -192,7 +192,7 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
     vec![
             LayerReport {
                 name: "Landlock filesystem rules",
-                purpose: "workspace / read-only: writes outside the allowed folders fail with EACCES",
+                purpose: "workspace / read-only: writes outside the allowed folders fail (a second layer under the read-only view, which answers first with EROFS; alone, EACCES)",
                 status: fs,
             },
             LayerReport {

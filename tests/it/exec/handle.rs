@@ -15,7 +15,7 @@ use crate::support::engine::{gone, running, sleep_marker, HANG_GUARD};
 fn tree(marker: &str) -> String {
     format!(
         "sleep {marker} & (sleep {marker} &); sleep {marker} & \
-         while [ $(pgrep -fc 'sleep {marker}' || echo 0) -lt 3 ]; do sleep 0.01; done; \
+         while [ $(pgrep -fxc 'sleep {marker}' || echo 0) -lt 3 ]; do sleep 0.01; done; \
          echo ready; wait"
     )
 }

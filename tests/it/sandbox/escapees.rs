@@ -3,6 +3,7 @@
 //! the agent dies (the process the engine spawned is SIGKILLed alone).
 #![cfg(target_os = "linux")]
 
+use crate::support::sandbox::as_root_and_nobody;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -59,146 +60,183 @@ fn check_with(
 
 #[test]
 fn nothing_survives_a_normal_end() {
-    if !namespaces() {
-        return;
-    }
-    // Read-only commands can't write the `ready` file the test waits for; their PID namespace
-    // is the same code as the other modes'.
-    for mode in [Mode::Workspace, Mode::Full] {
-        let status = check(
-            mode,
-            "until [ -e go ]; do sleep 0.01; done; exit 7",
-            |_, dir| {
-                std::fs::write(dir.join("go"), "").unwrap();
-            },
-        );
-        assert_eq!(
-            status.code(),
-            Some(7),
-            "{mode}: the shell's exit code comes through"
-        );
-    }
+    as_root_and_nobody("sandbox::escapees::nothing_survives_a_normal_end", || {
+        if !namespaces() {
+            return;
+        }
+        // Read-only commands can't write the `ready` file the test waits for; their PID namespace
+        // is the same code as the other modes'.
+        for mode in [Mode::Workspace, Mode::Full] {
+            let status = check(
+                mode,
+                "until [ -e go ]; do sleep 0.01; done; exit 7",
+                |_, dir| {
+                    std::fs::write(dir.join("go"), "").unwrap();
+                },
+            );
+            assert_eq!(
+                status.code(),
+                Some(7),
+                "{mode}: the shell's exit code comes through"
+            );
+        }
+    });
 }
 
 #[test]
 fn nothing_survives_a_timeout_or_cancel() {
-    if !namespaces() {
-        return;
-    }
-    // The engine's kill: SIGTERM to the process group; the shell dies of it.
-    let status = check(Mode::Workspace, "sleep 1000", |running, _| {
-        running.signal_group(libc::SIGTERM)
-    });
-    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    as_root_and_nobody(
+        "sandbox::escapees::nothing_survives_a_timeout_or_cancel",
+        || {
+            if !namespaces() {
+                return;
+            }
+            // The engine's kill: SIGTERM to the process group; the shell dies of it.
+            let status = check(Mode::Workspace, "sleep 1000", |running, _| {
+                running.signal_group(libc::SIGTERM)
+            });
+            assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+        },
+    );
 }
 
 #[test]
 fn nothing_survives_a_shell_that_ignores_sigterm() {
-    if !namespaces() {
-        return;
-    }
-    // A shell that traps TERM outlives the grace; the engine's SIGKILL to the group ends it.
-    let status = check(
-        Mode::Workspace,
-        "trap '' TERM; while :; do sleep 0.05; done",
-        |running, _| {
-            running.signal_group(libc::SIGTERM);
-            running.signal_group(libc::SIGKILL);
+    as_root_and_nobody(
+        "sandbox::escapees::nothing_survives_a_shell_that_ignores_sigterm",
+        || {
+            if !namespaces() {
+                return;
+            }
+            // A shell that traps TERM outlives the grace; the engine's SIGKILL to the group ends it.
+            let status = check(
+                Mode::Workspace,
+                "trap '' TERM; while :; do sleep 0.05; done",
+                |running, _| {
+                    running.signal_group(libc::SIGTERM);
+                    running.signal_group(libc::SIGKILL);
+                },
+            );
+            assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
         },
     );
-    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
 }
 
 #[test]
 fn nothing_survives_the_agent_dying() {
-    if !namespaces() {
-        return;
-    }
-    // The agent's death SIGKILLs the process it spawned (the engine's parent-death signal);
-    // here we SIGKILL that process alone: the namespace's init follows it, and everything with it.
-    let dir = tempfile::tempdir().unwrap();
-    let mark = marker("agent");
-    let running = spawn(
-        &script(&mark, dir.path(), "sleep 1000"),
-        Mode::Full,
-        dir.path(),
+    as_root_and_nobody(
+        "sandbox::escapees::nothing_survives_the_agent_dying",
+        || {
+            if !namespaces() {
+                return;
+            }
+            // The agent's death SIGKILLs the process it spawned (the engine's parent-death signal);
+            // here we SIGKILL that process alone: the namespace's init follows it, and everything with it.
+            let dir = tempfile::tempdir().unwrap();
+            let mark = marker("agent");
+            let running = spawn(
+                &script(&mark, dir.path(), "sleep 1000"),
+                Mode::Full,
+                dir.path(),
+            );
+            wait_for_file(&dir.path().join("ready"));
+            assert_eq!(processes_with(&mark).len(), 3);
+            unsafe { libc::kill(running.pid(), libc::SIGKILL) };
+            wait_until_gone(&mark);
+            let (status, _) = running.finish();
+            assert_eq!(status.signal(), Some(libc::SIGKILL));
+        },
     );
-    wait_for_file(&dir.path().join("ready"));
-    assert_eq!(processes_with(&mark).len(), 3);
-    unsafe { libc::kill(running.pid(), libc::SIGKILL) };
-    wait_until_gone(&mark);
-    let (status, _) = running.finish();
-    assert_eq!(status.signal(), Some(libc::SIGKILL));
 }
 
 #[test]
 fn nothing_survives_long_without_the_engines_final_kill() {
-    if !namespaces() {
-        return;
-    }
-    // If nobody SIGKILLs the group after the shell exits (the agent died right then), PID 1
-    // still ends the namespace once the linger time is over.
-    let dir = tempfile::tempdir().unwrap();
-    let mark = marker("linger");
-    let running = spawn(
-        &script(&mark, dir.path(), "exit 0"),
-        Mode::Workspace,
-        dir.path(),
-    );
-    wait_for_file(&dir.path().join("ready"));
-    let (status, _) = running.finish_without_group_kill();
-    assert_eq!(status.code(), Some(0));
-    let ended = Instant::now();
-    wait_until_gone(&mark);
-    assert!(
-        ended.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        ended.elapsed()
+    as_root_and_nobody(
+        "sandbox::escapees::nothing_survives_long_without_the_engines_final_kill",
+        || {
+            if !namespaces() {
+                return;
+            }
+            // If nobody SIGKILLs the group after the shell exits (the agent died right then), PID 1
+            // still ends the namespace once the linger time is over.
+            let dir = tempfile::tempdir().unwrap();
+            let mark = marker("linger");
+            let running = spawn(
+                &script(&mark, dir.path(), "exit 0"),
+                Mode::Workspace,
+                dir.path(),
+            );
+            wait_for_file(&dir.path().join("ready"));
+            let (status, _) = running.finish_without_group_kill();
+            assert_eq!(status.code(), Some(0));
+            let ended = Instant::now();
+            wait_until_gone(&mark);
+            assert!(
+                ended.elapsed() < Duration::from_secs(10),
+                "{:?}",
+                ended.elapsed()
+            );
+        },
     );
 }
 
 #[test]
 fn a_background_job_can_still_print_after_the_shell_exits() {
-    let dir = tempfile::tempdir().unwrap();
-    let (status, output) = spawn(
-        "(sleep 0.2; echo late) & echo early",
-        Mode::Workspace,
-        dir.path(),
-    )
-    .finish();
-    assert!(status.success());
-    assert_eq!(output, "early\nlate\n");
+    as_root_and_nobody(
+        "sandbox::escapees::a_background_job_can_still_print_after_the_shell_exits",
+        || {
+            let dir = tempfile::tempdir().unwrap();
+            let (status, output) = spawn(
+                "(sleep 0.2; echo late) & echo early",
+                Mode::Workspace,
+                dir.path(),
+            )
+            .finish();
+            assert!(status.success());
+            assert_eq!(output, "early\nlate\n");
+        },
+    );
 }
 
 #[test]
 fn a_group_signal_reaches_the_shell_once() {
-    if !namespaces() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let script = "trap 'n=$((n+1)); echo $n >> count' USR1; echo ready > ready; \
-                  until [ -e go ]; do sleep 0.01; done; echo n=$n";
-    let running = spawn(script, Mode::Workspace, dir.path());
-    wait_for_file(&dir.path().join("ready"));
-    running.signal_group(libc::SIGUSR1);
-    wait_for_file(&dir.path().join("count"));
-    std::fs::write(dir.path().join("go"), "").unwrap();
-    let (status, output) = running.finish();
-    assert!(status.success());
-    assert!(output.ends_with("n=1\n"), "{output}");
+    as_root_and_nobody(
+        "sandbox::escapees::a_group_signal_reaches_the_shell_once",
+        || {
+            if !namespaces() {
+                return;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let script = "trap 'n=$((n+1)); echo $n >> count' USR1; echo ready > ready; \
+                      until [ -e go ]; do sleep 0.01; done; echo n=$n";
+            let running = spawn(script, Mode::Workspace, dir.path());
+            wait_for_file(&dir.path().join("ready"));
+            running.signal_group(libc::SIGUSR1);
+            wait_for_file(&dir.path().join("count"));
+            std::fs::write(dir.path().join("go"), "").unwrap();
+            let (status, output) = running.finish();
+            assert!(status.success());
+            assert!(output.ends_with("n=1\n"), "{output}");
+        },
+    );
 }
 
 #[test]
 fn zombies_are_reaped_and_exit_statuses_come_through() {
-    let dir = tempfile::tempdir().unwrap();
-    // Double-forked children that exit are reaped by PID 1 (no zombie pile-up), and the
-    // shell's own status is reported as if there were no sandbox.
-    let script = "for i in $(seq 20); do ( ( true ) & ) ; done; sleep 0.2; \
-                  ls /proc | grep -c '^[0-9]' >/dev/null; \
-                  z=$(grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l); echo zombies=$z; kill -TERM $$";
-    let (status, output) = spawn(script, Mode::Workspace, dir.path()).finish();
-    assert_eq!(output, "zombies=0\n");
-    assert_eq!(status.signal(), Some(libc::SIGTERM));
+    as_root_and_nobody(
+        "sandbox::escapees::zombies_are_reaped_and_exit_statuses_come_through",
+        || {
+            let dir = tempfile::tempdir().unwrap();
+            // Double-forked children that exit are reaped by PID 1 (no zombie pile-up), and the
+            // shell's own status is reported as if there were no sandbox.
+            let script = "for i in $(seq 20); do ( ( true ) & ) ; done; sleep 0.2; \
+                      ls /proc | grep -c '^[0-9]' >/dev/null; \
+                      z=$(grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l); echo zombies=$z; kill -TERM $$";
+            let (status, output) = spawn(script, Mode::Workspace, dir.path()).finish();
+            assert_eq!(output, "zombies=0\n");
+            assert_eq!(status.signal(), Some(libc::SIGTERM));
+        },
+    );
 }
 
 /// The fallback where namespaces don't work: a subreaper between the engine and the shell.
@@ -212,61 +250,78 @@ fn without_namespaces() -> Support {
 
 #[test]
 fn without_namespaces_nothing_survives_a_normal_end_or_a_timeout() {
-    let support = without_namespaces();
-    let status = check_with(&support, Mode::Workspace, "exit 7", |_, _| {});
-    assert_eq!(status.code(), Some(7));
-    let status = check_with(&support, Mode::Full, "sleep 1000", |running, _| {
-        running.signal_group(libc::SIGTERM)
-    });
-    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    as_root_and_nobody(
+        "sandbox::escapees::without_namespaces_nothing_survives_a_normal_end_or_a_timeout",
+        || {
+            let support = without_namespaces();
+            let status = check_with(&support, Mode::Workspace, "exit 7", |_, _| {});
+            assert_eq!(status.code(), Some(7));
+            let status = check_with(&support, Mode::Full, "sleep 1000", |running, _| {
+                running.signal_group(libc::SIGTERM)
+            });
+            assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+        },
+    );
 }
 
 #[test]
 fn without_namespaces_nothing_survives_the_agent_dying() {
-    // The agent's death reaches the subreaper as SIGPWR (its parent-death signal); sent here
-    // by hand, since this test process is the "agent" and must live on.
-    let support = without_namespaces();
-    let status = check_with(
-        &support,
-        Mode::Workspace,
-        "sleep 1000",
-        |running, _| unsafe {
-            libc::kill(running.pid(), libc::SIGPWR);
+    as_root_and_nobody(
+        "sandbox::escapees::without_namespaces_nothing_survives_the_agent_dying",
+        || {
+            // The agent's death reaches the subreaper as SIGPWR (its parent-death signal); sent here
+            // by hand, since this test process is the "agent" and must live on.
+            let support = without_namespaces();
+            let status = check_with(
+                &support,
+                Mode::Workspace,
+                "sleep 1000",
+                |running, _| unsafe {
+                    libc::kill(running.pid(), libc::SIGPWR);
+                },
+            );
+            assert_eq!(status.code(), Some(128 + libc::SIGKILL), "{status:?}");
         },
     );
-    assert_eq!(status.code(), Some(128 + libc::SIGKILL), "{status:?}");
 }
 
 #[test]
 fn without_namespaces_a_background_job_can_still_print_after_the_shell_exits() {
-    let dir = tempfile::tempdir().unwrap();
-    let (status, output) = spawn_with(
-        "(sleep 0.1; echo late) & echo early",
-        Mode::Workspace,
-        dir.path(),
-        &without_namespaces(),
-    )
-    .finish();
-    assert!(status.success());
-    assert_eq!(output, "early\nlate\n");
+    as_root_and_nobody("sandbox::escapees::without_namespaces_a_background_job_can_still_print_after_the_shell_exits", || {
+        let dir = tempfile::tempdir().unwrap();
+        let (status, output) = spawn_with(
+            "(sleep 0.1; echo late) & echo early",
+            Mode::Workspace,
+            dir.path(),
+            &without_namespaces(),
+        )
+        .finish();
+        assert!(status.success());
+        assert_eq!(output, "early\nlate\n");
+    });
 }
 
 #[test]
 fn without_namespaces_nothing_survives_a_shell_that_ignores_sigterm() {
-    // The engine sends SIGTERM twice before SIGKILL; at the second the subreaper kills
-    // everything itself (a SIGKILL would end it before it could).
-    let support = without_namespaces();
-    let status = check_with(
-        &support,
-        Mode::Workspace,
-        "trap '' TERM; while :; do sleep 0.05; done",
-        |running, _| {
-            running.signal_group(libc::SIGTERM);
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            running.signal_group(libc::SIGTERM);
+    as_root_and_nobody(
+        "sandbox::escapees::without_namespaces_nothing_survives_a_shell_that_ignores_sigterm",
+        || {
+            // The engine sends SIGTERM twice before SIGKILL; at the second the subreaper kills
+            // everything itself (a SIGKILL would end it before it could).
+            let support = without_namespaces();
+            let status = check_with(
+                &support,
+                Mode::Workspace,
+                "trap '' TERM; while :; do sleep 0.05; done",
+                |running, _| {
+                    running.signal_group(libc::SIGTERM);
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    running.signal_group(libc::SIGTERM);
+                },
+            );
+            assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
         },
     );
-    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
 }
 
 /// Run by [`nothing_survives_a_real_agent_being_killed`] in a child process of the test: plays
@@ -322,13 +377,23 @@ fn kill_a_real_agent(no_namespaces: bool) {
 
 #[test]
 fn nothing_survives_a_real_agent_being_killed() {
-    if !namespaces() {
-        return;
-    }
-    kill_a_real_agent(false);
+    as_root_and_nobody(
+        "sandbox::escapees::nothing_survives_a_real_agent_being_killed",
+        || {
+            if !namespaces() {
+                return;
+            }
+            kill_a_real_agent(false);
+        },
+    );
 }
 
 #[test]
 fn without_namespaces_nothing_survives_a_real_agent_being_killed() {
-    kill_a_real_agent(true);
+    as_root_and_nobody(
+        "sandbox::escapees::without_namespaces_nothing_survives_a_real_agent_being_killed",
+        || {
+            kill_a_real_agent(true);
+        },
+    );
 }

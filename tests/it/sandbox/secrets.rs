@@ -55,25 +55,30 @@ fn assert_hidden(output: &str) {
 
 #[test]
 fn no_other_environment_is_readable_in_any_mode() {
-    let support = Support::current();
-    if !crate::support::skip_unless("private /proc", support.private_proc.clone()) {
-        return;
-    }
-    let victim = victim();
-    let dir = tempfile::tempdir().unwrap();
-    for mode in Mode::ALL {
-        let (status, output) = spawn(&script(victim.id()), mode, dir.path()).finish();
-        assert!(status.success(), "{mode}");
-        assert_hidden(&output);
-        // The command's own (scrubbed) environment is still there.
-        let (_, own) = spawn(
-            "cat /proc/self/environ | tr '\\0' '\\n' | grep ^PATH=",
-            mode,
-            dir.path(),
-        )
-        .finish();
-        assert!(own.starts_with("PATH="), "{mode}: {own}");
-    }
+    crate::support::sandbox::as_root_and_nobody(
+        "sandbox::secrets::no_other_environment_is_readable_in_any_mode",
+        || {
+            let support = Support::current();
+            if !crate::support::skip_unless("private /proc", support.private_proc.clone()) {
+                return;
+            }
+            let victim = victim();
+            let dir = tempfile::tempdir().unwrap();
+            for mode in Mode::ALL {
+                let (status, output) = spawn(&script(victim.id()), mode, dir.path()).finish();
+                assert!(status.success(), "{mode}");
+                assert_hidden(&output);
+                // The command's own (scrubbed) environment is still there.
+                let (_, own) = spawn(
+                    "cat /proc/self/environ | tr '\\0' '\\n' | grep ^PATH=",
+                    mode,
+                    dir.path(),
+                )
+                .finish();
+                assert!(own.starts_with("PATH="), "{mode}: {own}");
+            }
+        },
+    );
 }
 
 #[test]

@@ -273,6 +273,9 @@ pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
         "{test} as nobody ({}):\n{text}",
         output.status
     );
+    for skipped in text.lines().filter_map(|l| l.strip_prefix("skipping ")) {
+        crate::support::skip::record(&format!("{skipped} (as nobody)"));
+    }
 }
 
 fn which(name: &str) -> Result<PathBuf, ()> {

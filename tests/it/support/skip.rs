@@ -57,16 +57,24 @@ pub fn skip_unless(capability: &str, available: Result<(), impl Display>) -> boo
         }
     }
     eprintln!("skipping {test}: needs {capability}: {why}");
-    let line = format!("{test}: needs {capability}: {}\n", why.replace('\n', " "));
+    record(&format!(
+        "{test}: needs {capability}: {}",
+        why.replace('\n', " ")
+    ));
+    false
+}
+
+/// Appends one line to the skip list. The ordinary-user half of a test (which may not write
+/// the list) has its `skipping …` lines recorded this way by the root half.
+pub fn record(line: &str) {
     if let Ok(mut file) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(skip_log())
     {
         // One write per line: concurrent tests append whole lines.
-        let _ = file.write_all(line.as_bytes());
+        let _ = file.write_all(format!("{line}\n").as_bytes());
     }
-    false
 }
 
 /// Where skips are listed.
