@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use acp_bash::acp::bridge::ClientFeatures;
 use acp_bash::acp::sdk::v1::schema::{
     ContentChunk, InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse,
     PromptRequest, PromptResponse, SessionId, SessionUpdate, StopReason, ToolCallId,
@@ -15,21 +14,20 @@ use acp_bash::acp::sdk::{on_receive_request, Agent, Error};
 use acp_bash::acp::UpdateSink;
 use acp_bash::acp::{prompt_text, AgentStdio, ConnectionSink, SandboxModes, ToolCallRunner};
 use acp_bash::exec::{Engine, EngineConfig, Session};
-use acp_bash::present::model::{model_result, DEFAULT_MODEL_BUDGET};
-use acp_bash::{tool::BashArgs, CancellationToken};
+use acp_bash::CancellationToken;
 
 /// The scripted model: given the prompt and the tool results so far, its next tool call (JSON
 /// arguments, as a real model gives them), or `None` when it is done.
 fn model(prompt: &str, results: &[String]) -> Option<String> {
-    let call = match results {
-        [] => serde_json::json!({ "command": prompt, "description": "Your command" }),
+    let command = match results {
+        [] => prompt.to_string(),
         [first] => {
-            let lines = first.lines().count() - 1; // the last line is the status
-            serde_json::json!({ "command": format!("echo the first call printed {lines} lines") })
+            let lines = first.lines().count() - 1; // the model reads the output, then the status
+            format!("echo the first call printed {lines} lines")
         }
         _ => return None,
     };
-    Some(call.to_string())
+    Some(serde_json::json!({ "command": command, "description": "Scripted" }).to_string())
 }
 
 #[derive(Default)]
@@ -45,23 +43,12 @@ async fn turn(state: &State, session: &Session, prompt: &str, sink: &mut Connect
     let cancel = CancellationToken::new(); // a real agent cancels it on `session/cancel`
     let mut results = Vec::new();
     while let Some(arguments) = model(prompt, &results) {
-        results.push(match BashArgs::from_json(&arguments) {
-            Ok(args) => {
-                let id = ToolCallId::new(format!("call-{}", state.ids.fetch_add(1, Relaxed)));
-                let result = runner
-                    .run(session, &id, &args.into_call(), sink, &cancel)
-                    .await;
-                model_result(&result.outcome, DEFAULT_MODEL_BUDGET)
-            }
-            Err(error) => error.to_string(), // the model reads what to fix
-        });
+        let id = ToolCallId::new(format!("call-{}", state.ids.fetch_add(1, Relaxed)));
+        let result = runner.run_model_call(session, &id, &arguments, sink, &cancel);
+        results.push(result.await); // the output for the model, or what is wrong with its call
     }
     let status = results.last().and_then(|r| r.lines().last());
     format!("Done: {}", status.unwrap_or_default())
-}
-
-fn invalid(why: impl ToString) -> Error {
-    Error::invalid_params().data(why.to_string())
 }
 
 #[tokio::main]
@@ -74,18 +61,15 @@ async fn main() -> acp_bash::acp::sdk::Result<()> {
         .name("embed-agent")
         .on_receive_request(
             async move |request: InitializeRequest, responder, _cx| {
-                let features = ClientFeatures::from_capabilities(&request.client_capabilities);
-                *on_init.runner.lock().unwrap() = ToolCallRunner::new(features);
+                *on_init.runner.lock().unwrap() =
+                    ToolCallRunner::for_client(&request.client_capabilities);
                 responder.respond(InitializeResponse::new(request.protocol_version))
             },
             on_receive_request!(),
         )
         .on_receive_request(
             async move |request: NewSessionRequest, responder, _cx| {
-                let session = match engine.session(&request.cwd) {
-                    Ok(session) => session,
-                    Err(error) => return responder.respond_with_error(invalid(error)),
-                };
+                let session = engine.session(&request.cwd)?; // an error response otherwise
                 let id = SessionId::new(format!("s{}", on_new.ids.fetch_add(1, Relaxed)));
                 let modes = SandboxModes::new(false).state(session.mode());
                 on_new.sessions.lock().unwrap().insert(id.clone(), session);
@@ -95,19 +79,13 @@ async fn main() -> acp_bash::acp::sdk::Result<()> {
         )
         .on_receive_request(
             async move |request: PromptRequest, responder, cx| {
-                let state = on_prompt.clone();
-                let session = state
-                    .sessions
-                    .lock()
-                    .unwrap()
-                    .get(&request.session_id)
-                    .cloned();
-                let Some(session) = session else {
-                    return responder.respond_with_error(invalid("unknown session"));
-                };
+                let (state, id) = (on_prompt.clone(), request.session_id.clone());
+                let session = state.sessions.lock().unwrap().get(&id).cloned();
+                let session =
+                    session.ok_or_else(|| Error::invalid_params().data("no such session"))?;
                 // Never await a turn in a handler (SDK rule): run it as a connection task.
                 cx.clone().spawn(async move {
-                    let mut sink = ConnectionSink::new(cx, request.session_id.clone());
+                    let mut sink = ConnectionSink::new(cx, id);
                     let prompt = prompt_text(&request.prompt);
                     let answer = turn(&state, &session, &prompt, &mut sink).await;
                     let chunk = ContentChunk::new(answer.into());

@@ -77,10 +77,7 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
         let cwd_file = bench.work.path().join(".cwd");
         let (mut forked, mut with_prelude) = (Vec::new(), Vec::new());
         let (mut confined_full, mut confined_workspace) = (Vec::new(), Vec::new());
-        let roots = acp_bash::sandbox::Roots {
-            workspace: bench.session_dir().to_path_buf(),
-            temp: std::env::temp_dir(),
-        };
+        let roots = acp_bash::sandbox::Roots::new(bench.session_dir(), std::env::temp_dir());
         for _ in 0..count {
             let raw = ms(raw::bash_to_devnull("true"));
             if diagnose {

@@ -191,22 +191,14 @@ pub fn bash_true_confined(
 ) -> Duration {
     use std::os::fd::AsFd;
     let started = Instant::now();
-    let launch = acp_bash::sandbox::Launch {
-        program: BASH.into(),
-        args: vec!["-c".into(), "true".into()],
-    };
+    let launch = acp_bash::sandbox::Launch::new(BASH, ["-c", "true"]);
     let confined =
         acp_bash::sandbox::confine(launch, mode, roots, acp_bash::sandbox::Limits::default());
     let null = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/null")
         .expect("/dev/null");
-    let request = acp_bash::sandbox::SpawnRequest {
-        env: &[],
-        cwd: &roots.workspace,
-        output: null.as_fd(),
-        pass: &[],
-    };
+    let request = acp_bash::sandbox::SpawnRequest::new(&[], &roots.workspace, null.as_fd());
     let pid = acp_bash::sandbox::spawn(&confined, &request).expect("bash runs");
     let mut status = 0;
     // SAFETY: waitpid on our own child.

@@ -59,6 +59,7 @@ pub const DEFAULT_MAX_PROMPT_BYTES: usize = 1 << 20;
 ///
 /// Cheap to clone (the engine is shared); every connection gets fresh state.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct AcpBashAgent {
     engine: Engine,
     limits: StreamLimits,

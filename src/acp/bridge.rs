@@ -16,10 +16,11 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate, Terminal, ToolCall, ToolCallContent, ToolCallId, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind,
 };
+use agent_client_protocol::{Error, ErrorCode};
 use serde_json::{json, Value};
 
 use super::stream::LiveUpdate;
-use crate::exec::Exit;
+use crate::exec::{Exit, SessionError};
 use crate::present::script::{self, MAX_ECHO_BYTES};
 use crate::present::{CallView, ResultView};
 use crate::sandbox;
@@ -64,6 +65,20 @@ impl ClientFeatures {
     /// Whether calls are shown as a live terminal card (else as a console block).
     pub fn card(&self) -> bool {
         self.terminal_output
+    }
+}
+
+/// A session that could not be made is the client's mistake: `invalid_params`, with the reason
+/// as the message and the directory as `data.cwd` (as acp-bash's own agent answers), so that a
+/// `session/new` handler can write `engine.session(&request.cwd)?` (a request handler's `Err` is
+/// sent as the error response).
+impl From<SessionError> for Error {
+    fn from(error: SessionError) -> Error {
+        let cwd = match &error {
+            SessionError::NotAbsolute(path) | SessionError::NotADirectory(path) => path,
+        };
+        Error::new(ErrorCode::INVALID_PARAMS, error.to_string())
+            .data(json!({ "cwd": cwd.to_string_lossy() }))
     }
 }
 
@@ -263,6 +278,21 @@ mod tests {
     const ZED: ClientFeatures = ClientFeatures::CARD;
     const PLAIN: ClientFeatures = ClientFeatures::PLAIN;
 
+    #[test]
+    fn a_session_error_is_an_invalid_params_error_that_names_the_directory() {
+        let error = Error::from(SessionError::NotAbsolute(PathBuf::from("rel/dir")));
+        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(
+            error.message,
+            "cwd must be an absolute path, got \"rel/dir\""
+        );
+        assert_eq!(error.data, Some(json!({ "cwd": "rel/dir" })));
+        let error = Error::from(SessionError::NotADirectory(PathBuf::from("/no/such")));
+        assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+        assert!(error.message.contains("existing directory"), "{error:?}");
+        assert_eq!(error.data, Some(json!({ "cwd": "/no/such" })));
+    }
+
     fn id() -> ToolCallId {
         ToolCallId::new("call-1-1")
     }
@@ -440,19 +470,19 @@ mod tests {
         let view = crate::present::present_call(&call, std::path::Path::new("/p"));
         let plain = wire(SessionUpdate::ToolCall(tool_call(
             &id(),
-            &call.command,
+            call.command(),
             &view,
             PLAIN,
         )));
         assert_eq!(plain["title"], "mkdir -p out … (2 more lines)");
         let card = wire(SessionUpdate::ToolCall(tool_call(
             &id(),
-            &call.command,
+            call.command(),
             &view,
             ZED,
         )));
         assert_eq!(card["title"], "mkdir -p out\ntouch out/a\nls out");
-        assert_eq!(plain["rawInput"], json!({"command": call.command}));
+        assert_eq!(plain["rawInput"], json!({"command": call.command()}));
     }
 
     #[test]

@@ -62,6 +62,7 @@ impl ClientProfile {
 /// Every line that crossed the agent's stdio, in order: `-> {json}` from client to agent,
 /// `<- {json}` from agent to client. The agent's stderr is kept apart.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub struct Transcript {
     lines: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<Vec<String>>>,
@@ -90,6 +91,7 @@ impl Transcript {
 type LineHook = Arc<dyn Fn(&str, LineDirection) + Send + Sync>;
 
 /// Spawns an agent binary and talks ACP to it. Build it, then [`AcpClient::run`] a conversation.
+#[non_exhaustive]
 pub struct AcpClient {
     config: AcpAgentConfig,
     profile: ClientProfile,
@@ -181,8 +183,9 @@ impl AcpClient {
     }
 }
 
-/// What a prompt produced.
+/// What a prompt produced. Made by the client; callers only read it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Turn {
     /// How the turn ended.
     pub stop_reason: StopReason,
@@ -191,6 +194,7 @@ pub struct Turn {
 }
 
 /// An initialized connection to the agent.
+#[non_exhaustive]
 pub struct Conversation {
     cx: ConnectionTo<Agent>,
     updates: mpsc::UnboundedReceiver<SessionNotification>,

@@ -151,7 +151,7 @@ impl CommandTurn<'_> {
             .job_started(job.id().0, &call_id.0, job.command(), job.cwd());
         self.send(SessionUpdate::ToolCall(bridge::tool_call(
             &call_id,
-            &call.command,
+            call.command(),
             &view,
             self.features,
         )));

@@ -15,6 +15,42 @@
 //! output (a terminal card for Zed, nothing live for other clients), the cap notice and the final
 //! update (a console block for clients without the card), and returns the result.
 //!
+//! In an agent whose model calls the `bash` tool ([`crate::tool::ToolDefinition::bash`]), this
+//! is the whole embedding (the README's snippet; a test keeps the two equal;
+//! `examples/embed_agent.rs` is a complete agent around it):
+//!
+//! ```no_run
+//! # use acp_bash::acp::sdk::v1::schema::{InitializeRequest, NewSessionRequest};
+//! # use acp_bash::acp::sdk::v1::schema::{SessionId, ToolCallId};
+//! # use acp_bash::acp::sdk::{v1::ConnectionTo, Client};
+//! # use acp_bash::acp::{ConnectionSink, ToolCallRunner};
+//! # use acp_bash::exec::{Engine, EngineConfig};
+//! # use acp_bash::CancellationToken;
+//! # async fn embed(
+//! #     init: InitializeRequest,
+//! #     new_session: NewSessionRequest,
+//! #     cx: ConnectionTo<Client>,
+//! #     session_id: SessionId,
+//! #     tool_call_id: ToolCallId,
+//! #     arguments: String,
+//! #     cancel: CancellationToken,
+//! # ) -> acp_bash::acp::sdk::Result<String> {
+//! let engine = Engine::new(EngineConfig::default()); // once per process
+//! let runner = ToolCallRunner::for_client(&init.client_capabilities); // on `initialize`
+//! let session = engine.session(&new_session.cwd)?; // on `session/new` (else an error response)
+//! let mut sink = ConnectionSink::new(cx, session_id); // per prompt: its `session/update`s
+//! // Per tool call of your model: the JSON arguments it wrote in; out, the tool_call, its live
+//! // output and final update on the wire, and the text the model reads back.
+//! let for_the_model = runner
+//!     .run_model_call(&session, &tool_call_id, &arguments, &mut sink, &cancel)
+//!     .await;
+//! # Ok(for_the_model)
+//! # }
+//! ```
+//!
+//! The same, one step at a time ([`ToolCallRunner::run`] takes a [`crate::tool::BashCall`] and
+//! returns the whole result):
+//!
 //! ```no_run
 //! use std::path::Path;
 //!

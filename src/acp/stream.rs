@@ -56,6 +56,7 @@ impl Default for StreamLimits {
 
 /// The knobs of the live console view ([`LiveConsole`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PlainLive {
     /// How long after the first output the first view goes out (80 ms: soon enough to feel live,
     /// late enough that a quick command gets only its final update).
@@ -81,6 +82,7 @@ impl Default for PlainLive {
 /// passes; each `Some` is a whole ```` ```console ```` block that replaces the previous one.
 /// When the output ends there is nothing to flush: the final update shows the result.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct LiveConsole {
     settings: PlainLive,
     echo: String,
@@ -265,6 +267,7 @@ fn human_bytes(bytes: usize) -> String {
 /// Per-call coalescing state. Feed it chunks with [`Coalescer::push`], flush it when
 /// [`Coalescer::deadline`] passes, and [`Coalescer::finish`] it when the output ends.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Coalescer {
     limits: StreamLimits,
     pending: String,

@@ -12,8 +12,10 @@ use serde_json::Value;
 use crate::exec::{Exit, RunStatus};
 use crate::tool::parse_result;
 
-/// What a client saw of one call, read from the wire as a client would.
+/// What a client saw of one call, read from the wire as a client would: start from
+/// `CallSummary::default()` and [`CallSummary::apply`] each update.
 #[derive(Debug, Default, Clone)]
+#[non_exhaustive]
 pub struct CallSummary {
     /// The `tool_call` title (the command).
     pub title: String,

@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use agent_client_protocol::v1::schema::{
-    SessionId, SessionNotification, SessionUpdate, ToolCallId,
+    ClientCapabilities, SessionId, SessionNotification, SessionUpdate, ToolCallId,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
@@ -18,8 +18,9 @@ use tokio_util::sync::CancellationToken;
 use super::bridge::{self, ClientFeatures};
 use super::stream::{self, Live, LiveUpdate, StreamLimits};
 use crate::exec::Session;
+use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
 use crate::present::{present_call, present_run};
-use crate::tool::{BashCall, BashResult};
+use crate::tool::{BashArgs, BashCall, BashResult};
 
 /// Where a tool call's updates go, in order, each as soon as it is made.
 ///
@@ -38,6 +39,7 @@ impl<F: FnMut(SessionUpdate) + Send> UpdateSink for F {
 
 /// Sends updates as `session/update` notifications for one session on a connection.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ConnectionSink {
     connection: ConnectionTo<Client>,
     session_id: SessionId,
@@ -63,28 +65,79 @@ impl UpdateSink for ConnectionSink {
 }
 
 /// Runs bash tool calls over ACP for one client: what it renders, and how live output is batched.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+///
+/// `ToolCallRunner::default()` is a runner for a plain client ([`ClientFeatures::default`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ToolCallRunner {
     /// What the client renders (from `initialize`): a terminal card, or console blocks only.
     pub features: ClientFeatures,
     /// How live output is batched and capped.
     pub limits: StreamLimits,
+    /// Bytes of output a model reads of a call ([`ToolCallRunner::run_model_call`]).
+    pub model_budget: usize,
+}
+
+impl Default for ToolCallRunner {
+    fn default() -> Self {
+        ToolCallRunner::new(ClientFeatures::default())
+    }
 }
 
 impl ToolCallRunner {
-    /// A runner for a client with `features`, with the default [`StreamLimits`].
+    /// A runner for a client with `features`, with the default [`StreamLimits`] and
+    /// [`DEFAULT_MODEL_BUDGET`].
     pub fn new(features: ClientFeatures) -> Self {
         ToolCallRunner {
             features,
             limits: StreamLimits::default(),
+            model_budget: DEFAULT_MODEL_BUDGET,
         }
+    }
+
+    /// A runner for the client whose `initialize` request declared `capabilities`
+    /// ([`ClientFeatures::from_capabilities`]).
+    pub fn for_client(capabilities: &ClientCapabilities) -> Self {
+        ToolCallRunner::new(ClientFeatures::from_capabilities(capabilities))
     }
 
     /// Sets [`ToolCallRunner::limits`].
     pub fn limits(mut self, limits: StreamLimits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Sets [`ToolCallRunner::model_budget`].
+    pub fn model_budget(mut self, bytes: usize) -> Self {
+        self.model_budget = bytes;
+        self
+    }
+
+    /// Runs a model's bash tool call, given the call's JSON arguments as the model wrote them
+    /// (OpenAI passes a string; pass an Anthropic `input` object as `input.to_string()`), and
+    /// returns what the model reads back.
+    ///
+    /// Valid arguments ([`BashArgs`]) run as [`ToolCallRunner::run`] does (the same updates);
+    /// the model then reads [`model_result`]: the plain output within
+    /// [`ToolCallRunner::model_budget`], then the status markers. Invalid arguments run nothing
+    /// and send no update; the model reads what is wrong and what is expected
+    /// ([`ArgsError`](crate::tool::ArgsError)), so that it can try again.
+    pub async fn run_model_call(
+        &self,
+        session: &Session,
+        call_id: &ToolCallId,
+        arguments: &str,
+        sink: &mut dyn UpdateSink,
+        cancel: &CancellationToken,
+    ) -> String {
+        match BashArgs::from_json(arguments) {
+            Ok(args) => {
+                let call = args.into_call();
+                let result = self.run(session, call_id, &call, sink, cancel).await;
+                model_result(&result.outcome, self.model_budget)
+            }
+            Err(error) => error.to_string(),
+        }
     }
 
     /// Runs `call` on `session` as the tool call `call_id`: sends the `tool_call` (titled with
@@ -103,7 +156,7 @@ impl ToolCallRunner {
         cancel: &CancellationToken,
     ) -> BashResult {
         let features = self.features;
-        let mut request = call.request();
+        let mut request = call.request().clone();
         // The card streams up to its cap; a console view keeps only a tail, so it takes all.
         let wanted = Live::wanted_bytes_for(features.card(), &self.limits);
         if wanted != usize::MAX {
@@ -113,7 +166,7 @@ impl ToolCallRunner {
         let view = present_call(call, handle.cwd());
         sink.send(SessionUpdate::ToolCall(bridge::tool_call(
             call_id,
-            &call.command,
+            call.command(),
             &view,
             features,
         )));
@@ -164,7 +217,7 @@ impl ToolCallRunner {
     }
 }
 
-/// [`ToolCallRunner::run`] in one call: `ToolCallRunner { features, limits }.run(…)`.
+/// [`ToolCallRunner::run`] in one call: `ToolCallRunner::new(features).limits(limits).run(…)`.
 pub async fn run_tool_call(
     session: &Session,
     call_id: &ToolCallId,

@@ -17,6 +17,7 @@ use crate::tool::BashCall;
 
 /// Why a prompt does not make a bash call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DriverError {
     /// The prompt is empty, blank, or only comments (a description with nothing to run). Its
     /// message is meant for the user: it says what to type instead.
@@ -69,7 +70,7 @@ pub fn call_from_prompt(
     }
     let mut call = BashCall::new(lines.join("\n"));
     call.description = description;
-    call.timeout = timeout;
+    call.request.timeout = timeout;
     Ok(call)
 }
 
@@ -100,7 +101,7 @@ mod tests {
 
     fn command_and_description(prompt: &str) -> (String, Option<String>) {
         let call = call(prompt).unwrap_or_else(|error| panic!("{prompt:?}: {error}"));
-        (call.command, call.description)
+        (call.request.script, call.description)
     }
 
     #[test]
@@ -171,7 +172,10 @@ mod tests {
     fn the_call_carries_the_timeout_and_nothing_else() {
         let timeout = Duration::from_secs(30);
         let call = call_from_prompt("make", Some(timeout)).unwrap();
-        assert_eq!(call, BashCall::new("make").timeout(timeout));
+        assert_eq!(
+            call,
+            BashCall::from(crate::exec::RunRequest::new("make").timeout(timeout))
+        );
     }
 
     #[test]

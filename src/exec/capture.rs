@@ -43,6 +43,7 @@ impl LogLimits {
 }
 
 /// A bounded copy of the output, spilling to a log file once it no longer fits.
+#[non_exhaustive]
 pub struct Capture {
     head: Vec<u8>,
     head_limit: usize,
@@ -74,6 +75,7 @@ enum LogState {
 }
 
 /// What [`Capture::finish`] hands back.
+#[non_exhaustive]
 pub struct Captured {
     /// The text for the result: everything, or head + gap line + tail.
     pub text: String,

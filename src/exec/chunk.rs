@@ -29,6 +29,7 @@ enum State {
 
 /// Turns output bytes into chunks of text with safe boundaries.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Chunker {
     /// Bytes received but not yet emitted (an unfinished sequence or character at the end).
     held: Vec<u8>,

@@ -7,7 +7,11 @@
 use std::ffi::OsString;
 
 /// What the scrub removes, keeps and sets.
+///
+/// Start from [`EnvPolicy::standard`] (scrub on) and add with [`EnvPolicy::keep_env`] and
+/// [`EnvPolicy::set_env`]; `Default` is the scrub off.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct EnvPolicy {
     /// Remove variables that look like secrets (on by default).
     pub scrub: bool,
@@ -19,6 +23,7 @@ pub struct EnvPolicy {
 
 /// Why a variable was removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ScrubReason {
     /// Its name marks a secret (the word that matched, e.g. `token`).
     Name(String),
@@ -26,8 +31,10 @@ pub enum ScrubReason {
     Value(&'static str),
 }
 
-/// One variable the scrub removed: its name and why. Never its value.
+/// One variable the scrub removed: its name and why. Never its value. Made by [`prepare`];
+/// callers only read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Scrubbed {
     /// The variable's name.
     pub name: String,
@@ -35,8 +42,10 @@ pub struct Scrubbed {
     pub reason: ScrubReason,
 }
 
-/// The environment commands start from, and what was removed to get it.
+/// The environment commands start from, and what was removed to get it. Made by [`prepare`];
+/// callers only read it.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct PreparedEnv {
     /// The variables commands start with.
     pub vars: Vec<(OsString, OsString)>,
@@ -52,6 +61,18 @@ impl EnvPolicy {
             keep: Vec::new(),
             set: Vec::new(),
         }
+    }
+
+    /// Adds a name to [`EnvPolicy::keep`].
+    pub fn keep_env(mut self, name: impl Into<String>) -> Self {
+        self.keep.push(name.into());
+        self
+    }
+
+    /// Adds a variable to [`EnvPolicy::set`].
+    pub fn set_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.set.push((name.into(), value.into()));
+        self
     }
 }
 

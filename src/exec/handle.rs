@@ -59,6 +59,7 @@ impl Control {
 /// The handle is `Send + 'static`: it can move to another task and outlive the code that
 /// started it.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct RunHandle {
     cwd: PathBuf,
     output: mpsc::Receiver<String>,

@@ -65,6 +65,7 @@ pub struct EngineConfig {
 
 /// Runs commands; cheap to clone (shared state behind an `Arc`).
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Engine {
     inner: Arc<EngineInner>,
 }
@@ -122,6 +123,7 @@ fn find_bash(vars: &[(std::ffi::OsString, std::ffi::OsString)]) -> PathBuf {
 /// ([`Session::start`] never waits for another run); see [`Session::start`] for what that does
 /// to the working directory.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Session {
     inner: Arc<SessionInner>,
 }

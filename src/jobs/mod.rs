@@ -86,8 +86,10 @@ impl Default for JobLimits {
     }
 }
 
-/// A job's number in its registry: 1, 2, 3… Written `1` or `%1` (as bash's job specs).
+/// A job's number in its registry: 1, 2, 3… Written `1` or `%1` (as bash's job specs). Handed
+/// out by the registry, or parsed from text (`"%1".parse()`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub struct JobId(pub u64);
 
 impl fmt::Display for JobId {
@@ -96,8 +98,9 @@ impl fmt::Display for JobId {
     }
 }
 
-/// Why a text is not a job id.
+/// Why a text is not a job id (made by [`JobId`]'s `FromStr`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BadJobId(pub String);
 
 impl fmt::Display for BadJobId {
@@ -126,6 +129,7 @@ impl FromStr for JobId {
 
 /// Where a job is.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JobState {
     /// It has not ended yet.
     Running,
@@ -156,6 +160,7 @@ impl fmt::Display for JobState {
 
 /// Why a job was not started.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StartError {
     /// `limit` jobs already run (their ids are `running`).
     TooMany {
@@ -191,6 +196,7 @@ impl std::error::Error for StartError {}
 /// The background jobs of one session. Cheap to clone (shared state); when the last clone is
 /// dropped, every job still running is killed.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct JobRegistry {
     inner: Arc<Registry>,
 }
@@ -373,6 +379,7 @@ fn forget_old_ended(jobs: &mut BTreeMap<JobId, Job>) {
 }
 
 /// A job's output as it arrives, from its first byte; ends when the job has ended.
+#[non_exhaustive]
 pub struct LiveOutput {
     chunks: mpsc::UnboundedReceiver<String>,
 }
@@ -387,6 +394,7 @@ impl LiveOutput {
 
 /// One background job: a handle to look at it, kill it, or wait for its end. Cheap to clone.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Job {
     shared: Arc<Shared>,
 }

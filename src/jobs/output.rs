@@ -6,6 +6,7 @@
 
 /// A job's output so far: all of it while it is small, else a head, a gap and a tail.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct JobOutput {
     head: String,
     head_limit: usize,

@@ -8,14 +8,26 @@
 
 use super::{ansi, console_block};
 
-/// How much of the output the live view shows.
+/// How much of the output the live view shows: [`LiveBounds::new`], or the default (20 lines,
+/// 3 KiB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LiveBounds {
     /// The most output lines shown (20: with ten script lines, the block fits in the 28 lines
     /// that acpx shows of a block).
     pub max_lines: usize,
     /// The most bytes of output shown (3 KiB).
     pub max_bytes: usize,
+}
+
+impl LiveBounds {
+    /// At most `max_lines` lines and `max_bytes` bytes of output.
+    pub fn new(max_lines: usize, max_bytes: usize) -> Self {
+        LiveBounds {
+            max_lines,
+            max_bytes,
+        }
+    }
 }
 
 impl Default for LiveBounds {
@@ -32,6 +44,7 @@ impl Default for LiveBounds {
 /// Keeps between `keep` and `2 × keep` bytes (cut at the start of a line when there is one), so a
 /// command that prints gigabytes costs a few KiB here; counts the lines it let go.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct OutputTail {
     raw: String,
     keep: usize,

@@ -18,8 +18,9 @@ use crate::exec::{signal_name, Exit, RunStatus};
 use crate::tool::markers::{parse_result, render_result};
 use crate::tool::{BashCall, BashResult};
 
-/// How a call looks before it has run.
+/// How a call looks before it has run. Made by [`present_call`]; callers only read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CallView {
     /// The command text, cut to [`script::MAX_ECHO_BYTES`]: execute cards hide raw input, so
     /// the command is the title of a terminal card (Zed shows it as a bash block).
@@ -70,8 +71,10 @@ impl ResultView {
     }
 }
 
-/// A finished run, shaped like a terminal: where it ran, what it printed, how it ended.
+/// A finished run, shaped like a terminal: where it ran, what it printed, how it ended. Made by
+/// [`present_result`] and [`present_run`]; callers only read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TerminalView {
     /// Where the command ran.
     pub cwd: PathBuf,
@@ -86,8 +89,9 @@ pub struct TerminalView {
     pub duration: Option<Duration>,
 }
 
-/// How the process ended, in the shape terminal UIs take it.
+/// How the process ended, in the shape terminal UIs take it: [`ExitView::of`] a status.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExitView {
     /// The exit code when it exited with a non-negative one.
     pub exit_code: Option<u32>,
@@ -118,9 +122,9 @@ impl ExitView {
 /// Nothing in it holds more than a few KiB of the command, however long the command is.
 pub fn present_call(call: &BashCall, cwd: &Path) -> CallView {
     CallView {
-        title: script::cut(&call.command, script::MAX_ECHO_BYTES),
-        one_line_title: script::one_line_title(&call.command),
-        echo: script::echo_lines(&call.command),
+        title: script::cut(call.command(), script::MAX_ECHO_BYTES),
+        one_line_title: script::one_line_title(call.command()),
+        echo: script::echo_lines(call.command()),
         description: call.description.clone(),
         cwd: cwd.to_path_buf(),
     }

@@ -58,6 +58,7 @@ use std::path::PathBuf;
 
 /// How much a command may do. Offered to ACP clients as session modes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Mode {
     /// Writes only under the session root, the temp dir and a few devices; network allowed.
     #[default]
@@ -159,6 +160,7 @@ impl Default for Limits {
 
 /// A program and its arguments, before the engine adds env, cwd and stdio.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Launch {
     /// The program to execute.
     pub program: PathBuf,
@@ -166,8 +168,22 @@ pub struct Launch {
     pub args: Vec<OsString>,
 }
 
+impl Launch {
+    /// `program` with `args`.
+    pub fn new(
+        program: impl Into<PathBuf>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+    ) -> Self {
+        Launch {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
 /// The directories a confined command is measured against.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Roots {
     /// The session's root directory (writable in `workspace` mode).
     pub workspace: PathBuf,
@@ -175,7 +191,19 @@ pub struct Roots {
     pub temp: PathBuf,
 }
 
-/// A launch with its confinement applied: start it with [`spawn`].
+impl Roots {
+    /// The session's root `workspace` and the temp dir `temp`.
+    pub fn new(workspace: impl Into<PathBuf>, temp: impl Into<PathBuf>) -> Self {
+        Roots {
+            workspace: workspace.into(),
+            temp: temp.into(),
+        }
+    }
+}
+
+/// A launch with its confinement applied: start it with [`spawn`]. Made by [`confine`]; callers
+/// only read it.
+#[non_exhaustive]
 pub struct Confined {
     /// What to execute (possibly wrapped).
     pub launch: Launch,
@@ -204,6 +232,7 @@ pub fn confine_with(
 
 /// What [`spawn`] starts besides the program: the exact environment, the directory, where
 /// stdout and stderr go, and fds the shell gets as other numbers.
+#[non_exhaustive]
 pub struct SpawnRequest<'a> {
     /// The whole environment of the command (nothing else is inherited).
     pub env: &'a [(OsString, OsString)],
@@ -214,6 +243,29 @@ pub struct SpawnRequest<'a> {
     /// `(source, number)`: `source` appears as fd `number` in the shell (at most 8). Nothing
     /// else but 0–2 reaches the shell.
     pub pass: &'a [(std::os::fd::BorrowedFd<'a>, i32)],
+}
+
+impl<'a> SpawnRequest<'a> {
+    /// A command with exactly `env`, started in `cwd`, its stdout and stderr to `output`, and no
+    /// other fd passed.
+    pub fn new(
+        env: &'a [(OsString, OsString)],
+        cwd: &'a std::path::Path,
+        output: std::os::fd::BorrowedFd<'a>,
+    ) -> Self {
+        SpawnRequest {
+            env,
+            cwd,
+            output,
+            pass: &[],
+        }
+    }
+
+    /// Sets [`SpawnRequest::pass`].
+    pub fn pass(mut self, pass: &'a [(std::os::fd::BorrowedFd<'a>, i32)]) -> Self {
+        self.pass = pass;
+        self
+    }
 }
 
 /// Starts `confined` in a new process group, stdin from /dev/null, with the parent-death
@@ -251,8 +303,10 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
     platform::report::describe(mode, support)
 }
 
-/// One layer of the sandbox and whether it works here.
+/// One layer of the sandbox and whether it works here (a line of [`DoctorReport`]; callers only
+/// read it).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LayerReport {
     /// The layer's name.
     pub name: &'static str,
@@ -262,8 +316,10 @@ pub struct LayerReport {
     pub status: Result<String, String>,
 }
 
-/// Every layer, probed for real, plus each mode's description on this machine.
+/// Every layer, probed for real, plus each mode's description on this machine. Made by
+/// [`DoctorReport::probe`] or [`DoctorReport::from_support`]; callers only read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DoctorReport {
     /// Each kernel layer and whether it works here.
     pub layers: Vec<LayerReport>,

@@ -18,12 +18,14 @@ use super::record::{SessionRecord, FORMAT};
 
 /// The session records of one state directory.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Store {
     dir: PathBuf,
 }
 
 /// Why the store could not do something.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum StoreError {
     /// No record has this id (never made, deleted, or an id that cannot name a record).
     NotFound(String),
@@ -66,6 +68,7 @@ impl std::error::Error for StoreError {}
 
 /// Which sessions [`Store::list`] returns.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ListQuery {
     /// Only sessions created in this directory.
     pub cwd: Option<PathBuf>,
@@ -75,8 +78,31 @@ pub struct ListQuery {
     pub page_size: usize,
 }
 
-/// The part of a record a listing shows.
+impl ListQuery {
+    /// The first page of every session, at most `page_size` of them.
+    pub fn new(page_size: usize) -> Self {
+        ListQuery {
+            page_size,
+            ..ListQuery::default()
+        }
+    }
+
+    /// Sets [`ListQuery::cwd`].
+    pub fn cwd(mut self, cwd: Option<PathBuf>) -> Self {
+        self.cwd = cwd;
+        self
+    }
+
+    /// Sets [`ListQuery::cursor`].
+    pub fn cursor(mut self, cursor: Option<String>) -> Self {
+        self.cursor = cursor;
+        self
+    }
+}
+
+/// The part of a record a listing shows (a line of [`ListPage`]; callers only read it).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
 pub struct SessionSummary {
     /// The session id.
     pub id: String,
@@ -88,8 +114,9 @@ pub struct SessionSummary {
     pub updated_ms: u64,
 }
 
-/// One page of sessions, newest first.
+/// One page of sessions, newest first. Made by [`Store::list`]; callers only read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ListPage {
     /// The sessions of this page, newest first.
     pub sessions: Vec<SessionSummary>,

@@ -72,6 +72,7 @@ pub fn iso8601(ms: u64) -> String {
 /// Every change is made and written under one lock, so the file always holds the latest record
 /// (two changes never reach the disk out of order). Without a store (`--no-history`) nothing
 /// is written and no history is kept, only what the session needs (its title).
+#[non_exhaustive]
 pub struct SessionLog {
     store: Option<Store>,
     record: Mutex<SessionRecord>,
@@ -136,15 +137,10 @@ impl SessionLog {
     ) -> Option<String> {
         self.change(|record| {
             let untitled = record.title.is_none();
-            record.push_call(CallRecord {
-                prompt: prompt.to_string(),
-                call_id: call_id.to_string(),
-                command: command.to_string(),
-                description: description.map(str::to_string),
-                cwd: cwd.to_path_buf(),
-                started_ms: now_ms(),
-                end: None,
-            });
+            record.push_call(
+                CallRecord::new(prompt, call_id, command, cwd, now_ms())
+                    .description(description.map(str::to_string)),
+            );
             record.title.clone().filter(|_| untitled)
         })
     }

@@ -33,6 +33,7 @@ pub const KEEP_TEXT: usize = 8 * 1024;
 
 /// One session as kept on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct SessionRecord {
     /// [`FORMAT`] when written.
     pub format: u32,
@@ -96,8 +97,10 @@ pub struct JobRecord {
     pub ended_with_agent: bool,
 }
 
-/// One call of a session's history.
+/// One call of a session's history: [`CallRecord::new`], then [`SessionRecord::push_call`]
+/// (what [`SessionLog::call_started`](super::SessionLog::call_started) does).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CallRecord {
     /// The prompt that asked for the call (cut at [`KEEP_TEXT`]).
     pub prompt: String,
@@ -118,6 +121,7 @@ pub struct CallRecord {
 
 /// How a call ended, and the part of its output that is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CallEnd {
     /// When the call ended, in milliseconds since the Unix epoch.
     pub finished_ms: u64,
@@ -146,6 +150,35 @@ pub struct CallEnd {
     /// records written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+}
+
+impl CallRecord {
+    /// A call `call_id` that started running `command` in `cwd` at `started_ms`, asked for by
+    /// `prompt`, still running (no [`CallRecord::end`]). Texts are kept as given: cut them with
+    /// [`keep_text`] first.
+    pub fn new(
+        prompt: impl Into<String>,
+        call_id: impl Into<String>,
+        command: impl Into<String>,
+        cwd: impl Into<PathBuf>,
+        started_ms: u64,
+    ) -> Self {
+        CallRecord {
+            prompt: prompt.into(),
+            call_id: call_id.into(),
+            command: command.into(),
+            description: None,
+            cwd: cwd.into(),
+            started_ms,
+            end: None,
+        }
+    }
+
+    /// Sets [`CallRecord::description`].
+    pub fn description(mut self, description: Option<String>) -> Self {
+        self.description = description;
+        self
+    }
 }
 
 impl CallEnd {

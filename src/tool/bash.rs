@@ -4,48 +4,40 @@
 //! which hands the command to the engine and renders the outcome with the status markers. Must
 //! not touch: process handling (the engine's), presentation, ACP.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use tokio_util::sync::CancellationToken;
 
 use super::markers::render_result;
 use crate::exec::{RunHandle, RunOutcome, RunRequest, Session};
-use crate::sandbox;
 
-/// A bash tool call: the command, what it is for, and per-call overrides of the session's and
-/// engine's settings. Every field is honoured (see [`BashCall::request`]).
+/// A bash tool call: the engine request (the command and its per-call overrides of the
+/// session's and engine's settings) plus what the call is for. Every override of the request is
+/// honoured; the description is for the user (the card's header), not the engine.
 ///
-/// Build it with [`BashCall::new`] and the builder methods.
+/// Build it with [`BashCall::new`], or from a [`RunRequest`] built with its builder methods when
+/// the call overrides a setting, then [`BashCall::description`]:
+///
+/// ```
+/// use acp_bash::exec::RunRequest;
+/// use acp_bash::tool::BashCall;
+///
+/// let call = BashCall::from(RunRequest::new("cargo test").cwd("crates/core")).description("Test");
+/// assert_eq!(call.command(), "cargo test");
+/// assert_eq!(call.request.cwd.as_deref(), Some(std::path::Path::new("crates/core")));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BashCall {
-    /// The script, passed to bash unchanged. Also the call's title.
-    pub command: String,
+    /// What the engine runs: [`RunRequest::script`] is the command (also the call's title), the
+    /// other fields are the per-call overrides.
+    pub request: RunRequest,
     /// What the command is for, in words, when the caller said so.
     pub description: Option<String>,
-    /// Overrides the engine's default timeout.
-    pub timeout: Option<Duration>,
-    /// Runs in this directory instead of the session's cwd; a `cd` in the command is then not
-    /// remembered by the session. Relative to the session's cwd.
-    pub cwd: Option<PathBuf>,
-    /// Runs in this sandbox mode instead of the session's.
-    pub sandbox_mode: Option<sandbox::Mode>,
-    /// Variables kept from the engine's source environment even though the scrub removed them.
-    pub env_keep: Vec<String>,
-    /// Variables set for this call.
-    pub env_set: Vec<(String, String)>,
-    /// Bytes of output kept in the result (half head, half tail) instead of the engine's.
-    pub output_limit: Option<usize>,
 }
 
 impl BashCall {
     /// A call that runs `command` with the session's and engine's settings.
     pub fn new(command: impl Into<String>) -> Self {
-        BashCall {
-            command: command.into(),
-            ..BashCall::default()
-        }
+        BashCall::from(RunRequest::new(command))
     }
 
     /// Sets [`BashCall::description`].
@@ -54,57 +46,29 @@ impl BashCall {
         self
     }
 
-    /// Sets [`BashCall::timeout`].
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
+    /// The command: the script passed to bash unchanged.
+    pub fn command(&self) -> &str {
+        &self.request.script
     }
 
-    /// Sets [`BashCall::cwd`] (not persisted).
-    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
-        self.cwd = Some(cwd.into());
-        self
-    }
-
-    /// Sets [`BashCall::sandbox_mode`].
-    pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
-        self.sandbox_mode = Some(mode);
-        self
-    }
-
-    /// Adds a name to [`BashCall::env_keep`].
-    pub fn keep_env(mut self, name: impl Into<String>) -> Self {
-        self.env_keep.push(name.into());
-        self
-    }
-
-    /// Adds a variable to [`BashCall::env_set`].
-    pub fn set_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.env_set.push((name.into(), value.into()));
-        self
-    }
-
-    /// Sets [`BashCall::output_limit`].
-    pub fn output_limit(mut self, bytes: usize) -> Self {
-        self.output_limit = Some(bytes);
-        self
-    }
-
-    /// The engine request for this call: every field but the description.
-    pub fn request(&self) -> RunRequest {
-        let mut request = RunRequest::new(self.command.clone());
-        request.timeout = self.timeout;
-        request.cwd = self.cwd.clone();
-        request.sandbox_mode = self.sandbox_mode;
-        request.env_keep = self.env_keep.clone();
-        request.env_set = self.env_set.clone();
-        request.output_limit = self.output_limit;
-        request
+    /// The engine request for this call: the command and every override.
+    pub fn request(&self) -> &RunRequest {
+        &self.request
     }
 
     /// Starts the call on `session` (see [`Session::start`]).
     pub fn start(&self, session: &Session) -> RunHandle {
-        session.start(self.request())
+        session.start(self.request.clone())
+    }
+}
+
+impl From<RunRequest> for BashCall {
+    /// A call that runs `request`, without a description.
+    fn from(request: RunRequest) -> Self {
+        BashCall {
+            request,
+            description: None,
+        }
     }
 }
 
@@ -135,5 +99,5 @@ pub async fn run_bash(
     on_output: &mut (dyn FnMut(&str) + Send),
     cancel: &CancellationToken,
 ) -> BashResult {
-    BashResult::of(session.run(call.request(), on_output, cancel).await)
+    BashResult::of(session.run(call.request.clone(), on_output, cancel).await)
 }

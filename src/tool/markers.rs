@@ -85,8 +85,9 @@ pub fn parse_result(text: &str) -> Result<(String, RunStatus), MarkerError> {
 }
 
 /// Why a text is not a result text: which line was read as the status line and what is wrong
-/// with it.
+/// with it. Made by [`parse_result`]; callers only read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MarkerError {
     /// The last line of the text, where the status line should be.
     pub last_line: String,

@@ -145,7 +145,7 @@ impl BashArgs {
     pub fn into_call(self) -> BashCall {
         let mut call = BashCall::new(self.command);
         call.description = self.description.filter(|d| !d.trim().is_empty());
-        call.timeout = self.timeout_ms.map(Duration::from_millis);
+        call.request.timeout = self.timeout_ms.map(Duration::from_millis);
         call
     }
 }
@@ -164,6 +164,7 @@ fn kind(value: &Value) -> &'static str {
 /// Why a model's arguments are not valid: what is wrong, then what is expected. Meant to be
 /// returned to the model as the tool's result, so it can try again.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ArgsError {
     problem: String,
 }
@@ -197,13 +198,14 @@ impl std::error::Error for ArgsError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::RunRequest;
 
     #[test]
     fn arguments_parse_from_text_and_value() {
         let args = BashArgs::from_json(r#"{"command":"ls","timeout_ms":500}"#).unwrap();
         assert_eq!(
             args.into_call(),
-            BashCall::new("ls").timeout(Duration::from_millis(500))
+            BashCall::from(RunRequest::new("ls").timeout(Duration::from_millis(500)))
         );
         let args = BashArgs::from_value(json!({"command": "make", "description": "Build"}));
         assert_eq!(

@@ -98,11 +98,9 @@ impl Connection {
                 ));
             }
         }
-        let query = ListQuery {
-            cwd: request.cwd,
-            cursor: request.cursor,
-            page_size: LIST_PAGE_SIZE,
-        };
+        let query = ListQuery::new(LIST_PAGE_SIZE)
+            .cwd(request.cwd)
+            .cursor(request.cursor);
         cx.spawn(async move {
             let page = tokio::task::spawn_blocking(move || store.list(&query)).await;
             let answer = match page {
@@ -353,11 +351,15 @@ pub(super) fn call_started(
     call: &BashCall,
 ) -> Option<String> {
     *state.current_call.lock().unwrap() = Some(call_id.0.to_string());
-    let cwd = call.cwd.clone().unwrap_or_else(|| state.session.cwd());
+    let cwd = call
+        .request
+        .cwd
+        .clone()
+        .unwrap_or_else(|| state.session.cwd());
     state.log.call_started(
         prompt,
         &call_id.0,
-        &call.command,
+        call.command(),
         call.description.as_deref(),
         &cwd,
     )

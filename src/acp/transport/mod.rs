@@ -75,6 +75,7 @@ impl Default for TransportLimits {
 /// dropped (its queue went over [`TransportLimits::live_output_budget`]), cleared once the queue
 /// is down to half of it. An agent that holds a clone can skip making live output meanwhile.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ClientBehind(Arc<AtomicBool>);
 
 impl ClientBehind {
@@ -90,6 +91,7 @@ impl ClientBehind {
 
 /// Newline-delimited JSON-RPC over any byte streams, with the bounds of [`TransportLimits`]:
 /// what the SDK's `ByteStreams` does, minus its failure modes (see the module doc).
+#[non_exhaustive]
 pub struct LineTransport<R, W> {
     reader: R,
     writer: W,
@@ -149,6 +151,7 @@ where
 
 /// The transport for an agent on this process's stdin/stdout: [`StdioPipes`] when both are
 /// pipes or sockets, tokio's stdin/stdout otherwise, each through a [`LineTransport`].
+#[non_exhaustive]
 pub struct AgentStdio {
     limits: TransportLimits,
     behind: ClientBehind,
@@ -209,6 +212,7 @@ impl<R: Role> ConnectTo<R> for AgentStdio {
 
 /// Stdin and stdout (both pipes or sockets), duplicated and set non-blocking for the runtime.
 /// Dropping it puts them back in blocking mode.
+#[non_exhaustive]
 pub struct StdioPipes {
     stdin: OwnedFd,
     stdout: OwnedFd,

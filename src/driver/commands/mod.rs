@@ -15,8 +15,9 @@ pub mod logs;
 
 use crate::jobs::JobId;
 
-/// What the agent advertises about one command.
+/// What the agent advertises about one command (an entry of [`COMMANDS`]; callers only read it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommandSpec {
     /// The name, typed after the `/`.
     pub name: &'static str,
@@ -39,6 +40,7 @@ pub const COMMANDS: [&CommandSpec; 5] = [
 
 /// A recognised slash command with its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SlashCommand {
     /// `/bg SCRIPT`: start SCRIPT as a background job.
     Bg {

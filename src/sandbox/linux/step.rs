@@ -4,6 +4,7 @@
 /// One step between fork and exec. The number is what travels on the error pipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
+#[non_exhaustive]
 pub enum Step {
     /// Putting the command in its own process group (`setpgid`).
     ProcessGroup = 1,
@@ -119,8 +120,10 @@ impl Step {
     }
 }
 
-/// A sandbox step that failed in the child: which one, and the errno.
+/// A sandbox step that failed in the child: which one, and the errno. Made by
+/// [`spawn`](crate::sandbox::spawn) (inside its `io::Error`); callers only read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StepError {
     /// The step that failed.
     pub step: Step,

@@ -3,7 +3,11 @@
 use std::sync::OnceLock;
 
 /// Which sandbox layers work on this machine: each `Ok`, or `Err(why not, with what to do)`.
+///
+/// Made by [`Support::probe`] (or [`Support::current`]); [`Support::none`] and [`Support::all`]
+/// are starting points for tests of the degraded paths (set a field to change one layer).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Support {
     /// Landlock, with the kernel's ABI version.
     pub landlock: Result<u32, String>,
@@ -44,6 +48,18 @@ impl Support {
             network_namespace: Err(reason.to_string()),
             user_namespace: Err(reason.to_string()),
             filesystem_view: Err(reason.to_string()),
+        }
+    }
+
+    /// Every layer works, with Landlock at ABI `landlock_abi`.
+    pub fn all(landlock_abi: u32) -> Support {
+        Support {
+            landlock: Ok(landlock_abi),
+            namespaces: Ok(()),
+            private_proc: Ok(()),
+            network_namespace: Ok(()),
+            user_namespace: Ok(()),
+            filesystem_view: Ok(()),
         }
     }
 

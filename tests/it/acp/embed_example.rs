@@ -109,3 +109,39 @@ async fn the_example_agent_shows_console_blocks_to_a_plain_client() {
     );
     assert_eq!(answer(&updates), "Done: [exit code: 0]");
 }
+
+/// The README's embedding snippet is, line for line, the visible part of a doctest of the `acp`
+/// module (which `cargo test --doc` compiles): what the README shows compiles against the
+/// library as it is, and stays "a dozen lines".
+#[test]
+fn the_readme_snippet_is_a_compiled_doctest() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let section = &readme[readme.find("## Embedding it in your own agent").unwrap()..];
+    let start = section.find("```rust\n").expect("a rust block") + "```rust\n".len();
+    let snippet: Vec<&str> = section[start..]
+        .lines()
+        .take_while(|line| *line != "```")
+        .collect();
+
+    let source = std::fs::read_to_string(root.join("src/acp/mod.rs")).unwrap();
+    let docs: Vec<&str> = source
+        .lines()
+        .filter_map(|line| line.strip_prefix("//!"))
+        .map(|line| line.strip_prefix(' ').unwrap_or(line))
+        .collect();
+    let marker = docs
+        .iter()
+        .position(|line| line.contains("the README's snippet"))
+        .expect("the acp module docs name the README's snippet");
+    let doctest: Vec<&str> = docs[marker..]
+        .iter()
+        .skip_while(|line| !line.starts_with("```"))
+        .skip(1)
+        .take_while(|line| !line.starts_with("```"))
+        .filter(|line| !line.starts_with("# ") && **line != "#")
+        .copied()
+        .collect();
+    assert_eq!(snippet, doctest, "README.md and src/acp/mod.rs disagree");
+    assert!(snippet.len() <= 12, "{} lines", snippet.len());
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use acp_bash::acp::bridge::ClientFeatures;
 use acp_bash::acp::ToolCallRunner;
-use acp_bash::exec::Session;
+use acp_bash::exec::{RunRequest, Session};
 use acp_bash::tool::BashCall;
 use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallId, ToolCallStatus};
 use tokio::sync::mpsc;
@@ -150,7 +150,7 @@ async fn the_card_shows_the_directory_the_command_runs_in() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("sub")).unwrap();
     let session = full_session(dir.path());
-    let call = BashCall::new("pwd; cd /").cwd("sub");
+    let call = BashCall::from(RunRequest::new("pwd; cd /").cwd("sub"));
     let (mut updates, task) = start(&session, call, CARD);
     let SessionUpdate::ToolCall(opening) = next(&mut updates).await else {
         panic!("the first update is not the tool_call");
@@ -170,4 +170,82 @@ async fn the_card_shows_the_directory_the_command_runs_in() {
         sub.canonicalize().unwrap()
     );
     assert_eq!(session.cwd(), dir.path(), "a per-call cwd is not persisted");
+}
+
+/// Runs the model's `arguments` as `call-1` with `runner`; returns what the model reads and
+/// every update sent.
+async fn model_call(
+    session: &Session,
+    runner: ToolCallRunner,
+    arguments: &str,
+) -> (String, Vec<SessionUpdate>) {
+    let mut updates = Vec::new();
+    let mut sink = |update: SessionUpdate| updates.push(update);
+    let id = ToolCallId::new("call-1");
+    let cancel = CancellationToken::new();
+    let text = tokio::time::timeout(
+        HANG_GUARD,
+        runner.run_model_call(session, &id, arguments, &mut sink, &cancel),
+    )
+    .await
+    .expect("the model call ended");
+    (text, updates)
+}
+
+/// A model's valid arguments run as a whole tool call (opening `tool_call` with the model's
+/// description, a completed final update), and the model reads plain text: no escapes, the
+/// middle cut to the runner's budget, then the status line.
+#[tokio::test]
+async fn a_model_call_runs_and_the_model_reads_plain_text_within_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = full_session(dir.path());
+    let arguments = serde_json::json!({
+        "command": r"printf '\033[1mbold\033[0m\n'; seq 1 2000",
+        "description": "Count"
+    })
+    .to_string();
+    let runner = ToolCallRunner::new(CARD).model_budget(200);
+    let (text, updates) = model_call(&session, runner, &arguments).await;
+
+    assert!(text.starts_with("bold\n1\n2\n"), "{text}");
+    assert!(text.ends_with("1999\n2000\n[exit code: 0]"), "{text}");
+    assert!(text.contains("bytes of output left out"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(text.len() < 200 + 100, "{} bytes: {text}", text.len());
+
+    let SessionUpdate::ToolCall(opening) = &updates[0] else {
+        panic!("the first update is not the tool_call: {updates:?}");
+    };
+    let opening = serde_json::to_value(opening).unwrap();
+    assert!(opening.to_string().contains("Count"), "{opening}");
+    assert_eq!(
+        final_status(updates.last().unwrap()),
+        Some(ToolCallStatus::Completed)
+    );
+}
+
+/// Arguments the model got wrong run nothing and send nothing; the model reads what is wrong
+/// and what is expected.
+#[tokio::test]
+async fn a_model_call_with_bad_arguments_runs_nothing_and_says_what_to_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = full_session(dir.path());
+    for (arguments, problem) in [
+        (r#"{"cmd": "touch made"}"#, "unknown field `cmd`"),
+        (
+            r#"{"command": "touch made", "timeout_ms": 0}"#,
+            "`timeout_ms` is 0",
+        ),
+        ("touch made", "not JSON"),
+    ] {
+        let (text, updates) = model_call(&session, ToolCallRunner::new(PLAIN), arguments).await;
+        assert!(updates.is_empty(), "{arguments}: {updates:?}");
+        assert!(
+            text.starts_with("invalid arguments for the bash tool: "),
+            "{text}"
+        );
+        assert!(text.contains(problem), "{arguments}: {text}");
+        assert!(text.contains("expected {\"command\": string"), "{text}");
+    }
+    assert!(!dir.path().join("made").exists(), "a bad call ran");
 }

@@ -341,11 +341,9 @@ fn prepare_applies_both_rules_the_keep_list_and_the_set_list() {
         ("MINE", "inherited"),
     ]
     .map(|(n, v)| (OsString::from(n), OsString::from(v)));
-    let policy = EnvPolicy {
-        scrub: true,
-        keep: vec!["KEPT_TOKEN".into()],
-        set: vec![("MINE".into(), "set".into())],
-    };
+    let policy = EnvPolicy::standard()
+        .keep_env("KEPT_TOKEN")
+        .set_env("MINE", "set");
     let prepared = prepare(&policy, vars.clone());
     let get = |name: &str| {
         let found: Vec<_> = prepared

@@ -88,12 +88,15 @@ async fn a_bash_call_passes_every_override_to_the_engine() {
     let session = engine(&[("PATH", "/usr/bin:/bin"), ("API_KEY", "k")])
         .session(&root)
         .unwrap();
-    let call = BashCall::new(r#"pwd -P; echo "$API_KEY $X"; seq 1 1000"#)
-        .cwd("sub")
-        .keep_env("API_KEY")
-        .set_env("X", "x")
-        .output_limit(64)
-        .sandbox_mode(Mode::Off);
+    let call = BashCall::from(
+        RunRequest::new(r#"pwd -P; echo "$API_KEY $X"; seq 1 1000"#)
+            .cwd("sub")
+            .keep_env("API_KEY")
+            .set_env("X", "x")
+            .output_limit(64)
+            .sandbox_mode(Mode::Off),
+    )
+    .description("Every override");
     let result = run_bash(
         &session,
         &call,

@@ -26,10 +26,7 @@ fn sandbox_cost_per_command() {
     for mode in Mode::ALL {
         let confine: Vec<Duration> = (0..N)
             .map(|_| {
-                let launch = Launch {
-                    program: crate::support::sandbox::bash(),
-                    args: vec!["-c".into(), "true".into()],
-                };
+                let launch = Launch::new(crate::support::sandbox::bash(), ["-c", "true"]);
                 let start = Instant::now();
                 let confined = sandbox::confine(launch, mode, &roots, sandbox::Limits::default());
                 let took = start.elapsed();

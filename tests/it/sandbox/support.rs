@@ -20,14 +20,7 @@ fn doctor_probes_every_layer() {
 /// and never the mode's own name.
 #[test]
 fn descriptions_are_short_and_do_not_repeat_the_name() {
-    let all = Support {
-        landlock: Ok(7),
-        namespaces: Ok(()),
-        user_namespace: Ok(()),
-        private_proc: Ok(()),
-        network_namespace: Ok(()),
-        filesystem_view: Ok(()),
-    };
+    let all = Support::all(7);
     for mode in Mode::ALL.into_iter().chain([Mode::Off]) {
         let line = sandbox::describe_with(mode, &all);
         assert!(!line.contains(mode.name()), "{line}");

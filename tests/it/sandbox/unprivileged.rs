@@ -105,13 +105,7 @@ fn a_sandbox_step_that_fails_is_a_typed_error_naming_the_step_and_errno() {
         .and_then(|e| e.downcast_ref::<StepError>())
         .copied()
         .expect("a StepError");
-    assert_eq!(
-        step,
-        StepError {
-            step: Step::WritablePlace,
-            errno: libc::ENOENT
-        }
-    );
+    assert_eq!((step.step, step.errno), (Step::WritablePlace, libc::ENOENT));
     assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
     let text = error.to_string();
     assert!(

@@ -23,10 +23,7 @@ pub fn bash() -> PathBuf {
 }
 
 pub fn roots(workspace: &Path) -> Roots {
-    Roots {
-        workspace: workspace.to_path_buf(),
-        temp: std::env::temp_dir(),
-    }
+    Roots::new(workspace, std::env::temp_dir())
 }
 
 /// A running confined command: the pid the engine would hold, and its output.
@@ -48,10 +45,7 @@ pub fn try_spawn(
     workspace: &Path,
     support: &Support,
 ) -> std::io::Result<Running> {
-    let launch = Launch {
-        program: bash(),
-        args: vec!["-c".into(), script.into()],
-    };
+    let launch = Launch::new(bash(), ["-c", script]);
     let confined =
         sandbox::confine_with(launch, mode, &roots(workspace), Limits::default(), support);
     let (read, write) = std::io::pipe().unwrap();
@@ -62,12 +56,7 @@ pub fn try_spawn(
         ),
         ("HOME".into(), workspace.as_os_str().to_owned()),
     ];
-    let request = sandbox::SpawnRequest {
-        env: &env,
-        cwd: workspace,
-        output: write.as_fd(),
-        pass: &[],
-    };
+    let request = sandbox::SpawnRequest::new(&env, workspace, write.as_fd());
     let pid = sandbox::spawn(&confined, &request)?;
     drop(write);
     let (tx, rx) = mpsc::channel();
