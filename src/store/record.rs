@@ -71,6 +71,7 @@ pub struct SessionRecord {
 
 /// One background job of a session: recorded when it starts, completed when it ends.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct JobRecord {
     /// Its number in the session's job registry of the agent process that ran it (`/jobs`);
     /// a later process numbers its own jobs from 1 again.

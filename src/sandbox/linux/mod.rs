@@ -374,8 +374,8 @@ impl Prepared {
                     0
                 },
                 max_memory: limits.max_memory.unwrap_or(0),
-                cgroup_procs_fds: [&pids, &memory]
-                    .map(|fd| fd.as_ref().map_or(-1, |fd| fd.as_raw_fd())),
+                pids_cgroup_fd: pids.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+                memory_cgroup_fd: memory.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
             },
             _ruleset: ruleset,
             _netns: netns,
@@ -441,7 +441,8 @@ fn plan(namespaces: bool, user_namespace: bool) -> ChildPlan {
         gid,
         netns_fd: -1,
         landlock_fd: -1,
-        cgroup_procs_fds: [-1, -1],
+        pids_cgroup_fd: -1,
+        memory_cgroup_fd: -1,
         drop_capabilities: user_namespace && uid == 0,
         ..ChildPlan::default()
     }

@@ -83,8 +83,13 @@ pub(crate) struct ChildPlan {
     pub max_processes: u64,
     /// RLIMIT_DATA (0: leave as is).
     pub max_memory: u64,
-    /// `cgroup.procs` of the command's own pids and memory cgroups, joined first (-1: none).
-    pub cgroup_procs_fds: [RawFd; 2],
+    /// `cgroup.procs` of the command's own pids cgroup, joined first thing (-1: none).
+    pub pids_cgroup_fd: RawFd,
+    /// `cgroup.procs` of the command's own memory cgroup, joined by the shell-to-be right before
+    /// exec (-1: none). Not earlier: W and I are clones of the agent whose resident size counts
+    /// the agent's pages, so inside the cgroup the OOM killer would pick them, and the command
+    /// would die whole instead of its largest process.
+    pub memory_cgroup_fd: RawFd,
 }
 
 /// What the child execs and with which fds, prepared in the parent.
@@ -161,13 +166,7 @@ pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
 /// Applies `plan`. Returns only in the process that goes on to exec the command.
 fn enter(plan: &ChildPlan, exec: &ExecArgs) {
     let efd = exec.error_fd;
-    for fd in plan.cgroup_procs_fds {
-        if fd >= 0 {
-            // SAFETY: write on an fd the parent opened.
-            let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-            check(efd, Step::ResourceLimits, n as i64);
-        }
-    }
+    join_cgroup(plan.pids_cgroup_fd, efd);
     if !plan.namespaces {
         if plan.reaper && !exec.probe {
             reaper::fork_shell(efd);
@@ -293,8 +292,18 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
     restrict(plan, efd);
 }
 
+/// Moves this process into the cgroup whose `cgroup.procs` is open as `fd` (-1: none).
+fn join_cgroup(fd: RawFd, efd: RawFd) {
+    if fd >= 0 {
+        // SAFETY: write on an fd the parent opened.
+        let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+        check(efd, Step::ResourceLimits, n as i64);
+    }
+}
+
 /// Capabilities, limits and Landlock, in the process that is about to exec.
 fn restrict(plan: &ChildPlan, efd: RawFd) {
+    join_cgroup(plan.memory_cgroup_fd, efd);
     // SAFETY: raw prctl/setrlimit/landlock syscalls.
     unsafe {
         if plan.drop_capabilities {
