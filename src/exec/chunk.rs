@@ -266,6 +266,33 @@ mod tests {
         assert_eq!(chunker.push(b"plain"), "plain");
     }
 
+    #[test]
+    fn a_sequence_is_held_up_to_the_limit_and_let_through_one_byte_after() {
+        let mut chunker = Chunker::default();
+        let mut sequence = b"\x1b[".to_vec();
+        sequence.resize(MAX_HELD_BYTES, b'1');
+        assert_eq!(chunker.push(&sequence), "", "exactly the limit is still held");
+        assert_eq!(chunker.push(b"1").len(), MAX_HELD_BYTES + 1);
+    }
+
+    #[test]
+    fn text_before_a_held_sequence_does_not_count_against_the_limit() {
+        let mut chunker = Chunker::default();
+        let text = "a".repeat(MAX_HELD_BYTES - 1000);
+        assert_eq!(chunker.push(format!("{text}\x1b[").as_bytes()), text);
+        assert_eq!(chunker.push(b"1m"), "\x1b[1m");
+    }
+
+    #[test]
+    fn what_is_held_at_the_end_comes_out_on_finish() {
+        let mut chunker = Chunker::default();
+        assert_eq!(chunker.push(b"x\x1b["), "x");
+        assert_eq!(chunker.finish(), "\x1b[");
+        assert_eq!(chunker.push(b"y\xe2\x82"), "y");
+        assert_eq!(chunker.finish(), String::from_utf8_lossy(b"\xe2\x82"));
+        assert_eq!(chunker.finish(), "", "nothing is emitted twice");
+    }
+
     fn escape_free_prefixes(chunk: &str) -> bool {
         // A chunk must not end inside a sequence: scanning it alone must end in Ground.
         let mut chunker = Chunker::default();
