@@ -271,7 +271,11 @@ mod tests {
         let mut chunker = Chunker::default();
         let mut sequence = b"\x1b[".to_vec();
         sequence.resize(MAX_HELD_BYTES, b'1');
-        assert_eq!(chunker.push(&sequence), "", "exactly the limit is still held");
+        assert_eq!(
+            chunker.push(&sequence),
+            "",
+            "exactly the limit is still held"
+        );
         assert_eq!(chunker.push(b"1").len(), MAX_HELD_BYTES + 1);
     }
 
