@@ -267,6 +267,27 @@ mod tests {
     }
 
     #[test]
+    fn cut_text_is_trimmed_to_whole_characters_on_both_sides() {
+        // The oracle is std's `is_char_boundary`, not the code under test.
+        let text = "a€𝄞é";
+        let bytes = text.as_bytes();
+        for cut in 0..=bytes.len() {
+            let next = (cut..=bytes.len()).find(|&i| text.is_char_boundary(i));
+            assert_eq!(
+                Some(cut + utf8_safe_start(&bytes[cut..])),
+                next,
+                "tail from {cut}"
+            );
+            let previous = (0..=cut).rev().find(|&i| text.is_char_boundary(i));
+            assert_eq!(
+                Some(utf8_safe_end(&bytes[..cut])),
+                previous,
+                "head to {cut}"
+            );
+        }
+    }
+
+    #[test]
     fn a_sequence_is_held_up_to_the_limit_and_let_through_one_byte_after() {
         let mut chunker = Chunker::default();
         let mut sequence = b"\x1b[".to_vec();
