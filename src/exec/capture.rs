@@ -327,6 +327,49 @@ mod tests {
         assert_eq!(log, input);
     }
 
+    /// The memory bound: however the output arrives (byte by byte, in pieces just under the tail
+    /// limit, or larger), the tail never holds more than twice its limit, in every log state
+    /// (written, capped at once, or never opened because the log directory can't be made).
+    #[test]
+    fn the_tail_stays_under_twice_its_limit_while_output_streams() {
+        let dir = tempfile::tempdir().unwrap();
+        let blocked = dir.path().join("a-file");
+        std::fs::write(&blocked, "").unwrap();
+        let places = [
+            LogLimits::in_dir(&dir.path().join("logs")),
+            LogLimits {
+                max_bytes: 0,
+                ..LogLimits::in_dir(&dir.path().join("capped"))
+            },
+            LogLimits::in_dir(&blocked.join("logs")),
+        ];
+        for limits in places {
+            let (head, tail) = (16, 64);
+            let mut capture = Capture::with_log_limits(head, tail, limits);
+            let input: Vec<u8> = (0..20_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+            let mut sizes = vec![1, 1, tail - 1, 3, 1, tail, 1, 2 * tail + 5];
+            sizes.extend([1; 3 * 64]); // a long run of single bytes
+
+            let mut start = 0;
+            for size in sizes.iter().cycle() {
+                let end = (start + size).min(input.len());
+                capture.push(&input[start..end]);
+                assert!(
+                    capture.tail.len() <= capture.tail_window(),
+                    "{} bytes of tail after {end} bytes",
+                    capture.tail.len()
+                );
+                start = end;
+                if start == input.len() {
+                    break;
+                }
+            }
+            let text = capture.finish().text;
+            let expected_tail = String::from_utf8_lossy(&input[input.len() - tail..]);
+            assert!(text.ends_with(&*expected_tail), "{text}");
+        }
+    }
+
     proptest::proptest! {
         /// With a cap, the log holds exactly the first `cap` bytes of the output, and the
         /// truncation says so whenever the output went past the cap.
