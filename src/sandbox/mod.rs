@@ -214,6 +214,20 @@ pub struct Confined {
     pub notices: Vec<String>,
 }
 
+impl Support {
+    /// Probes every layer for real (on Linux it forks children that try each one, a few
+    /// milliseconds); [`Support::current`] caches it.
+    pub fn probe() -> Support {
+        platform::probe_support()
+    }
+
+    /// This machine's support, probed once per process.
+    pub fn current() -> &'static Support {
+        static SUPPORT: std::sync::OnceLock<Support> = std::sync::OnceLock::new();
+        SUPPORT.get_or_init(Support::probe)
+    }
+}
+
 /// Applies `mode` to `launch` with what this machine supports ([`Support::current`]).
 pub fn confine(launch: Launch, mode: Mode, roots: &Roots, limits: Limits) -> Confined {
     confine_with(launch, mode, roots, limits, Support::current())

@@ -17,8 +17,6 @@ pub(crate) fn probe_support() -> support::Support {
 
 pub(crate) mod support {
     //! [`Support`] where no layer exists.
-    use std::sync::OnceLock;
-
     /// Which sandbox layers work on this machine: none.
     #[derive(Debug, Clone, PartialEq, Eq)]
     #[non_exhaustive]
@@ -28,17 +26,6 @@ pub(crate) mod support {
     }
 
     impl Support {
-        /// The support of this platform: none.
-        pub fn probe() -> Support {
-            super::probe_support()
-        }
-
-        /// This machine's support, probed once per process.
-        pub fn current() -> &'static Support {
-            static SUPPORT: OnceLock<Support> = OnceLock::new();
-            SUPPORT.get_or_init(Support::probe)
-        }
-
         /// No layer works, for `reason`.
         pub fn none(reason: &str) -> Support {
             Support {

@@ -345,11 +345,7 @@ impl SessionRecord {
             after_calls: self.calls_made,
             ..job
         });
-        if self.jobs.len() > MAX_JOBS {
-            let extra = self.jobs.len() - MAX_JOBS;
-            self.jobs.drain(..extra);
-            self.dropped_jobs += extra as u64;
-        }
+        self.dropped_jobs += drop_oldest(&mut self.jobs, MAX_JOBS);
     }
 
     /// Records how the job whose card is `call_id` ended. Returns false when the job is not in
@@ -380,11 +376,7 @@ impl SessionRecord {
             description: call.description.map(|d| keep_text(&d, KEEP_TEXT)),
             ..call
         });
-        if self.history.len() > MAX_CALLS {
-            let extra = self.history.len() - MAX_CALLS;
-            self.history.drain(..extra);
-            self.dropped_calls += extra as u64;
-        }
+        self.dropped_calls += drop_oldest(&mut self.history, MAX_CALLS);
     }
 
     /// Records how the call `call_id` ended and where the session's next command starts.
@@ -400,6 +392,13 @@ impl SessionRecord {
             None => false,
         }
     }
+}
+
+/// Drops the oldest entries of `list` past `max`; returns how many went.
+fn drop_oldest<T>(list: &mut Vec<T>, max: usize) -> u64 {
+    let extra = list.len().saturating_sub(max);
+    list.drain(..extra);
+    extra as u64
 }
 
 #[cfg(test)]

@@ -1,7 +1,5 @@
 //! Which kernel layers work on this machine ([`Support`]), probed once per process.
 
-use std::sync::OnceLock;
-
 /// Which sandbox layers work on this machine: each `Ok`, or `Err(why not, with what to do)`.
 ///
 /// Made by [`Support::probe`] (or [`Support::current`]); [`Support::none`] and [`Support::all`]
@@ -27,18 +25,6 @@ pub struct Support {
 }
 
 impl Support {
-    /// Probes every layer for real (forks children that try each one). Takes a few
-    /// milliseconds; [`Support::current`] caches it.
-    pub fn probe() -> Support {
-        super::probe_support()
-    }
-
-    /// This machine's support, probed once per process.
-    pub fn current() -> &'static Support {
-        static SUPPORT: OnceLock<Support> = OnceLock::new();
-        SUPPORT.get_or_init(Support::probe)
-    }
-
     /// No layer works, for `reason` (non-Linux hosts; tests of the degraded paths).
     pub fn none(reason: &str) -> Support {
         Support {
