@@ -22,7 +22,7 @@ targets=(
   "markers|src/tool/markers.rs|tool:: present:: exec::engine"
   "chunk|src/exec/chunk.rs|exec::chunk exec::engine"
   "capture|src/exec/capture.rs|exec::capture exec::large_output exec::engine cli::defaults"
-  "stream|src/acp/stream.rs|acp::stream cli::defaults"
+  "stream|src/acp/stream.rs|acp::stream acp::tool_call cli::defaults"
   "ansi|src/present/ansi.rs|ansi tool::"
   "bridge|src/acp/bridge.rs|bridge present:: acp::transcripts acp::modes acp::plain_clients acp::tool_call"
 )

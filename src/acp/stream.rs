@@ -547,4 +547,19 @@ mod tests {
     fn default_cap_reads_in_mebibytes() {
         assert!(cap_notice(&StreamLimits::default()).contains("after 4 MiB"));
     }
+
+    #[test]
+    fn sizes_read_in_the_largest_unit_that_divides_them() {
+        for (bytes, text) in [
+            (0, "0 bytes"),
+            (1000, "1000 bytes"),
+            (1024, "1 KiB"),
+            (1536, "1536 bytes"),
+            (1536 * 1024, "1536 KiB"),
+            (4 << 20, "4 MiB"),
+            ((4 << 20) + 1, "4194305 bytes"),
+        ] {
+            assert_eq!(human_bytes(bytes), text, "{bytes}");
+        }
+    }
 }
