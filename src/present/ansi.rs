@@ -136,6 +136,13 @@ mod tests {
     }
 
     #[test]
+    fn a_backslash_inside_a_string_does_not_end_it() {
+        // Only ESC followed by `\` is the string terminator; a path in a title or a link is not.
+        assert_eq!(to_plain_text("\u{1b}]0;C:\\dir\\file\u{7}after"), "after");
+        assert_eq!(to_plain_text("\u{1b}Pq\\x\u{1b}\\after"), "after");
+    }
+
+    #[test]
     fn other_escape_sequences_and_strings_are_removed() {
         assert_eq!(
             to_plain_text("\u{1b}(Bplain\u{1b}7\u{1b}8\u{1b}=x\u{1b}c"),
