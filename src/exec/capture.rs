@@ -108,11 +108,10 @@ impl Capture {
     /// Adds output.
     pub fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len() as u64;
-        if self.head.len() < self.head_limit {
-            let take = bytes.len().min(self.head_limit - self.head.len());
-            self.head.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-        }
+        // The head never grows past its limit: once it is full, `take` is 0.
+        let take = bytes.len().min(self.head_limit - self.head.len());
+        self.head.extend_from_slice(&bytes[..take]);
+        bytes = &bytes[take..];
         if bytes.is_empty() {
             return;
         }
@@ -230,8 +229,8 @@ impl Capture {
 
     /// The kept text, and how much was dropped.
     pub fn finish(self) -> Captured {
-        let kept = self.head.len() + self.tail.len();
-        if self.total as usize == kept && matches!(self.log, LogState::NotNeeded) {
+        // Without a log nothing was dropped: the tail is only trimmed once the log is opened.
+        if matches!(self.log, LogState::NotNeeded) {
             let mut all = self.head;
             all.extend_from_slice(&self.tail);
             return Captured {
