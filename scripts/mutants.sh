@@ -41,14 +41,15 @@ for target in "${targets[@]}"; do
   fi
   echo "== $name: $file (tests matching ${filter[*]})"
   # --baseline skip: the unmutated tree is known green (run the suite first);
-  # --timeout: a mutant that makes a test hang counts as caught by timeout.
+  # --timeout: a mutant that makes a test hang counts as caught by timeout (the narrowed
+  # tests take seconds; 60 s is ample).
   mkdir -p "mutants.out/$name"
   if [ -n "${MUTANTS_IN_PLACE:-}" ]; then where=(--in-place); else where=(--jobs 1); fi
   nice -n 10 cargo mutants \
     --file "$file" \
     "${where[@]}" \
     --baseline skip \
-    --timeout "${MUTANTS_TIMEOUT:-300}" \
+    --timeout "${MUTANTS_TIMEOUT:-60}" \
     --build-timeout "${MUTANTS_BUILD_TIMEOUT:-1200}" \
     --output "mutants.out/$name" \
     -- --lib --test it -- "${filter[@]}" || true
