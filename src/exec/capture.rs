@@ -369,6 +369,17 @@ mod tests {
         }
     }
 
+    /// Pushes `output` cut at `cuts` (any order, clamped to its length).
+    fn push_in_pieces(capture: &mut Capture, output: &[u8], cuts: Vec<usize>) {
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(output.len())).collect();
+        cuts.sort();
+        let mut start = 0;
+        for end in cuts.into_iter().chain([output.len()]) {
+            capture.push(&output[start..end]);
+            start = end;
+        }
+    }
+
     proptest::proptest! {
         /// With a cap, the log holds exactly the first `cap` bytes of the output, and the
         /// truncation says so whenever the output went past the cap.
@@ -384,13 +395,7 @@ mod tests {
                 ..LogLimits::in_dir(&dir.path().join("logs"))
             };
             let mut capture = Capture::with_log_limits(4, 4, limits);
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(output.len())).collect();
-            cuts.sort();
-            let mut start = 0;
-            for end in cuts.into_iter().chain([output.len()]) {
-                capture.push(&output[start..end]);
-                start = end;
-            }
+            push_in_pieces(&mut capture, &output, cuts);
             let truncation = capture.finish().truncation.unwrap();
             let log = std::fs::read(truncation.full_output.unwrap()).unwrap();
             let kept = (cap as usize).min(output.len());
@@ -423,13 +428,7 @@ mod tests {
         ) {
             let dir = tempfile::tempdir().unwrap();
             let mut capture = Capture::new(head_limit, tail_limit, &dir.path().join("logs"));
-            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(output.len())).collect();
-            cuts.sort();
-            let mut start = 0;
-            for end in cuts.into_iter().chain([output.len()]) {
-                capture.push(&output[start..end]);
-                start = end;
-            }
+            push_in_pieces(&mut capture, &output, cuts);
             let captured = capture.finish();
             if output.len() <= head_limit + tail_limit.saturating_mul(2).max(1) {
                 proptest::prop_assert_eq!(captured.text, String::from_utf8_lossy(&output));

@@ -45,19 +45,6 @@ fn process_limit_support(support: &Support) -> Result<String, String> {
     super::process_limit_support(support.user_namespace.is_ok())
 }
 
-/// Whether `--max-memory` binds a command's whole tree here (a memory cgroup), or why not.
-fn memory_cgroup_support() -> Result<String, String> {
-    super::memory_limit_support()
-}
-
-/// How `--max-memory` is enforced here.
-fn memory_limit_support() -> String {
-    match memory_cgroup_support() {
-        Ok(_) => "a memory cgroup for the whole tree, and RLIMIT_DATA per process".to_string(),
-        Err(_) => "RLIMIT_DATA per process only (see the memory cgroup)".to_string(),
-    }
-}
-
 /// What `mode` lets commands do, then what `support` does not enforce of it (if anything).
 pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     let root = agent_is_root();
@@ -163,6 +150,13 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
 
 /// Each kernel layer, whether it works with `support`, and what it gives.
 pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
+    // Whether `--max-memory` binds a command's whole tree here (a memory cgroup), or why not.
+    let memory_cgroup = super::memory_limit_support();
+    let memory_limit = if memory_cgroup.is_ok() {
+        "a memory cgroup for the whole tree, and RLIMIT_DATA per process"
+    } else {
+        "RLIMIT_DATA per process only (see the memory cgroup)"
+    };
     let abi = support.landlock_abi();
     let landlock = |min: u32, what: &str| match &support.landlock {
         Ok(v) if *v >= min => Ok(format!("Landlock ABI {v}")),
@@ -229,12 +223,12 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
                 name: "resource limits",
                 purpose: "--max-processes / --max-memory for each command",
                 status: process_limit_support(support)
-                    .map(|how| format!("--max-processes: {how}; --max-memory: {}", memory_limit_support())),
+                    .map(|how| format!("--max-processes: {how}; --max-memory: {memory_limit}")),
             },
             LayerReport {
                 name: "memory cgroup",
                 purpose: "--max-memory for a command's whole tree (tmpfs files count; over it the kernel kills one of its processes); without it, RLIMIT_DATA per process only",
-                status: memory_cgroup_support(),
+                status: memory_cgroup,
             },
             LayerReport {
                 name: "subreaper fallback",

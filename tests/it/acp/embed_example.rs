@@ -67,10 +67,9 @@ fn answer(updates: &[SessionUpdate]) -> String {
     json["content"]["text"].as_str().unwrap().to_string()
 }
 
-#[tokio::test]
-async fn the_example_agent_shows_its_calls_as_cards_to_a_card_client() {
-    let updates = one_prompt(ClientProfile::Zed).await;
-    let calls = calls(&updates);
+/// The scripted model's two calls: the prompt, then one that counts the first one's lines.
+fn assert_the_two_scripted_calls(updates: &[SessionUpdate]) {
+    let calls = calls(updates);
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[0], "cat a.txt");
     // 3 lines, plus any notice the sandbox gives on this machine.
@@ -78,6 +77,12 @@ async fn the_example_agent_shows_its_calls_as_cards_to_a_card_client() {
         calls[1].starts_with("echo the first call printed "),
         "{calls:?}"
     );
+}
+
+#[tokio::test]
+async fn the_example_agent_shows_its_calls_as_cards_to_a_card_client() {
+    let updates = one_prompt(ClientProfile::Zed).await;
+    assert_the_two_scripted_calls(&updates);
     let output = card_output(&updates);
     assert!(output.contains("one\ntwo\nthree\n"), "{output}");
     assert!(output.contains("the first call printed "), "{output}");
@@ -93,14 +98,7 @@ async fn the_example_agent_shows_its_calls_as_cards_to_a_card_client() {
 #[tokio::test]
 async fn the_example_agent_shows_console_blocks_to_a_plain_client() {
     let updates = one_prompt(ClientProfile::Plain).await;
-    let calls = calls(&updates);
-    assert_eq!(calls.len(), 2, "{calls:?}");
-    assert_eq!(calls[0], "cat a.txt");
-    // 3 lines, plus any notice the sandbox gives on this machine.
-    assert!(
-        calls[1].starts_with("echo the first call printed "),
-        "{calls:?}"
-    );
+    assert_the_two_scripted_calls(&updates);
     let wire = serde_json::to_string(&updates).unwrap();
     assert!(!wire.contains("terminal"), "{wire}");
     assert!(

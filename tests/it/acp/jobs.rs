@@ -77,16 +77,7 @@ async fn run_with<R>(
     what: &str,
     conversation: impl AsyncFnOnce(Conversation) -> agent_client_protocol::Result<R>,
 ) -> R {
-    let transcript = client.transcript();
-    let result = guard(what, client.run(conversation)).await;
-    let result = result.unwrap_or_else(|error| {
-        panic!(
-            "{what}: {error:?}\nagent stderr:\n{}",
-            transcript.stderr().join("\n")
-        )
-    });
-    validate_wire(&transcript.lines());
-    result
+    converse_with(client, what, conversation).await.0
 }
 
 /// A prompt that must end with `end_turn`.

@@ -2,7 +2,7 @@
 //! view while the command runs, a one-line title, the status as `rawOutput` data, huge scripts
 //! echoed as a few KiB, and a message (not an error) for a prompt with nothing to run.
 
-use acp_bash::acp::client::{AcpClient, ClientProfile};
+use acp_bash::acp::client::{AcpClient, ClientProfile, Conversation};
 use agent_client_protocol::v1::schema::{
     ContentBlock, ImageContent, PromptRequest, SessionUpdate, StopReason,
 };
@@ -12,6 +12,16 @@ use crate::support::acp::*;
 
 const COUNT_THEN_WAIT: &str =
     "# Count, then wait\nseq 1 30\nwhile [ ! -e go ]; do sleep 0.01; done";
+
+/// Reads updates into `updates` until one of them gives the call its final status.
+async fn read_until_the_final_update(c: &mut Conversation, updates: &mut Vec<SessionUpdate>) {
+    while tool_call_updates(updates)
+        .iter()
+        .all(|u| u.fields.status.is_none())
+    {
+        updates.push(c.next_update().await.expect("an update").update);
+    }
+}
 
 fn raw_output(updates: &[SessionUpdate]) -> Value {
     final_update(updates)
@@ -42,12 +52,7 @@ async fn a_plain_client_sees_the_last_lines_while_the_command_runs() {
             );
             std::fs::write(dir.join("go"), "").unwrap();
             assert_eq!(pending.await?.stop_reason, StopReason::EndTurn);
-            while tool_call_updates(&updates)
-                .iter()
-                .all(|u| u.fields.status.is_none())
-            {
-                updates.push(c.next_update().await.expect("an update").update);
-            }
+            read_until_the_final_update(&mut c, &mut updates).await;
             Ok(updates)
         })
         .await;
@@ -145,12 +150,7 @@ async fn a_cancelled_command_says_so_in_raw_output() {
         c.cancel(&session)?;
         assert_eq!(pending.await?.stop_reason, StopReason::Cancelled);
         let mut updates = Vec::new();
-        while tool_call_updates(&updates)
-            .iter()
-            .all(|u| u.fields.status.is_none())
-        {
-            updates.push(c.next_update().await.expect("an update").update);
-        }
+        read_until_the_final_update(&mut c, &mut updates).await;
         Ok(updates)
     })
     .await;

@@ -32,16 +32,7 @@ async fn run_client<R>(
     what: &str,
     conversation: impl AsyncFnOnce(Conversation) -> agent_client_protocol::Result<R>,
 ) -> (R, Transcript) {
-    let transcript = client.transcript();
-    let result = guard(what, client.run(conversation)).await;
-    let result = result.unwrap_or_else(|error| {
-        panic!(
-            "{what}: {error:?}\nagent stderr:\n{}",
-            transcript.stderr().join("\n")
-        )
-    });
-    validate_wire(&transcript.lines());
-    (result, transcript)
+    converse_with(client, what, conversation).await
 }
 
 async fn list(

@@ -64,7 +64,18 @@ pub async fn converse<R>(
         acp_bash::acp::client::Conversation,
     ) -> agent_client_protocol::Result<R>,
 ) -> R {
-    let client = client(profile);
+    converse_with(client(profile), what, conversation).await.0
+}
+
+/// Runs `conversation` with `client` under the hang guard; a failure panics with the agent's
+/// stderr. Every line is checked against the schema. Returns the result and the transcript.
+pub async fn converse_with<R>(
+    client: AcpClient,
+    what: &str,
+    conversation: impl AsyncFnOnce(
+        acp_bash::acp::client::Conversation,
+    ) -> agent_client_protocol::Result<R>,
+) -> (R, acp_bash::acp::client::Transcript) {
     let transcript = client.transcript();
     let result = guard(what, client.run(conversation)).await;
     let result = result.unwrap_or_else(|error| {
@@ -74,7 +85,7 @@ pub async fn converse<R>(
         )
     });
     validate_wire(&transcript.lines());
-    result
+    (result, transcript)
 }
 
 /// A hang guard: generous, never a timing assertion.
