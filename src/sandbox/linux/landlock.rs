@@ -1,0 +1,124 @@
+//! Landlock: the kernel's ABI version and the per-mode ruleset, built in the parent (the child
+//! applies it right before exec, adding rules for the view's new mounts).
+
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use landlock::{
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+};
+
+use crate::sandbox::{Mode, Roots};
+
+/// The Landlock ABI whose rights we ask for (the crate drops what an older kernel lacks).
+const TARGET_ABI: ABI = ABI::V6;
+
+/// Devices every confined command may write (files), and device folders (beneath).
+pub(crate) const WRITABLE_DEVICES: [&str; 7] = [
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+];
+pub(crate) const WRITABLE_DEVICE_DIRS: [&str; 2] = ["/dev/pts", "/dev/shm"];
+
+/// The kernel's Landlock ABI version, or why there is none.
+pub(crate) fn landlock_abi() -> Result<u32, String> {
+    // SAFETY: the documented version query: no attr, size 0, LANDLOCK_CREATE_RULESET_VERSION.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            1u32,
+        )
+    };
+    if v > 0 {
+        return Ok(v as u32);
+    }
+    let err = std::io::Error::last_os_error();
+    Err(match err.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => "the kernel has Landlock but it is not enabled at boot: add \
+            `landlock` to the `lsm=` kernel parameter"
+            .to_string(),
+        Some(libc::ENOSYS) => "this kernel has no Landlock (it needs Linux 5.13 or newer built \
+            with CONFIG_SECURITY_LANDLOCK)"
+            .to_string(),
+        _ => format!("the Landlock version query failed: {err}"),
+    })
+}
+
+/// A Landlock ruleset for `mode`, as an fd the child applies; `Ok(None)` when `mode` handles
+/// nothing. Errors say which path or step failed.
+pub(crate) fn ruleset(
+    mode: Mode,
+    roots: &Roots,
+    tcp_rules: bool,
+) -> Result<Option<OwnedFd>, String> {
+    let (writable, unix_sockets): (Vec<&Path>, bool) = match mode {
+        Mode::Full | Mode::Off => return Ok(None),
+        Mode::Workspace => (vec![roots.workspace.as_path(), roots.temp.as_path()], false),
+        Mode::ReadOnly => (vec![roots.temp.as_path()], true),
+    };
+    let write = AccessFs::from_write(TARGET_ABI);
+    let file_rights = write & AccessFs::from_file(TARGET_ABI);
+    let err = |what: &str, e: &dyn std::fmt::Display| format!("Landlock: {what}: {e}");
+
+    let mut handled = write;
+    if unix_sockets {
+        // Connecting to Unix sockets on disk (Docker, D-Bus): only kernels with ABI 9+.
+        handled |= AccessFs::ResolveUnix;
+    }
+    let mut rs = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(handled)
+        .map_err(|e| err("handling write access", &e))?;
+    if tcp_rules {
+        rs = rs
+            .handle_access(AccessNet::from_all(TARGET_ABI))
+            .map_err(|e| err("handling TCP", &e))?;
+    }
+    let mut scopes: landlock::BitFlags<Scope> = Scope::Signal.into();
+    if mode == Mode::ReadOnly {
+        scopes |= Scope::AbstractUnixSocket;
+    }
+    rs = rs.scope(scopes).map_err(|e| err("scoping signals", &e))?;
+    let mut created = rs.create().map_err(|e| err("creating the ruleset", &e))?;
+
+    for dir in writable {
+        let fd = PathFd::new(dir).map_err(|e| err(&format!("opening {}", dir.display()), &e))?;
+        let mut rights = write;
+        if unix_sockets {
+            rights |= AccessFs::ResolveUnix;
+        }
+        created = created
+            .add_rule(PathBeneath::new(fd, rights))
+            .map_err(|e| err(&format!("allowing {}", dir.display()), &e))?;
+    }
+    for dir in WRITABLE_DEVICE_DIRS {
+        if let Ok(fd) = PathFd::new(dir) {
+            created = created
+                .add_rule(PathBeneath::new(fd, write))
+                .map_err(|e| err(&format!("allowing {dir}"), &e))?;
+        }
+    }
+    for file in WRITABLE_DEVICES {
+        if let Ok(fd) = PathFd::new(file) {
+            created = created
+                .add_rule(PathBeneath::new(fd, file_rights))
+                .map_err(|e| err(&format!("allowing {file}"), &e))?;
+        }
+    }
+    Ok(Option::<OwnedFd>::from(created))
+}
+
+/// The write rights a ruleset built by [`ruleset`] handles on this kernel (what a rule the child
+/// adds may allow).
+pub(crate) fn handled_write_rights() -> u64 {
+    let abi = landlock_abi().map_or(1, |v| v.min(TARGET_ABI as u32));
+    AccessFs::from_write(ABI::from(abi as i32)).bits()
+}

@@ -1,0 +1,60 @@
+//! The pool of network namespaces for read-only commands (one spare, made ahead of need).
+
+use std::os::fd::OwnedFd;
+
+use super::child;
+
+/// A fresh network namespace (loopback up) for one read-only command, made ahead of need:
+/// creating one takes about a millisecond, which a command should not wait for. Each call takes
+/// the spare and starts making the next one on a short-lived thread, so every command still gets
+/// a namespace of its own. `None` when not root (the command then makes its own, inside its user
+/// namespace) or when the kernel refuses.
+pub(crate) fn prepared_network_namespace() -> Option<OwnedFd> {
+    static SPARE: std::sync::Mutex<Option<OwnedFd>> = std::sync::Mutex::new(None);
+    // SAFETY: plain getter.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let spare = SPARE.lock().unwrap().take();
+    let netns = spare.or_else(|| new_network_namespace().ok());
+    if netns.is_some() {
+        let refill = std::thread::Builder::new()
+            .name("acp-bash-netns".into())
+            .spawn(|| {
+                // Making a namespace costs about a millisecond of CPU: let the commands (and
+                // the agent's other threads) have the cores first.
+                // SAFETY: setpriority on this thread (Linux: a thread id is a process id).
+                unsafe {
+                    libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+                }
+                if let Ok(next) = move_this_thread_to_a_new_network_namespace() {
+                    SPARE.lock().unwrap().get_or_insert(next);
+                }
+            });
+        if let Err(error) = refill {
+            tracing::debug!(%error, "no thread to prepare the next network namespace");
+        }
+    }
+    netns
+}
+
+/// A new network namespace with its loopback up, made on a thread of its own (see
+/// [`move_this_thread_to_a_new_network_namespace`]).
+fn new_network_namespace() -> std::io::Result<OwnedFd> {
+    let made = std::thread::Builder::new()
+        .name("acp-bash-netns".into())
+        .spawn(move_this_thread_to_a_new_network_namespace)?
+        .join();
+    made.unwrap_or_else(|_| Err(std::io::Error::other("the namespace thread panicked")))
+}
+
+/// `unshare(CLONE_NEWNET)` moves the calling thread into a new network namespace; brings its `lo`
+/// up and returns an fd that keeps the namespace alive. Only for a thread that ends right after.
+fn move_this_thread_to_a_new_network_namespace() -> std::io::Result<OwnedFd> {
+    // SAFETY: unshare has no memory-safety preconditions; it changes this thread only.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    child::sys::loopback_up();
+    std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
+}

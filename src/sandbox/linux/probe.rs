@@ -1,0 +1,181 @@
+//! Real probes of what this kernel allows: each layer is tried in a child ([`probe_support`]).
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use super::child::ChildPlan;
+use super::landlock::{landlock_abi, ruleset};
+use super::view_plan::view_for;
+use super::{current_ids, spawn, step};
+use crate::sandbox::{Mode, Roots, Support};
+
+/// Runs `plan` in a child (a probe: the would-be shell exits 0) and says whether every step
+/// worked, or which step failed and why.
+fn probe(plan: ChildPlan) -> Result<(), String> {
+    let launch = crate::sandbox::Launch {
+        program: "/bin/true".into(),
+        args: Vec::new(),
+    };
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .map_err(|e| format!("could not probe: {e}"))?;
+    let request = spawn::Request {
+        launch: &launch,
+        env: &[],
+        cwd: Path::new("/"),
+        output: null.as_raw_fd(),
+        pass: &[],
+    };
+    let pid = spawn::spawn(&request, Some(&plan), true).map_err(|e| {
+        match e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<step::StepError>())
+        {
+            Some(step) => format!(
+                "{} failed: {} (errno {})",
+                step.step.describe(),
+                step.io_error(),
+                step.errno
+            ),
+            None => format!("could not probe: {e}"),
+        }
+    })?;
+    let mut status = 0;
+    // SAFETY: waitpid on our own child.
+    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(())
+    } else {
+        Err(format!("the probe ended with wait status {status}"))
+    }
+}
+
+fn plan(namespaces: bool, user_namespace: bool) -> ChildPlan {
+    let (uid, gid) = current_ids();
+    ChildPlan {
+        namespaces,
+        user_namespace,
+        private_ipc_uts: user_namespace,
+        parent_maps_ids: user_namespace && uid == 0,
+        uid,
+        gid,
+        netns_fd: -1,
+        landlock_fd: -1,
+        pids_cgroup_fd: -1,
+        memory_cgroup_fd: -1,
+        drop_capabilities: user_namespace && uid == 0,
+        ..ChildPlan::default()
+    }
+}
+
+/// Why namespaces fail, in words a user can act on.
+fn namespace_advice(step: String, root: bool) -> String {
+    let mut why = step;
+    if root {
+        why.push_str(
+            " — a seccomp profile or a container runtime that forbids unshare (run it with \
+             --cap-add SYS_ADMIN, or where user namespaces are allowed)",
+        );
+        return why;
+    }
+    let apparmor =
+        std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+            .map(|v| v.trim() == "1")
+            .unwrap_or(false);
+    let clone = std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
+        .map(|v| v.trim() == "0")
+        .unwrap_or(false);
+    let max = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .map(|v| v.trim() == "0")
+        .unwrap_or(false);
+    if apparmor {
+        why.push_str(
+            " — AppArmor restricts unprivileged user namespaces here \
+             (kernel.apparmor_restrict_unprivileged_userns=1); allow them with an AppArmor profile \
+             for acp-bash or set that sysctl to 0",
+        );
+    } else if clone {
+        why.push_str(
+            " — unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)",
+        );
+    } else if max {
+        why.push_str(" — user namespaces are off (user.max_user_namespaces=0)");
+    } else {
+        why.push_str(
+            " — this process may not create user namespaces (a container's seccomp profile, or \
+             it runs inside a chroot)",
+        );
+    }
+    why
+}
+
+/// Probes each layer for real.
+pub(crate) fn probe_support() -> Support {
+    let root = current_ids().0 == 0;
+    let landlock = landlock_abi().and_then(|abi| {
+        let roots = Roots {
+            workspace: PathBuf::from("/"),
+            temp: std::env::temp_dir(),
+        };
+        let fd = ruleset(Mode::ReadOnly, &roots, false)?
+            .ok_or_else(|| "the ruleset came out empty".to_string())?;
+        let mut p = plan(false, false);
+        p.landlock_fd = fd.as_raw_fd();
+        probe(p).map(|()| abi)
+    });
+    let user_namespace = probe(plan(true, true)).map_err(|e| namespace_advice(e, root));
+    let namespaces = match (&user_namespace, root) {
+        (Ok(()), _) => Ok(()),
+        (Err(why), false) => Err(why.clone()),
+        // Root without user namespaces: PID + mount namespaces alone (root keeps its
+        // capabilities; said in the descriptions).
+        (Err(_), true) => probe(plan(true, false)).map_err(|e| namespace_advice(e, root)),
+    };
+    let with_userns = user_namespace.is_ok();
+    let private_proc = match &namespaces {
+        Err(_) => Err("needs the PID namespace, which does not work here".to_string()),
+        Ok(()) => {
+            let mut p = plan(true, with_userns);
+            p.private_proc = true;
+            probe(p).map_err(|e| {
+                format!(
+                    "{e} — /proc is partly hidden here (as in many containers), so the kernel \
+                     refuses a fresh one"
+                )
+            })
+        }
+    };
+    let network_namespace = match &namespaces {
+        Err(_) => Err("needs the namespaces, which do not work here".to_string()),
+        Ok(()) => {
+            let mut p = plan(true, with_userns);
+            p.network_namespace = true;
+            probe(p)
+        }
+    };
+    let filesystem_view = match &user_namespace {
+        Err(_) => Err("needs a user namespace, which does not work here".to_string()),
+        Ok(()) => {
+            let roots = Roots {
+                workspace: std::env::temp_dir(),
+                temp: std::env::temp_dir(),
+            };
+            let mut p = plan(true, true);
+            p.view = Some(view_for(Mode::Workspace, &roots));
+            probe(p)
+        }
+    };
+    Support {
+        landlock,
+        namespaces,
+        user_namespace,
+        private_proc,
+        network_namespace,
+        filesystem_view,
+    }
+}
