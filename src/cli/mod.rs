@@ -138,6 +138,21 @@ pub struct EngineArgs {
     /// process of the command), and as RLIMIT_DATA per process everywhere (see `acp-bash doctor`).
     #[arg(long, global = true, value_name = "SIZE", value_parser = parse_memory_limit)]
     max_memory: Option<Limit>,
+    /// Let workspace and read-only commands read PATH (and what is under it) although it is
+    /// masked: a credential file or folder such as `~/.aws` or `~/.ssh/id_ed25519`, or the
+    /// agent's own state or log folder (repeatable; `acp-bash doctor` lists what is masked).
+    #[arg(long = "allow-read", global = true, value_name = "PATH")]
+    allow_read: Vec<std::path::PathBuf>,
+    /// Also mask PATH from workspace and read-only commands: a file reads as empty, a folder as
+    /// an empty read-only one (repeatable).
+    #[arg(long = "mask", global = true, value_name = "PATH")]
+    mask: Vec<std::path::PathBuf>,
+    /// Let workspace commands write `.git/hooks` and `.git/config` of the session folder and of
+    /// the repositories under it (read-only by default). Gives up that a command cannot plant a
+    /// hook or a `core.fsmonitor` / `core.pager` that your own `git` runs later, outside the
+    /// sandbox.
+    #[arg(long, global = true)]
+    allow_git_hooks_and_config_writes: bool,
 }
 
 /// A switch on the command line.
@@ -171,6 +186,9 @@ impl EngineArgs {
         if let Some(Limit(limit)) = self.max_memory {
             config.limits.max_memory = limit;
         }
+        config.protection.allow_read = self.allow_read.iter().map(|p| absolute(p)).collect();
+        config.protection.mask = self.mask.iter().map(|p| absolute(p)).collect();
+        config.protection.git_metadata_writable = self.allow_git_hooks_and_config_writes;
         config
     }
 
@@ -258,8 +276,22 @@ impl EngineArgs {
             args.push("--max-memory".into());
             args.push(limit.map_or_else(none, |n| n.to_string()));
         }
+        for (flag, paths) in [("--allow-read", &self.allow_read), ("--mask", &self.mask)] {
+            for path in paths {
+                args.push(flag.into());
+                args.push(absolute(path).to_string_lossy().into_owned());
+            }
+        }
+        if self.allow_git_hooks_and_config_writes {
+            args.push("--allow-git-hooks-and-config-writes".into());
+        }
         args
     }
+}
+
+/// `path` made absolute against the current directory (a child agent may start elsewhere).
+fn absolute(path: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// A resource limit from the command line: `None` is `none` (no limit).
@@ -335,6 +367,16 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// The state directory these flags name (also with `--no-history`), if any.
+    pub fn state_dir_path(&self) -> Option<std::path::PathBuf> {
+        let env = |name| std::env::var_os(name).map(std::path::PathBuf::from);
+        acp_bash::store::state_dir(
+            self.state_dir.as_deref(),
+            env("XDG_STATE_HOME").as_deref(),
+            env("HOME").as_deref(),
+        )
+    }
+
     /// The session store these flags choose; `None` with `--no-history`, or when there is no
     /// state directory (no `--state-dir`, `$XDG_STATE_HOME` or `$HOME`).
     pub fn store(&self) -> Option<acp_bash::store::Store> {

@@ -61,6 +61,14 @@ pub struct EngineConfig {
     pub sandbox_mode: sandbox::Mode,
     /// Per-command resource limits (processes, memory).
     pub limits: sandbox::Limits,
+    /// What workspace and read-only commands never see (credential files, the agent's own
+    /// files) and whether Git metadata stays read-only. The engine adds the home of its
+    /// environment (`HOME`) when none is set, and `log_dir` to the agent's folders.
+    pub protection: sandbox::Protection,
+    /// Where each session's own temp folder is made (mode 0700), the one its workspace
+    /// commands see as the temp dir and `/tmp`, removed when the session ends (`None`: the
+    /// host's temp dir, shared with every process).
+    pub session_temp_root: Option<PathBuf>,
 }
 
 /// Runs commands; cheap to clone (shared state behind an `Arc`).
@@ -91,6 +99,8 @@ struct EngineInner {
     bash: PathBuf,
     /// The shell prelude (a sealed memfd), made on first use.
     prelude: OnceLock<Result<prelude::Prelude, String>>,
+    /// `config.protection` with the home and the log dir filled in.
+    protection: sandbox::Protection,
 }
 
 impl EngineInner {
@@ -99,6 +109,33 @@ impl EngineInner {
         self.env
             .get_or_init(|| env::prepare(&self.config.env, self.env_source.iter().cloned()))
     }
+}
+
+/// The default [`EngineConfig::session_temp_root`]: per user, under the temp dir.
+pub fn default_session_temp_root() -> PathBuf {
+    // SAFETY: geteuid cannot fail and has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    std::env::temp_dir().join(format!("acp-bash-tmp-{uid}"))
+}
+
+/// Makes the session temp folder `dir` (0700) under `root` (0700, this user's, not a symlink).
+fn make_session_temp(root: &Path, dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(root);
+    let meta = std::fs::symlink_metadata(root).map_err(|e| e.to_string())?;
+    // SAFETY: as above.
+    let uid = unsafe { libc::geteuid() };
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is not a private folder of this user's (a symlink, another user's, or readable \
+             by others)",
+            root.display()
+        ));
+    }
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| e.to_string())
 }
 
 /// `/bin/bash` when it exists (the common case), else the first `bash` on the commands' PATH.
@@ -136,6 +173,65 @@ struct SessionInner {
     /// The mode whose sandbox notices the session's output last showed: what a mode does not
     /// enforce is said on the first run in that mode, not on every run.
     announced_mode: Mutex<Option<sandbox::Mode>>,
+    /// The session's own temp folder, made on its first workspace command (`None`: it could
+    /// not be made, or the engine uses the host's); removed when the session ends.
+    temp: OnceLock<Option<PathBuf>>,
+    /// The repositories under the root whose Git metadata is protected, found once.
+    git_repos: OnceLock<Vec<PathBuf>>,
+}
+
+impl Drop for SessionInner {
+    fn drop(&mut self) {
+        if let Some(Some(dir)) = self.temp.take() {
+            // A build's files can be many: not on the runtime's thread.
+            let removed = std::thread::Builder::new()
+                .name("acp-bash-tmp-rm".into())
+                .spawn(move || {
+                    if let Err(error) = std::fs::remove_dir_all(&dir) {
+                        tracing::debug!(%error, dir = %dir.display(), "session temp folder");
+                    }
+                });
+            if let Err(error) = removed {
+                tracing::debug!(%error, "no thread to remove the session temp folder");
+            }
+        }
+    }
+}
+
+impl SessionInner {
+    /// What this session's commands run against in `mode` (see [`sandbox::Roots`]).
+    fn roots(&self, mode: sandbox::Mode) -> sandbox::Roots {
+        let config = &self.engine.inner.config;
+        let mut roots = sandbox::Roots::new(self.root.clone(), std::env::temp_dir());
+        if mode != sandbox::Mode::Workspace && mode != sandbox::Mode::ReadOnly {
+            return roots;
+        }
+        let mut protection = self.engine.inner.protection.clone();
+        if mode == sandbox::Mode::Workspace {
+            let temp = self.temp.get_or_init(|| {
+                let root = config.session_temp_root.as_ref()?;
+                static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let dir = root.join(format!("session-{}-{n}", std::process::id()));
+                match make_session_temp(root, &dir) {
+                    Ok(()) => Some(dir),
+                    Err(error) => {
+                        tracing::warn!(%error, "no private temp folder for the session: its commands share the host's");
+                        None
+                    }
+                }
+            });
+            roots.session_temp = temp.clone();
+            if !protection.git_metadata_writable {
+                protection.git_repos = self
+                    .git_repos
+                    .get_or_init(|| sandbox::find_git_repos(&self.root))
+                    .clone();
+            }
+        }
+        roots.protection = protection;
+        roots
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -278,12 +374,22 @@ impl Engine {
     ) -> Self {
         let vars: Vec<_> = vars.into_iter().collect();
         let bash = find_bash(&vars);
+        let mut protection = config.protection.clone();
+        if protection.home.is_none() {
+            protection.home = vars
+                .iter()
+                .find(|(name, _)| name == "HOME")
+                .map(|(_, home)| PathBuf::from(home))
+                .filter(|home| home.is_absolute());
+        }
+        protection.agent_dirs.push(config.log_dir.clone());
         let inner = Arc::new(EngineInner {
             config,
             env: OnceLock::new(),
             env_source: vars,
             bash,
             prelude: OnceLock::new(),
+            protection,
         });
         Engine { inner }
     }
@@ -332,6 +438,8 @@ impl Engine {
                 cwd: Mutex::new(root.to_path_buf()),
                 mode: Mutex::new(self.inner.config.sandbox_mode),
                 announced_mode: Mutex::new(None),
+                temp: OnceLock::new(),
+                git_repos: OnceLock::new(),
             }),
         })
     }
@@ -519,6 +627,18 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::protection`].
+    pub fn protection(mut self, protection: sandbox::Protection) -> Self {
+        self.protection = protection;
+        self
+    }
+
+    /// Sets [`EngineConfig::session_temp_root`].
+    pub fn session_temp_root(mut self, root: Option<PathBuf>) -> Self {
+        self.session_temp_root = root;
+        self
+    }
+
     /// Sets [`EngineConfig::sandbox_mode`].
     pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
         self.sandbox_mode = mode;
@@ -543,6 +663,8 @@ impl Default for EngineConfig {
             pipe_grace: Duration::from_secs(1),
             sandbox_mode: sandbox::Mode::default(),
             limits: sandbox::Limits::default(),
+            protection: sandbox::Protection::default(),
+            session_temp_root: Some(default_session_temp_root()),
         }
     }
 }

@@ -92,10 +92,7 @@ mod tests {
 
     async fn run(launch: Launch, mode: Mode) -> (String, std::process::ExitStatus, i32) {
         let env = vec![("PATH".into(), "/usr/bin:/bin".into())];
-        let roots = Roots {
-            workspace: "/".into(),
-            temp: std::env::temp_dir(),
-        };
+        let roots = Roots::new("/", std::env::temp_dir());
         let confined = sandbox::confine_with(
             launch,
             mode,
@@ -133,10 +130,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_program_that_cannot_be_run_is_an_error_of_its_kind() {
-        let roots = Roots {
-            workspace: "/".into(),
-            temp: std::env::temp_dir(),
-        };
+        let roots = Roots::new("/", std::env::temp_dir());
         let confine = |launch| {
             sandbox::confine_with(
                 launch,

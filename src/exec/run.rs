@@ -20,7 +20,7 @@ use super::chunk::Chunker;
 use super::handle::{Control, RunHandle};
 use super::process::{self, signal_group, Started};
 use super::{prelude, Exit, RunOutcome, RunRequest, RunStatus, Session};
-use crate::sandbox::{self, Launch, Roots};
+use crate::sandbox::{self, Launch};
 
 /// Read size for the output pipe.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
@@ -273,11 +273,8 @@ async fn run(
         program: engine.bash.clone(),
         args: shell.args,
     };
-    let roots = Roots {
-        workspace: session.inner.root.clone(),
-        temp: std::env::temp_dir(),
-    };
     let mode = request.sandbox_mode.unwrap_or_else(|| session.mode());
+    let roots = session.inner.roots(mode);
     let confined = sandbox::confine(launch, mode, &roots, config.limits);
     let first_run_in_mode =
         session.inner.announced_mode.lock().unwrap().replace(mode) != Some(mode);

@@ -48,8 +48,14 @@ mod unsupported;
 #[cfg(not(target_os = "linux"))]
 use unsupported as platform;
 
+mod masks;
+
 #[cfg(target_os = "linux")]
 pub use linux::step::{Step, StepError};
+pub use masks::{
+    find_git_repos, is_ssh_private_key, masked_paths, Protection, GIT_SCAN_DEPTH, GIT_SCAN_ENTRIES,
+    GIT_SCAN_REPOS, HOME_CREDENTIALS,
+};
 pub(crate) use platform::child_process::SpawnedChild;
 pub use platform::support::Support;
 
@@ -189,15 +195,36 @@ pub struct Roots {
     pub workspace: PathBuf,
     /// The temp dir (writable in every mode).
     pub temp: PathBuf,
+    /// Workspace mode: a host folder of the session's own that commands see as the temp dir
+    /// (and `/tmp`) instead of the host's, where the view works (`None`: the host's temp dir).
+    pub session_temp: Option<PathBuf>,
+    /// What the view hides (credential files, the agent's own files) and whether Git
+    /// metadata stays read-only.
+    pub protection: Protection,
 }
 
 impl Roots {
-    /// The session's root `workspace` and the temp dir `temp`.
+    /// The session's root `workspace` and the temp dir `temp`, with the host's temp dir and
+    /// nothing masked.
     pub fn new(workspace: impl Into<PathBuf>, temp: impl Into<PathBuf>) -> Self {
         Roots {
             workspace: workspace.into(),
             temp: temp.into(),
+            session_temp: None,
+            protection: Protection::default(),
         }
+    }
+
+    /// Sets [`Roots::session_temp`].
+    pub fn session_temp(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.session_temp = Some(dir.into());
+        self
+    }
+
+    /// Sets [`Roots::protection`].
+    pub fn protection(mut self, protection: Protection) -> Self {
+        self.protection = protection;
+        self
     }
 }
 

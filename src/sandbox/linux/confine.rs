@@ -27,6 +27,18 @@ pub(crate) fn confine_with(
     let user_namespace = support.user_namespace.is_ok() && (confined_fs || !root);
     let net_ns = mode == Mode::ReadOnly && support.network_namespace.is_ok();
     let tcp_rules = mode == Mode::ReadOnly && !net_ns;
+    let view = confined_fs && user_namespace && support.filesystem_view.is_ok();
+    // The session's own temp folder only where the view can show it as the temp dir.
+    let without_view;
+    let roots = if view || roots.session_temp.is_none() {
+        roots
+    } else {
+        without_view = Roots {
+            session_temp: None,
+            ..roots.clone()
+        };
+        &without_view
+    };
     let ruleset = match (mode, &support.landlock) {
         (Mode::Full, _) | (_, Err(_)) => None,
         (_, Ok(_)) => match ruleset(mode, roots, tcp_rules) {
@@ -46,7 +58,7 @@ pub(crate) fn confine_with(
         private_ipc_uts: user_namespace && confined_fs,
         private_proc: support.private_proc.is_ok(),
         network_namespace: net_ns,
-        view: confined_fs && user_namespace && support.filesystem_view.is_ok(),
+        view,
     };
     Confined {
         launch,

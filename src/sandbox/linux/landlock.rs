@@ -59,18 +59,25 @@ pub(crate) fn ruleset(
     roots: &Roots,
     tcp_rules: bool,
 ) -> Result<Option<OwnedFd>, String> {
-    let (writable, unix_sockets): (Vec<&Path>, bool) = match mode {
+    // Workspace mode's temp dir is the session's own folder where the view shows it (the
+    // caller leaves `session_temp` unset where it does not).
+    let temp = roots
+        .session_temp
+        .as_deref()
+        .unwrap_or(roots.temp.as_path());
+    let writable: Vec<&Path> = match mode {
         Mode::Full | Mode::Off => return Ok(None),
-        Mode::Workspace => (vec![roots.workspace.as_path(), roots.temp.as_path()], false),
-        Mode::ReadOnly => (vec![roots.temp.as_path()], true),
+        Mode::Workspace => vec![roots.workspace.as_path(), temp],
+        Mode::ReadOnly => vec![roots.temp.as_path()],
     };
+    // Connecting to Unix sockets on disk only beneath the writable places (ABI 9+).
+    let unix_sockets = true;
     let write = AccessFs::from_write(TARGET_ABI);
     let file_rights = write & AccessFs::from_file(TARGET_ABI);
     let err = |what: &str, e: &dyn std::fmt::Display| format!("Landlock: {what}: {e}");
 
     let mut handled = write;
     if unix_sockets {
-        // Connecting to Unix sockets on disk (Docker, D-Bus): only kernels with ABI 9+.
         handled |= AccessFs::ResolveUnix;
     }
     let mut rs = Ruleset::default()
@@ -82,10 +89,8 @@ pub(crate) fn ruleset(
             .handle_access(AccessNet::from_all(TARGET_ABI))
             .map_err(|e| err("handling TCP", &e))?;
     }
-    let mut scopes: landlock::BitFlags<Scope> = Scope::Signal.into();
-    if mode == Mode::ReadOnly {
-        scopes |= Scope::AbstractUnixSocket;
-    }
+    // Abstract Unix sockets of the host (X11's, D-Bus's) are out of reach in both modes.
+    let scopes: landlock::BitFlags<Scope> = Scope::Signal | Scope::AbstractUnixSocket;
     rs = rs.scope(scopes).map_err(|e| err("scoping signals", &e))?;
     let mut created = rs.create().map_err(|e| err("creating the ruleset", &e))?;
 

@@ -118,10 +118,7 @@ fn namespace_advice(step: String, root: bool) -> String {
 pub(crate) fn probe_support() -> Support {
     let root = current_ids().0 == 0;
     let landlock = landlock_abi().and_then(|abi| {
-        let roots = Roots {
-            workspace: PathBuf::from("/"),
-            temp: std::env::temp_dir(),
-        };
+        let roots = Roots::new(PathBuf::from("/"), std::env::temp_dir());
         let fd = ruleset(Mode::ReadOnly, &roots, false)?
             .ok_or_else(|| "the ruleset came out empty".to_string())?;
         let mut p = plan(false, false);
@@ -161,10 +158,7 @@ pub(crate) fn probe_support() -> Support {
     let filesystem_view = match &user_namespace {
         Err(_) => Err("needs a user namespace, which does not work here".to_string()),
         Ok(()) => {
-            let roots = Roots {
-                workspace: std::env::temp_dir(),
-                temp: std::env::temp_dir(),
-            };
+            let roots = Roots::new(std::env::temp_dir(), std::env::temp_dir());
             let mut p = plan(true, true);
             p.view = Some(view_for(Mode::Workspace, &roots));
             probe(p)

@@ -54,10 +54,16 @@ pub enum Step {
     Chdir,
     /// Starting bash (`exec`).
     Exec,
+    /// Building the command's own minimal `/dev`.
+    PrivateDev,
+    /// Hiding host paths (credential files, host daemons' sockets) behind empty mounts.
+    Mask,
+    /// Binding Git metadata (hooks, config) read-only.
+    GitMetadata,
 }
 
 impl Step {
-    const ALL: [Step; 24] = [
+    const ALL: [Step; 27] = [
         Step::ProcessGroup,
         Step::ParentDeathSignal,
         Step::Stdio,
@@ -82,6 +88,9 @@ impl Step {
         Step::Descriptors,
         Step::Chdir,
         Step::Exec,
+        Step::PrivateDev,
+        Step::Mask,
+        Step::GitMetadata,
     ];
 
     /// The step with this number on the error pipe, if any.
@@ -116,6 +125,9 @@ impl Step {
             Step::Descriptors => "passing file descriptors",
             Step::Chdir => "entering the working directory",
             Step::Exec => "starting bash (exec)",
+            Step::PrivateDev => "building the command's own /dev",
+            Step::Mask => "hiding a host path (credential file or daemon socket)",
+            Step::GitMetadata => "binding Git metadata (hooks, config) read-only",
         }
     }
 }

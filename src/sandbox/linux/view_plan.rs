@@ -1,47 +1,253 @@
-//! The view plan: what a command's mount namespace shows (writable places, private temp dir),
-//! prepared in the parent for [`child::view::build`](super::child::view::build).
+//! The view plan: what a command's mount namespace shows, prepared in the parent for
+//! [`child::view::build`](super::child::view::build): the writable places, the temp dirs
+//! (workspace mode: the session's own folder; read-only mode: a fresh tmpfs), the command's own
+//! `/dev`, the masked host paths (host daemons' sockets, credential files, the agent's own
+//! files) and the read-only Git metadata of workspace mode.
+//!
+//! Per command this costs a few dozen `stat`s, one `readdir` of `/run` and one of `~/.ssh`;
+//! the session's nested repositories are found once per session by the engine
+//! ([`crate::sandbox::find_git_repos`]).
 
-use std::path::Path;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 
-use super::child::view::View;
-use crate::sandbox::{Mode, Roots};
+use super::child::view::{View, DEV_NODES};
+use crate::sandbox::{masked_paths, Mode, Roots};
 
-/// The view for `mode`: what is writable, and the private temp dir of read-only mode.
+/// Host daemons' socket folders hidden behind an empty read-only tmpfs (those that exist):
+/// every user's runtime dir (session D-Bus, systemd --user, Wayland, PulseAudio, gpg-agent,
+/// podman, ssh-agent under systemd), the system bus, container engines, screen and tmux.
+pub(crate) const SOCKET_DIRS: [&str; 10] = [
+    "/run/user",
+    "/run/dbus",
+    "/run/docker",
+    "/run/containerd",
+    "/run/podman",
+    "/run/crio",
+    "/run/screen",
+    "/run/tmux",
+    "/run/snapd",
+    "/run/libvirt",
+];
+
+/// systemd's folder of sockets (`private`, `notify`, `journal`, `userdb`, …) is hidden too,
+/// keeping this one: systemd-resolved's `resolv.conf` (DNS where `/etc/resolv.conf` points
+/// into it).
+pub(crate) const SYSTEMD_DIR: &str = "/run/systemd";
+pub(crate) const SYSTEMD_KEEP: &str = "/run/systemd/resolve";
+
+fn c(path: &Path) -> Option<CString> {
+    CString::new(path.as_os_str().as_bytes()).ok()
+}
+
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The temp dirs a command sees replaced: the temp dir, and `/tmp` when it is elsewhere.
+fn temp_dirs(temp: &Path) -> Vec<PathBuf> {
+    let mut temps = vec![temp.to_path_buf()];
+    let tmp = Path::new("/tmp");
+    if tmp.is_dir() && !temp.starts_with(tmp) && !tmp.starts_with(temp) {
+        temps.push(tmp.to_path_buf());
+    }
+    temps
+}
+
+/// What a mask hides: a folder (an empty tmpfs) or a file (`/dev/null`).
+pub(crate) enum Hidden {
+    Dir(PathBuf, Option<PathBuf>),
+    File(PathBuf),
+}
+
+/// Host daemons' sockets the view hides on this machine now (see [`SOCKET_DIRS`]): the
+/// folders, systemd's, `$XDG_RUNTIME_DIR` and the folder of `$SSH_AUTH_SOCK` (the agent's),
+/// and every socket right in `/run` (`docker.sock`, `podman.sock`, …).
+pub(crate) fn hidden_sockets() -> Vec<Hidden> {
+    let mut hidden = Vec::new();
+    let mut dirs: Vec<PathBuf> = SOCKET_DIRS.iter().map(PathBuf::from).collect();
+    for var in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] {
+        if let Some(value) = std::env::var_os(var).map(PathBuf::from) {
+            let dir = if var == "SSH_AUTH_SOCK" {
+                value.parent().map(Path::to_path_buf)
+            } else {
+                Some(value)
+            };
+            dirs.extend(dir.filter(|d| d.is_absolute() && d.parent().is_some()));
+        }
+    }
+    for dir in dirs {
+        let dir = canonical(&dir);
+        if dir.is_dir() {
+            hidden.push(Hidden::Dir(dir, None));
+        }
+    }
+    let systemd = Path::new(SYSTEMD_DIR);
+    if systemd.is_dir() {
+        let keep = Path::new(SYSTEMD_KEEP);
+        let keep = keep.is_dir().then(|| keep.to_path_buf());
+        hidden.push(Hidden::Dir(systemd.to_path_buf(), keep));
+    }
+    let mut run_dirs = vec![PathBuf::from("/run")];
+    let var_run = canonical(Path::new("/var/run"));
+    if var_run != Path::new("/run") {
+        run_dirs.push(var_run);
+    }
+    for dir in run_dirs {
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_socket()) {
+                    hidden.push(Hidden::File(entry.path()));
+                }
+            }
+        }
+    }
+    hidden
+}
+
+/// The view for `mode` (see the module doc).
 pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).ok();
-    let workspace = roots
-        .workspace
-        .canonicalize()
-        .unwrap_or(roots.workspace.clone());
-    let temp = roots.temp.canonicalize().unwrap_or(roots.temp.clone());
+    let workspace = canonical(&roots.workspace);
+    let temp = canonical(&roots.temp);
+    let temps = temp_dirs(&temp);
     let mut view = View {
         private_shm: Path::new("/dev/shm").is_dir(),
         ..View::default()
     };
-    match mode {
-        Mode::Workspace => {
-            view.writable = [&workspace, &temp]
+    if !matches!(mode, Mode::Workspace | Mode::ReadOnly) {
+        return view;
+    }
+    let session_temp = match mode {
+        Mode::Workspace => roots.session_temp.as_deref().map(canonical),
+        _ => None,
+    };
+    let replace_temps = mode == Mode::ReadOnly || session_temp.is_some();
+    view.writable = match (mode, replace_temps) {
+        (Mode::Workspace, true) => vec![workspace.clone()],
+        (Mode::Workspace, false) => vec![workspace.clone(), temp.clone()],
+        _ => Vec::new(),
+    }
+    .iter()
+    .filter_map(|p| c(p))
+    .collect();
+    if replace_temps {
+        view.temp_source = session_temp.as_deref().and_then(c);
+        view.temps = temps.iter().filter_map(|p| c(p)).collect();
+        if let Some(outer) = temps.iter().find(|t| workspace.starts_with(t)) {
+            view.keep_inside_temp = c(&workspace);
+            view.keep_parents = workspace
+                .ancestors()
+                .skip(1)
+                .take_while(|p| p.starts_with(outer) && p != outer)
+                .collect::<Vec<_>>()
                 .into_iter()
-                .filter_map(|p| c(p))
+                .rev()
+                .filter_map(c)
                 .collect();
         }
-        Mode::ReadOnly => {
-            view.private_temp = c(&temp);
-            if workspace.starts_with(&temp) {
-                view.keep_inside_temp = c(&workspace);
-                view.keep_parents = workspace
-                    .ancestors()
-                    .skip(1)
-                    .take_while(|p| p.starts_with(&temp) && *p != temp)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .filter_map(c)
-                    .collect();
-            }
+    }
+    let nodes: Vec<CString> = DEV_NODES
+        .iter()
+        .filter(|node| Path::new(std::ffi::OsStr::from_bytes(node.to_bytes())).exists())
+        .map(|node| CString::from(*node))
+        .collect();
+    if nodes.iter().any(|n| n.as_c_str() == c"/dev/null") {
+        view.private_dev = Some(nodes);
+    }
+    // Masks: never over (or above) the session folder, never inside a replaced temp dir
+    // (nothing of the host's is there).
+    let covered = |p: &Path| replace_temps && temps.iter().any(|t| p.starts_with(t));
+    let keeps_workspace = |p: &Path| workspace.starts_with(p);
+    let mut hidden = hidden_sockets();
+    for path in masked_paths(&roots.protection) {
+        if path.is_dir() {
+            hidden.push(Hidden::Dir(path, None));
+        } else {
+            hidden.push(Hidden::File(path));
         }
-        Mode::Full | Mode::Off => {}
+    }
+    let mut dirs: Vec<&PathBuf> = Vec::new();
+    for item in &hidden {
+        let path = match item {
+            Hidden::Dir(p, _) | Hidden::File(p) => p,
+        };
+        if covered(path) || keeps_workspace(path) || dirs.iter().any(|d| path.starts_with(d)) {
+            continue;
+        }
+        match item {
+            Hidden::Dir(dir, keep) => {
+                dirs.push(dir);
+                if let Some(dir) = c(dir) {
+                    view.masked_dirs.push((dir, keep.as_deref().and_then(c)));
+                }
+            }
+            Hidden::File(file) => view.masked_files.extend(c(file)),
+        }
+    }
+    if mode == Mode::Workspace && !roots.protection.git_metadata_writable {
+        git_metadata(&workspace, &roots.protection.git_repos, &mut view);
     }
     view
+}
+
+/// Workspace mode: the session folder's and its repositories' `.git` pinned (a mount point:
+/// not renamed, removed or replaced), their hooks and config read-only.
+fn git_metadata(workspace: &Path, repos: &[PathBuf], view: &mut View) {
+    let mut pinned: Vec<PathBuf> = Vec::new();
+    let mut read_only: Vec<PathBuf> = Vec::new();
+    let repos = std::iter::once(workspace.to_path_buf()).chain(
+        repos
+            .iter()
+            .map(|r| canonical(r))
+            .filter(|r| r.starts_with(workspace) && r != workspace),
+    );
+    for repo in repos {
+        let git = repo.join(".git");
+        let Ok(meta) = std::fs::symlink_metadata(&git) else {
+            continue;
+        };
+        // The folders from the session folder down to the repository: renaming any of them
+        // would move the repository away and let a new one take its place.
+        if repo != workspace {
+            pinned.extend(
+                repo.ancestors()
+                    .take_while(|p| p.starts_with(workspace) && *p != workspace)
+                    .map(Path::to_path_buf),
+            );
+        }
+        if meta.is_file() {
+            // A worktree's or submodule's `gitdir:` pointer.
+            read_only.push(git);
+            continue;
+        }
+        if !meta.is_dir() {
+            continue;
+        }
+        pinned.push(git.clone());
+        let hooks = git.join("hooks");
+        if std::fs::symlink_metadata(&hooks).is_err() {
+            // A mount point for the read-only bind (git's own layout).
+            let _ = std::fs::create_dir(&hooks);
+        }
+        let mut metadata_of = |dir: &Path| {
+            for name in ["hooks", "config", "config.worktree"] {
+                let path = dir.join(name);
+                if std::fs::symlink_metadata(&path).is_ok() {
+                    read_only.push(path);
+                }
+            }
+        };
+        metadata_of(&git);
+        if let Ok(modules) = std::fs::read_dir(git.join("modules")) {
+            for module in modules.flatten().filter(|m| m.path().is_dir()) {
+                metadata_of(&module.path());
+            }
+        }
+    }
+    pinned.sort();
+    pinned.dedup();
+    view.pinned.extend(pinned.iter().filter_map(|p| c(p)));
+    view.read_only.extend(read_only.iter().filter_map(|p| c(p)));
 }

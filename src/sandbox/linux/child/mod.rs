@@ -350,9 +350,7 @@ fn restrict(plan: &ChildPlan, efd: RawFd) {
         );
         // The view's private tmpfs mounts are new inodes the parent's rules can't name.
         if let Some(view) = &plan.view {
-            let shm = view.private_shm.then_some(c"/dev/shm");
-            let temp = view.private_temp.as_deref();
-            for dir in [shm, temp].into_iter().flatten() {
+            for dir in view.new_writable_mounts() {
                 allow_writes_beneath(plan, dir, efd);
             }
         }

@@ -1,6 +1,9 @@
 //! The command's view of the filesystem, built in its own mount namespace the way bubblewrap
 //! builds one: everything read-only and nosuid, then the writable places bound back writable
-//! (nodev, nosuid), a private /dev/shm and, in read-only mode, a private temp dir.
+//! (nodev, nosuid); the temp dirs replaced (workspace mode: the session's own host folder;
+//! read-only mode: a fresh tmpfs); a minimal `/dev` of the command's own (host nodes bound, a
+//! fresh devpts, a private shm); empty read-only mounts over masked host paths (credential
+//! files, host daemons' socket folders); Git metadata bound read-only.
 //! Async-signal-safe only: raw syscalls on paths the parent prepared.
 #![deny(
     clippy::panic,
@@ -27,6 +30,7 @@ const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x4;
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const MOUNT_ATTR_NOSUID: u64 = 0x2;
 const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 
 #[repr(C)]
 struct MountAttr {
@@ -39,16 +43,60 @@ struct MountAttr {
 /// What the view holds, prepared in the parent.
 #[derive(Debug, Default)]
 pub(crate) struct View {
-    /// Host folders bound back writable (the session folder, the temp dir in workspace mode).
+    /// Host folders bound back writable (the session folder, the temp dir in workspace mode
+    /// without a session temp folder).
     pub writable: Vec<CString>,
-    /// Read-only mode: a fresh tmpfs mounted here (the temp dir).
-    pub private_temp: Option<CString>,
-    /// A session folder inside `private_temp`: bound back (read-only) on top of the tmpfs, after
-    /// creating these folders in it (parents first, the folder itself last).
+    /// The temp dirs a command sees replaced (the temp dir, and /tmp when that differs): by
+    /// `temp_source` bound writable, or else by a fresh tmpfs each (read-only mode).
+    pub temps: Vec<CString>,
+    /// Workspace mode: the session's own host folder shown as every temp dir.
+    pub temp_source: Option<CString>,
+    /// A session folder inside one of the temps: bound back on top, after creating these
+    /// folders in the temp (parents first, the folder itself last).
     pub keep_inside_temp: Option<CString>,
     pub keep_parents: Vec<CString>,
-    /// Mount a private /dev/shm (it exists here).
+    /// Mount a private /dev/shm (without `private_dev`; it exists here).
     pub private_shm: bool,
+    /// The command's own /dev: these host nodes (at most 8, see [`DEV_NODES`]) bound into a
+    /// tmpfs, a fresh devpts, a private shm and the usual symlinks.
+    pub private_dev: Option<Vec<CString>>,
+    /// Folders that read as empty (an empty read-only tmpfs), each with at most one path
+    /// inside it kept visible, e.g. `/run/systemd` keeping `/run/systemd/resolve`.
+    pub masked_dirs: Vec<(CString, Option<CString>)>,
+    /// Files that read as empty (`/dev/null` bound over them).
+    pub masked_files: Vec<CString>,
+    /// Folders bound onto themselves (writable as before): a mount point cannot be renamed or
+    /// removed (a repository's folder and its `.git`).
+    pub pinned: Vec<CString>,
+    /// Paths bound onto themselves read-only (`.git/hooks`, `.git/config`, a `.git` file).
+    pub read_only: Vec<CString>,
+}
+
+/// The host nodes a command's own /dev holds (those that exist on the host).
+pub(crate) const DEV_NODES: [&CStr; 6] = [
+    c"/dev/null",
+    c"/dev/zero",
+    c"/dev/full",
+    c"/dev/random",
+    c"/dev/urandom",
+    c"/dev/tty",
+];
+
+impl View {
+    /// The fresh mounts of this view that commands may write beneath: the Landlock rules the
+    /// parent made name host inodes, so these need rules of their own (added in the child).
+    pub(crate) fn new_writable_mounts(&self) -> impl Iterator<Item = &CStr> {
+        let dev = self.private_dev.is_some();
+        let shm = (self.private_shm || dev).then_some(c"/dev/shm");
+        let pts = dev.then_some(c"/dev/pts");
+        let fresh = self.temp_source.is_none();
+        let temps = self
+            .temps
+            .iter()
+            .filter(move |_| fresh)
+            .map(|t| t.as_c_str());
+        [shm, pts].into_iter().flatten().chain(temps)
+    }
 }
 
 fn setattr(dirfd: RawFd, path: &CStr, flags: c_uint, set: u64, clear: u64) -> i64 {
@@ -97,30 +145,224 @@ fn attach(tree: RawFd, target: &CStr) -> i64 {
         )
     }
 }
-
 fn tmpfs(target: &CStr) -> i64 {
+    mount_tmpfs(target, libc::MS_NOSUID | libc::MS_NODEV, c"mode=1777")
+}
+
+fn mount_tmpfs(target: &CStr, flags: libc::c_ulong, options: &CStr) -> i64 {
     // SAFETY: mount with valid strings.
     unsafe {
         libc::mount(
             c"tmpfs".as_ptr(),
             target.as_ptr(),
             c"tmpfs".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            c"mode=1777".as_ptr().cast(),
+            flags,
+            options.as_ptr().cast(),
         ) as i64
     }
 }
 
+/// A detached copy of the one mount at `path` (not its submounts), or -1.
+fn clone_one(path: &CStr) -> RawFd {
+    // SAFETY: open_tree with a valid path.
+    unsafe {
+        libc::syscall(
+            SYS_OPEN_TREE,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as c_uint,
+        ) as RawFd
+    }
+}
+
+/// A detached copy of the detached tree `tree`, or -1.
+fn copy_tree(tree: RawFd) -> RawFd {
+    // SAFETY: open_tree on an fd with an empty path.
+    unsafe {
+        libc::syscall(
+            SYS_OPEN_TREE,
+            tree,
+            c"".as_ptr(),
+            OPEN_TREE_CLONE | AT_RECURSIVE | AT_EMPTY_PATH | libc::O_CLOEXEC as c_uint,
+        ) as RawFd
+    }
+}
+
+fn close(fd: RawFd) {
+    // SAFETY: closing our own fd.
+    unsafe { libc::close(fd) };
+}
+
+/// Binds `path` onto itself (recursively), read-only when `read_only`: the path becomes a
+/// mount point, which cannot be renamed or removed (EBUSY).
+fn bind_onto_itself(path: &CStr, read_only: bool) -> i64 {
+    let tree = clone_tree(path);
+    if tree < 0 {
+        return -1;
+    }
+    let mut r = 0;
+    if read_only {
+        r = setattr(
+            tree,
+            c"",
+            AT_EMPTY_PATH | AT_RECURSIVE,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID,
+            0,
+        );
+    }
+    if r >= 0 {
+        r = attach(tree, path);
+    }
+    close(tree);
+    r
+}
+
+/// Creates an empty file at `path` (a mount point for a bound node).
+fn touch(path: &CStr) -> i64 {
+    // SAFETY: open with a valid path.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            0o666,
+        )
+    };
+    if fd < 0 {
+        return -1;
+    }
+    close(fd);
+    0
+}
+
+fn mkdir(path: &CStr, mode: libc::mode_t) -> i64 {
+    // SAFETY: mkdir with a valid path.
+    let r = unsafe { libc::mkdir(path.as_ptr(), mode) };
+    if r < 0 && errno() == libc::EEXIST {
+        0
+    } else {
+        r as i64
+    }
+}
+
+fn symlink(target: &CStr, link: &CStr) -> i64 {
+    // SAFETY: symlink with valid strings.
+    unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) as i64 }
+}
+
+/// The command's own /dev (see [`View::private_dev`]), as bubblewrap's `--dev` builds one.
+fn build_dev(nodes: &[CString], error_fd: RawFd) {
+    let step = Step::PrivateDev;
+    // Detached copies of the host nodes, taken before the tmpfs hides them (mknod is not
+    // allowed in a user namespace; binding a host node is).
+    let mut clones = [-1 as RawFd; 8];
+    for (slot, node) in clones.iter_mut().zip(nodes) {
+        *slot = clone_one(node);
+        if *slot < 0 {
+            fail(error_fd, step, errno());
+        }
+    }
+    check(
+        error_fd,
+        step,
+        mount_tmpfs(
+            c"/dev",
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            c"mode=0755,size=64k",
+        ),
+    );
+    for (&tree, node) in clones.iter().zip(nodes) {
+        check(error_fd, step, touch(node));
+        check(error_fd, step, attach(tree, node));
+        close(tree);
+    }
+    check(error_fd, step, mkdir(c"/dev/pts", 0o755));
+    // SAFETY: mount with valid strings.
+    let pts = unsafe {
+        libc::mount(
+            c"devpts".as_ptr(),
+            c"/dev/pts".as_ptr(),
+            c"devpts".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            c"newinstance,ptmxmode=0666,mode=620".as_ptr().cast(),
+        )
+    };
+    check(error_fd, step, pts as i64);
+    check(error_fd, step, symlink(c"pts/ptmx", c"/dev/ptmx"));
+    check(error_fd, step, mkdir(c"/dev/shm", 0o1777));
+    check(error_fd, Step::PrivateShm, tmpfs(c"/dev/shm"));
+    for (target, link) in [
+        (c"/proc/self/fd", c"/dev/fd"),
+        (c"/proc/self/fd/0", c"/dev/stdin"),
+        (c"/proc/self/fd/1", c"/dev/stdout"),
+        (c"/proc/self/fd/2", c"/dev/stderr"),
+    ] {
+        check(error_fd, step, symlink(target, link));
+    }
+    // Nothing more is made in /dev: the tmpfs itself goes read-only (its submounts keep theirs).
+    check(
+        error_fd,
+        step,
+        setattr(
+            libc::AT_FDCWD,
+            c"/dev",
+            0,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC,
+            0,
+        ),
+    );
+}
+
+/// An empty read-only tmpfs over `dir`, keeping `keep` (a path inside it) visible. A `dir`
+/// gone since the parent looked is nothing to hide.
+fn mask_dir(dir: &CStr, keep: Option<&CStr>, error_fd: RawFd) {
+    let step = Step::Mask;
+    let kept = match keep {
+        Some(path) => clone_tree(path),
+        None => -1,
+    };
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    if mount_tmpfs(dir, flags, c"mode=0755,size=16k") < 0 {
+        let err = errno();
+        if kept >= 0 {
+            close(kept);
+        }
+        if err == libc::ENOENT {
+            return;
+        }
+        fail(error_fd, step, err);
+    }
+    if let (Some(path), true) = (keep, kept >= 0) {
+        check(error_fd, step, mkdir(path, 0o755));
+        check(error_fd, step, attach(kept, path));
+        close(kept);
+    }
+    check(
+        error_fd,
+        step,
+        setattr(libc::AT_FDCWD, dir, 0, MOUNT_ATTR_RDONLY, 0),
+    );
+}
+
+/// `/dev/null` bound over `file` (it reads as empty). A `file` gone since is nothing to hide.
+fn mask_file(file: &CStr, error_fd: RawFd) {
+    let null = clone_one(c"/dev/null");
+    if null < 0 {
+        fail(error_fd, Step::Mask, errno());
+    }
+    if attach(null, file) < 0 && errno() != libc::ENOENT {
+        fail(error_fd, Step::Mask, errno());
+    }
+    close(null);
+}
+
 /// Builds the view in the current (new) mount namespace.
 pub(crate) fn build(view: &View, error_fd: RawFd) {
-    let root = c"/";
-    let empty = c"";
     check(
         error_fd,
         Step::ReadOnlyView,
         setattr(
             libc::AT_FDCWD,
-            root,
+            c"/",
             AT_RECURSIVE,
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID,
             0,
@@ -136,42 +378,91 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
             Step::WritablePlace,
             setattr(
                 tree,
-                empty,
+                c"",
                 AT_EMPTY_PATH | AT_RECURSIVE,
                 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                 MOUNT_ATTR_RDONLY,
             ),
         );
         check(error_fd, Step::WritablePlace, attach(tree, dir));
-        // SAFETY: closing our fd.
-        unsafe { libc::close(tree) };
+        close(tree);
     }
-    if let Some(temp) = &view.private_temp {
-        let kept = match &view.keep_inside_temp {
-            Some(dir) => {
-                let tree = clone_tree(dir);
-                if tree < 0 {
-                    fail(error_fd, Step::PrivateTemp, errno());
-                }
-                tree
+    if !view.temps.is_empty() {
+        build_temps(view, error_fd);
+    }
+    match &view.private_dev {
+        Some(nodes) => build_dev(nodes, error_fd),
+        None if view.private_shm => check(error_fd, Step::PrivateShm, tmpfs(c"/dev/shm")),
+        None => {}
+    }
+    for (dir, keep) in &view.masked_dirs {
+        mask_dir(dir, keep.as_deref(), error_fd);
+    }
+    for file in &view.masked_files {
+        mask_file(file, error_fd);
+    }
+    for path in &view.pinned {
+        check(error_fd, Step::GitMetadata, bind_onto_itself(path, false));
+    }
+    for path in &view.read_only {
+        check(error_fd, Step::GitMetadata, bind_onto_itself(path, true));
+    }
+}
+
+/// The temp dirs replaced (see [`View::temps`]), the session folder kept inside.
+fn build_temps(view: &View, error_fd: RawFd) {
+    let step = Step::PrivateTemp;
+    let kept = match &view.keep_inside_temp {
+        Some(dir) => {
+            let tree = clone_tree(dir);
+            if tree < 0 {
+                fail(error_fd, step, errno());
             }
-            None => -1,
-        };
-        check(error_fd, Step::PrivateTemp, tmpfs(temp));
-        if let (Some(dir), true) = (&view.keep_inside_temp, kept >= 0) {
-            for parent in view.keep_parents.iter().chain([dir]) {
-                // SAFETY: mkdir with a valid path; an existing folder is fine.
-                let made = unsafe { libc::mkdir(parent.as_ptr(), 0o755) };
-                if made < 0 && errno() != libc::EEXIST {
-                    fail(error_fd, Step::PrivateTemp, errno());
-                }
+            tree
+        }
+        None => -1,
+    };
+    let source = match &view.temp_source {
+        Some(dir) => {
+            let tree = clone_tree(dir);
+            if tree < 0 {
+                fail(error_fd, step, errno());
             }
-            check(error_fd, Step::PrivateTemp, attach(kept, dir));
-            // SAFETY: closing our fd.
-            unsafe { libc::close(kept) };
+            check(
+                error_fd,
+                step,
+                setattr(
+                    tree,
+                    c"",
+                    AT_EMPTY_PATH | AT_RECURSIVE,
+                    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    MOUNT_ATTR_RDONLY,
+                ),
+            );
+            tree
+        }
+        None => -1,
+    };
+    for temp in &view.temps {
+        if source >= 0 {
+            let copy = copy_tree(source);
+            if copy < 0 {
+                fail(error_fd, step, errno());
+            }
+            check(error_fd, step, attach(copy, temp));
+            close(copy);
+        } else {
+            check(error_fd, step, tmpfs(temp));
         }
     }
-    if view.private_shm {
-        check(error_fd, Step::PrivateShm, tmpfs(c"/dev/shm"));
+    if source >= 0 {
+        close(source);
+    }
+    if let (Some(dir), true) = (&view.keep_inside_temp, kept >= 0) {
+        for parent in view.keep_parents.iter().chain([dir]) {
+            check(error_fd, step, mkdir(parent, 0o755));
+        }
+        check(error_fd, step, attach(kept, dir));
+        close(kept);
     }
 }
