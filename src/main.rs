@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             runtime.block_on(cli::run::run(&cli.engine, cli.log_level.as_deref(), args))
         }
         Command::ZedConfig => cli::zed_config::zed_config(&cli.engine, &cli.store),
-        Command::Doctor => cli::doctor::doctor(),
+        Command::Doctor => cli::doctor::doctor(&cli.engine, &cli.store),
     };
     // Commands were cancelled and reaped before we got here; don't wait for stray blocking
     // threads (the stdin reader) on the way out.

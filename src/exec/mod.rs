@@ -394,6 +394,12 @@ impl Engine {
         Engine { inner }
     }
 
+    /// What workspace and read-only commands of this engine never see: its config's
+    /// [`EngineConfig::protection`] with the home of its environment and its log folder added.
+    pub fn protection(&self) -> &sandbox::Protection {
+        &self.inner.protection
+    }
+
     /// Does the engine's one-time work (the environment scrub, the sandbox probe) on a
     /// background thread now, so the first command does not wait for it. Without this call it
     /// happens on first use. An agent calls it once it has answered `initialize`: earlier, on a

@@ -404,6 +404,66 @@ impl std::fmt::Display for DoctorReport {
     }
 }
 
+/// The host daemons' socket folders and sockets that workspace and read-only commands do not
+/// see on this machine now, each with the one path kept visible inside it (if any). Empty
+/// where the platform has no filesystem view.
+pub fn masked_host_sockets() -> Vec<(PathBuf, Option<PathBuf>)> {
+    platform::masked_host_sockets()
+}
+
+/// What `doctor` lists after the layers: what workspace and read-only commands do not see on
+/// this machine with `protection` (credential files, the agent's folders, host sockets), and
+/// whether Git metadata stays read-only.
+pub fn masked_report(protection: &Protection) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "\nMasked from workspace and read-only commands here (--allow-read PATH unmasks one, \
+         --mask PATH adds one):\n",
+    );
+    let kind = |p: &std::path::Path| {
+        if p.is_dir() {
+            "folder, reads as empty"
+        } else {
+            "file, reads as empty"
+        }
+    };
+    let files = masked_paths(protection);
+    if files.is_empty() {
+        out.push_str("  credential files: none found\n");
+    }
+    for path in files {
+        let _ = writeln!(out, "  {} ({})", path.display(), kind(&path));
+    }
+    for (path, keep) in masked_host_sockets() {
+        match keep {
+            Some(keep) => {
+                let _ = writeln!(
+                    out,
+                    "  {} (host sockets; {} kept)",
+                    path.display(),
+                    keep.display()
+                );
+            }
+            None => {
+                let _ = writeln!(out, "  {} (host sockets)", path.display());
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nGit metadata in workspace mode: {}",
+        if protection.git_metadata_writable {
+            "writable (--allow-git-hooks-and-config-writes)".to_string()
+        } else {
+            format!(
+                ".git/hooks and .git/config read-only in the session folder and in repositories \
+                 up to {GIT_SCAN_DEPTH} levels below it"
+            )
+        }
+    );
+    out
+}
+
 /// What `acp-bash doctor` prints: each layer, whether it works here, and why not.
 pub fn doctor_report() -> String {
     DoctorReport::probe().to_string()

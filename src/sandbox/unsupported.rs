@@ -132,3 +132,7 @@ pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
 
 /// Nothing to do here.
 pub(crate) fn protect_agent_process() {}
+
+pub(crate) fn masked_host_sockets() -> Vec<(std::path::PathBuf, Option<std::path::PathBuf>)> {
+    Vec::new()
+}

@@ -25,6 +25,17 @@ use netns::prepared_network_namespace;
 pub(crate) use probe::probe_support;
 pub(crate) use view_plan::view_for;
 
+/// The host daemons' sockets the view hides on this machine now: `(path, what is kept inside)`.
+pub(crate) fn masked_host_sockets() -> Vec<(std::path::PathBuf, Option<std::path::PathBuf>)> {
+    view_plan::hidden_sockets()
+        .into_iter()
+        .map(|hidden| match hidden {
+            view_plan::Hidden::Dir(dir, keep) => (dir, keep),
+            view_plan::Hidden::File(file) => (file, None),
+        })
+        .collect()
+}
+
 /// `[env_start, env_end)` of this process, from /proc/self/stat (fields 50 and 51); fixed for
 /// the life of the process, so read once.
 pub(crate) fn env_region() -> Option<(usize, usize)> {

@@ -52,11 +52,14 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     let temp = std::env::temp_dir();
     let allows = match mode {
         Mode::Workspace => format!(
-            "Commands change files only in the session folder and {}, and may use the network.",
+            "Commands change files only in the session folder and {} (the session's own), and \
+             may use the network; Git hooks and config stay read-only. They see no host \
+             terminal, daemon socket or credential file.",
             temp.display()
         ),
-        Mode::ReadOnly => "Commands read everything but change nothing outside a private temp \
-                           dir, with no network."
+        Mode::ReadOnly => "Commands read everything but credential files, change nothing \
+                           outside a private temp dir, with no network, no host terminal and \
+                           no daemon socket."
             .to_string(),
         Mode::Full => "Commands change any file the agent may and use the network; what they \
                        start still ends with them."
@@ -79,6 +82,19 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
             }
             _ => {}
         }
+        if !view {
+            gaps.push(
+                "hiding the host's terminals, daemons' sockets and credential files (no \
+                 filesystem view)"
+                    .to_string(),
+            );
+            if mode == Mode::Workspace {
+                gaps.push("keeping Git hooks and config read-only".to_string());
+            }
+        }
+        if abi < 6 {
+            gaps.push("blocking the host's abstract Unix sockets (Landlock ABI < 6)".to_string());
+        }
         if support.user_namespace.is_err() && root {
             gaps.push(
                 "dropping root's capabilities (device nodes, host name, host network, IPC)"
@@ -92,9 +108,6 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
                 } else {
                     gaps.push("blocking the network".to_string());
                 }
-            }
-            if abi < 9 && !view {
-                gaps.push("blocking Unix sockets on disk (Docker's, D-Bus's)".to_string());
             }
         }
     }
@@ -196,13 +209,13 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
             },
             LayerReport {
                 name: "Landlock Unix-socket rules",
-                purpose: "read-only: blocks connecting to Unix sockets on disk (Docker, D-Bus)",
+                purpose: "workspace / read-only: connecting to Unix sockets on disk works only beneath the writable places (a second layer under the masked socket folders)",
                 status: landlock(9, "blocking Unix sockets"),
             },
             LayerReport {
-                name: "Landlock signal scope",
-                purpose: "workspace / read-only: commands can't signal processes outside their sandbox",
-                status: landlock(6, "the signal scope"),
+                name: "Landlock signal and abstract-socket scope",
+                purpose: "workspace / read-only: commands can't signal processes outside their sandbox, nor connect to the host's abstract Unix sockets (X11's, D-Bus's)",
+                status: landlock(6, "the scopes"),
             },
             LayerReport {
                 name: "PID + mount namespaces",
@@ -216,8 +229,28 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
             },
             LayerReport {
                 name: "read-only filesystem view",
-                purpose: "workspace / read-only: everything read-only and nosuid except the writable places (nodev, nosuid), private /dev/shm and IPC; metadata outside can't change",
+                purpose: "workspace / read-only: everything read-only and nosuid except the writable places (nodev, nosuid), private IPC; metadata outside can't change",
                 status: ok(&support.filesystem_view, "mount namespace: read-only bind of /, writable binds"),
+            },
+            LayerReport {
+                name: "command's own /dev",
+                purpose: "workspace / read-only: only null, zero, full, random, urandom, tty, a fresh devpts (ptmx: programs make ptys) and a private shm; the host's terminals (/dev/pts/N), disks and other devices are not there",
+                status: ok(&support.filesystem_view, "tmpfs with host nodes bound, devpts newinstance"),
+            },
+            LayerReport {
+                name: "no host daemon's socket",
+                purpose: "workspace / read-only: a private temp dir and /tmp (the session's own in workspace mode, kept across its commands), empty read-only mounts over /run/user, D-Bus, systemd, docker, containerd, podman, screen, tmux, $XDG_RUNTIME_DIR, $SSH_AUTH_SOCK's folder and the sockets in /run; abstract sockets: the Landlock scope",
+                status: ok(&support.filesystem_view, "mount namespace: masks and a private temp dir"),
+            },
+            LayerReport {
+                name: "credential files masked",
+                purpose: "workspace / read-only: ~/.ssh private keys, ~/.aws, ~/.gnupg, ~/.netrc, cloud and registry logins, the agent's own state and log folders read as empty (listed below; --allow-read / --mask)",
+                status: ok(&support.filesystem_view, "mount namespace: /dev/null or an empty tmpfs over each"),
+            },
+            LayerReport {
+                name: "Git metadata read-only",
+                purpose: "workspace: .git/hooks, .git/config (and a worktree's .git file) of the session folder and of repositories up to two levels below it are read-only, .git can't be renamed or replaced (--allow-git-hooks-and-config-writes)",
+                status: ok(&support.filesystem_view, "mount namespace: read-only binds, .git a mount point"),
             },
             LayerReport {
                 name: "resource limits",

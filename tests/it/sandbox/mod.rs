@@ -10,3 +10,4 @@ mod off;
 mod secrets;
 mod support;
 mod unprivileged;
+mod view;
