@@ -1,0 +1,251 @@
+//! The view of sandbox v3 through the built binary, as a user runs it (`acp-bash run --sandbox
+//! MODE -- SCRIPT`, which starts `acp-bash serve` over pipes), as root and as `nobody`: no host
+//! terminal (ptys still work), no host daemon's socket, Git metadata read-only, credential files
+//! masked (with `--allow-read`, `--mask` and `--allow-git-hooks-and-config-writes`).
+#![cfg(target_os = "linux")]
+
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::support::acp::binary;
+use crate::support::sandbox::{as_root_and_nobody, marker, require_namespaces};
+
+/// A folder of this process's user outside the temp dir (which the view replaces).
+fn dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("acpbash-cli-view-{tag}-"))
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+/// `acp-bash [flags] run --sandbox MODE -- SCRIPT` in `cwd` with `HOME=home`.
+fn acp_run(cwd: &Path, home: &Path, mode: &str, flags: &[&str], script: &str) -> Output {
+    Command::new(binary())
+        .args(flags)
+        .args(["--sandbox", mode, "run", "--", script])
+        .current_dir(cwd)
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .output()
+        .expect("run acp-bash")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Whether the served binary gives this user's commands their own mount namespace. As an
+/// ordinary user it does not yet on this branch (issue 19 point 1: `serve` turns non-dumpable
+/// before it probes; fixed by the process-state work): the test then records a skip that says
+/// so, and runs in full once that fix is in.
+fn served_commands_get_a_view(cwd: &Path) -> bool {
+    if !require_namespaces() {
+        return false;
+    }
+    let own = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    let output = acp_run(cwd, cwd, "workspace", &[], "readlink /proc/self/ns/mnt");
+    let theirs = stdout(&output);
+    if theirs.trim() == own.to_string_lossy() || !output.status.success() {
+        let line = format!(
+            "{}: the served binary's commands share this process's mount namespace (issue 19 \
+             point 1, the non-dumpable serve; helper A's branch): {}",
+            std::thread::current().name().unwrap_or("a cli view test"),
+            theirs.trim()
+        );
+        eprintln!("skipping {line}");
+        crate::support::skip::record(&line);
+        return false;
+    }
+    true
+}
+
+#[test]
+fn a_run_command_sees_no_host_terminal_and_still_makes_ptys() {
+    as_root_and_nobody(
+        "cli::sandbox_view::a_run_command_sees_no_host_terminal_and_still_makes_ptys",
+        || {
+            let ws = dir("dev");
+            if !served_commands_get_a_view(ws.path()) {
+                return;
+            }
+            let host_pty = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/ptmx")
+                .unwrap();
+            let mut number: libc::c_uint = 0;
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&host_pty);
+            assert_eq!(unsafe { libc::ioctl(fd, libc::TIOCGPTN, &mut number) }, 0);
+            let script = format!(
+                "echo $(ls /dev); ls /dev/pts; [ -e /dev/pts/{number} ] && echo host pty; \
+                 python3 -c 'import os, pty; m, s = pty.openpty(); print(os.ttyname(s))'"
+            );
+            for mode in ["workspace", "read-only"] {
+                let output = acp_run(ws.path(), ws.path(), mode, &[], &script);
+                assert_eq!(
+                    stdout(&output),
+                    "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero\n\
+                     ptmx\n/dev/pts/0\n",
+                    "{mode}: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+        },
+    );
+}
+
+#[test]
+fn a_run_command_reaches_no_socket_a_host_process_listens_on() {
+    as_root_and_nobody(
+        "cli::sandbox_view::a_run_command_reaches_no_socket_a_host_process_listens_on",
+        || {
+            let ws = dir("sock");
+            if !served_commands_get_a_view(ws.path()) {
+                return;
+            }
+            let tag = marker("clisock");
+            let temp = tempfile::Builder::new()
+                .prefix("acpbash-clisock-")
+                .tempdir()
+                .unwrap();
+            let path = temp.path().join("host.sock");
+            let in_temp = UnixListener::bind(&path).unwrap();
+            in_temp.set_nonblocking(true).unwrap();
+            let name = format!("{tag}-abstract");
+            let in_abstract = {
+                use std::os::linux::net::SocketAddrExt;
+                let addr =
+                    std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+                UnixListener::bind_addr(&addr).unwrap()
+            };
+            in_abstract.set_nonblocking(true).unwrap();
+            let script = format!(
+                r#"python3 -c '
+import socket
+for a in ["{path}", "\0{name}"]:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(a); print("connected")
+    except OSError as e:
+        print(type(e).__name__)
+'"#,
+                path = path.display()
+            );
+            let open = acp_run(ws.path(), ws.path(), "full", &[], &script);
+            assert_eq!(stdout(&open), "connected\nconnected\n");
+            in_temp.accept().unwrap();
+            in_abstract.accept().unwrap();
+            for mode in ["workspace", "read-only"] {
+                let output = acp_run(ws.path(), ws.path(), mode, &[], &script);
+                let text = stdout(&output);
+                assert_eq!(text.lines().count(), 2, "{mode}: {text}");
+                assert!(!text.contains("connected"), "{mode}: {text}");
+                assert!(in_temp.accept().is_err() && in_abstract.accept().is_err());
+            }
+        },
+    );
+}
+
+#[test]
+fn a_run_command_cannot_plant_git_hooks_or_config_unless_allowed() {
+    as_root_and_nobody(
+        "cli::sandbox_view::a_run_command_cannot_plant_git_hooks_or_config_unless_allowed",
+        || {
+            let ws = dir("git");
+            if !served_commands_get_a_view(ws.path()) {
+                return;
+            }
+            let git = "git -c user.name=t -c user.email=t@example.com";
+            let setup =
+                format!("git init -q -b main && echo a > a && git add a && {git} commit -qm one");
+            let made = acp_run(ws.path(), ws.path(), "full", &[], &setup);
+            assert!(made.status.success());
+            let config = std::fs::read(ws.path().join(".git/config")).unwrap();
+            let daily = format!(
+                "echo b > b && git add b && {git} commit -qm two && git checkout -qb topic && echo ok"
+            );
+            let output = acp_run(ws.path(), ws.path(), "workspace", &[], &daily);
+            assert_eq!(stdout(&output), "ok\n");
+            for attack in [
+                "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
+                "git config core.pager 'touch /tmp/pwned'",
+                "mv .git .git.old",
+            ] {
+                let output = acp_run(ws.path(), ws.path(), "workspace", &[], attack);
+                assert!(!output.status.success(), "{attack}: {}", stdout(&output));
+            }
+            assert_eq!(
+                std::fs::read(ws.path().join(".git/config")).unwrap(),
+                config
+            );
+            assert!(!ws.path().join(".git/hooks/pre-commit").exists());
+            let allowed = acp_run(
+                ws.path(),
+                ws.path(),
+                "workspace",
+                &["--allow-git-hooks-and-config-writes"],
+                "echo '#!/bin/sh' > .git/hooks/pre-commit && git config core.pager cat && echo written",
+            );
+            assert_eq!(stdout(&allowed), "written\n");
+        },
+    );
+}
+
+#[test]
+fn a_run_command_reads_no_credential_file_unless_allowed() {
+    as_root_and_nobody(
+        "cli::sandbox_view::a_run_command_reads_no_credential_file_unless_allowed",
+        || {
+            let ws = dir("creds");
+            if !served_commands_get_a_view(ws.path()) {
+                return;
+            }
+            let home = ws.path().join("home");
+            for (rel, text) in [
+                (".aws/credentials", "aws-SECRET"),
+                (".ssh/id_rsa", "ssh-SECRET"),
+                (".ssh/known_hosts", "public"),
+                (".netrc", "netrc-SECRET"),
+                (".config/gh/hosts.yml", "gh-SECRET"),
+                (".docker/config.json", "docker-SECRET"),
+                (".local/state/acp-bash/sessions/other.json", "store-SECRET"),
+                ("notes.txt", "notes-SECRET"),
+            ] {
+                let path = home.join(rel);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(&path, format!("{text}\n")).unwrap();
+            }
+            let script = "cat ~/.aws/credentials ~/.ssh/id_rsa ~/.ssh/known_hosts ~/.netrc \
+                          ~/.config/gh/hosts.yml ~/.docker/config.json \
+                          ~/.local/state/acp-bash/sessions/other.json ~/notes.txt 2>/dev/null; \
+                          echo done";
+            let open = acp_run(ws.path(), &home, "full", &[], script);
+            assert_eq!(
+                stdout(&open).matches("SECRET").count(),
+                7,
+                "{}",
+                stdout(&open)
+            );
+            let notes = home.join("notes.txt");
+            let notes = notes.to_str().unwrap();
+            for mode in ["workspace", "read-only"] {
+                let output = acp_run(ws.path(), &home, mode, &["--mask", notes], script);
+                assert_eq!(stdout(&output), "public\ndone\n", "{mode}");
+                let aws = home.join(".aws");
+                let allowed = acp_run(
+                    ws.path(),
+                    &home,
+                    mode,
+                    &["--allow-read", aws.to_str().unwrap()],
+                    script,
+                );
+                assert_eq!(
+                    stdout(&allowed),
+                    "aws-SECRET\npublic\nnotes-SECRET\ndone\n",
+                    "{mode}"
+                );
+            }
+        },
+    );
+}
