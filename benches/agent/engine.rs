@@ -78,6 +78,12 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
         let (mut forked, mut with_prelude) = (Vec::new(), Vec::new());
         let (mut confined_full, mut confined_workspace) = (Vec::new(), Vec::new());
         let roots = acp_bash::sandbox::Roots::new(bench.session_dir(), std::env::temp_dir());
+        let (mut confined_read_only, mut confined_loaded) = (Vec::new(), Vec::new());
+        let loaded = if diagnose {
+            Some(loaded_roots(bench.work.path()))
+        } else {
+            None
+        };
         for _ in 0..count {
             let raw = ms(raw::bash_to_devnull("true"));
             if diagnose {
@@ -86,6 +92,11 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
                     .push(ms(raw::bash_true_like_engine(Some((&prelude, &cwd_file)))) - raw);
                 confined_full.push(ms(raw::bash_true_confined(Mode::Full, &roots)) - raw);
                 confined_workspace.push(ms(raw::bash_true_confined(Mode::Workspace, &roots)) - raw);
+                confined_read_only.push(ms(raw::bash_true_confined(Mode::ReadOnly, &roots)) - raw);
+                if let Some(loaded) = &loaded {
+                    confined_loaded
+                        .push(ms(raw::bash_true_confined(Mode::Workspace, loaded)) - raw);
+                }
             }
             let (elapsed, _, exit) = run_on(&rt, &session, "true");
             assert_eq!(exit, Exit::Code(0));
@@ -110,6 +121,14 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
                 (
                     "forked with `sandbox::confine(workspace)`'s step (no prelude)",
                     &confined_workspace,
+                ),
+                (
+                    "forked with `sandbox::confine(read-only)`'s step (no prelude)",
+                    &confined_read_only,
+                ),
+                (
+                    "forked with `sandbox::confine(workspace)`'s step, loaded: the session's own temp dir, a home with every masked credential (30 masks), 3 repositories (Git binds)",
+                    &confined_loaded,
                 ),
             ] {
                 rows.push(Row {
@@ -257,4 +276,38 @@ pub fn chunk_capture(bench: &Bench) -> Vec<Row> {
         target: "(context: CPU per byte)".into(),
         met: None,
     }]
+}
+
+/// Roots as heavy as the view gets on a developer's machine: the session's own temp folder, a
+/// home holding every credential file the view masks, and a session folder with a repository
+/// and two nested ones (their `.git` pinned, hooks and config bound read-only).
+fn loaded_roots(work: &std::path::Path) -> acp_bash::sandbox::Roots {
+    let base = work.join("loaded");
+    let (ws, home, temp) = (base.join("ws"), base.join("home"), base.join("tmp"));
+    for dir in [&ws, &home, &temp] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    for rel in acp_bash::sandbox::HOME_CREDENTIALS {
+        let path = home.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "secret").unwrap();
+    }
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    for key in ["id_ed25519", "id_rsa", "deploy.pem"] {
+        std::fs::write(home.join(".ssh").join(key), "secret").unwrap();
+    }
+    let mut repos = Vec::new();
+    for repo in [ws.clone(), ws.join("a"), ws.join("libs/b")] {
+        std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+        std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
+        if repo != ws {
+            repos.push(repo);
+        }
+    }
+    let mut protection = acp_bash::sandbox::Protection::default();
+    protection.home = Some(home);
+    protection.git_repos = repos;
+    acp_bash::sandbox::Roots::new(&ws, std::env::temp_dir())
+        .session_temp(temp)
+        .protection(protection)
 }

@@ -197,6 +197,7 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
 fn git_metadata(workspace: &Path, repos: &[PathBuf], view: &mut View) {
     let mut pinned: Vec<PathBuf> = Vec::new();
     let mut read_only: Vec<PathBuf> = Vec::new();
+    let mut make_dirs: Vec<PathBuf> = Vec::new();
     let repos = std::iter::once(workspace.to_path_buf()).chain(
         repos
             .iter()
@@ -228,13 +229,13 @@ fn git_metadata(workspace: &Path, repos: &[PathBuf], view: &mut View) {
         pinned.push(git.clone());
         let hooks = git.join("hooks");
         if std::fs::symlink_metadata(&hooks).is_err() {
-            // A mount point for the read-only bind (git's own layout).
-            let _ = std::fs::create_dir(&hooks);
+            // A mount point for the read-only bind (git's own layout), made in the child.
+            make_dirs.push(hooks);
         }
         let mut metadata_of = |dir: &Path| {
             for name in ["hooks", "config", "config.worktree"] {
                 let path = dir.join(name);
-                if std::fs::symlink_metadata(&path).is_ok() {
+                if std::fs::symlink_metadata(&path).is_ok() || make_dirs.contains(&path) {
                     read_only.push(path);
                 }
             }
@@ -249,5 +250,6 @@ fn git_metadata(workspace: &Path, repos: &[PathBuf], view: &mut View) {
     pinned.sort();
     pinned.dedup();
     view.pinned.extend(pinned.iter().filter_map(|p| c(p)));
+    view.make_dirs.extend(make_dirs.iter().filter_map(|p| c(p)));
     view.read_only.extend(read_only.iter().filter_map(|p| c(p)));
 }

@@ -362,6 +362,8 @@ fn git_hooks_and_config_stay_read_only_in_workspace_mode() {
             let root = ws.path();
             git_repo(root);
             git_repo(&root.join("libs/inner"));
+            // A repository without `.git/hooks` (some tools make none): it must not be made.
+            std::fs::remove_dir_all(root.join("libs/inner/.git/hooks")).unwrap();
             git_repo(&root.join("upstream"));
             let worktree = format!(
                 "cd '{}' && git worktree add -q ../wt -b wt",

@@ -68,6 +68,10 @@ pub(crate) struct View {
     /// Folders bound onto themselves (writable as before): a mount point cannot be renamed or
     /// removed (a repository's folder and its `.git`).
     pub pinned: Vec<CString>,
+    /// Folders made (if missing) right before the read-only binds, as mount points for them
+    /// (a repository's missing `.git/hooks`): made here, with the command's own rights, not by
+    /// the agent.
+    pub make_dirs: Vec<CString>,
     /// Paths bound onto themselves read-only (`.git/hooks`, `.git/config`, a `.git` file).
     pub read_only: Vec<CString>,
 }
@@ -403,6 +407,9 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
     }
     for path in &view.pinned {
         check(error_fd, Step::GitMetadata, bind_onto_itself(path, false));
+    }
+    for dir in &view.make_dirs {
+        check(error_fd, Step::GitMetadata, mkdir(dir, 0o755));
     }
     for path in &view.read_only {
         check(error_fd, Step::GitMetadata, bind_onto_itself(path, true));
