@@ -101,13 +101,11 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
                     .to_string(),
             );
         }
-        if mode == Mode::ReadOnly {
-            if support.network_namespace.is_err() {
-                if abi >= 4 {
-                    gaps.push("blocking UDP and other non-TCP traffic".to_string());
-                } else {
-                    gaps.push("blocking the network".to_string());
-                }
+        if mode == Mode::ReadOnly && support.network_namespace.is_err() {
+            if abi >= 4 {
+                gaps.push("blocking UDP and other non-TCP traffic".to_string());
+            } else {
+                gaps.push("blocking the network".to_string());
             }
         }
     }

@@ -45,23 +45,9 @@ pub fn try_spawn(
     workspace: &Path,
     support: &Support,
 ) -> std::io::Result<Running> {
-    try_spawn_in(script, mode, &roots(workspace), support)
-}
-
-/// Starts `script` confined by `mode` against `roots` (its session folder the cwd and HOME).
-pub fn spawn_in(script: &str, mode: Mode, roots: &Roots) -> Running {
-    try_spawn_in(script, mode, roots, Support::current()).expect("spawn")
-}
-
-fn try_spawn_in(
-    script: &str,
-    mode: Mode,
-    roots: &Roots,
-    support: &Support,
-) -> std::io::Result<Running> {
-    let workspace = roots.workspace.as_path();
     let launch = Launch::new(bash(), ["-c", script]);
-    let confined = sandbox::confine_with(launch, mode, roots, Limits::default(), support);
+    let confined =
+        sandbox::confine_with(launch, mode, &roots(workspace), Limits::default(), support);
     let (read, write) = std::io::pipe().unwrap();
     let env = [
         (
