@@ -14,9 +14,14 @@
 //! - **User namespace** for workspace and read-only commands, also when the agent is root (ids
 //!   mapped to the agent's own, root keeping only file capabilities), with private UTS and IPC.
 //! - **Read-only view** built in the mount namespace: `/` read-only and nosuid, the writable places
-//!   bound back (nodev, nosuid), private `/dev/shm`, read-only mode's private temp dir.
+//!   bound back (nodev, nosuid), the temp dir replaced (workspace mode: the session's own folder,
+//!   [`Roots::session_temp`]; read-only mode: a fresh tmpfs), a minimal `/dev` of the command's
+//!   own (host nodes bound, a fresh devpts, private shm), empty mounts over host daemons' socket
+//!   folders and over credential files ([`Protection`], [`masked_paths`]), and in workspace mode
+//!   Git hooks and config read-only (`notes/2026-12-01-sandbox-view-v3.md`).
 //! - **Landlock** (second layer for writes; TCP when a network namespace is unavailable; signal
-//!   scope), applied in the child right before exec.
+//!   and abstract-socket scopes; Unix sockets on disk beneath the writable places at ABI 9),
+//!   applied in the child right before exec.
 //! - **PID + mount namespaces**: the command runs under a tiny init (PID 1) that exits with the
 //!   shell, so the kernel kills everything the command left behind; a fresh `/proc` shows only
 //!   the command's own processes, so no other process's environment is readable.
