@@ -23,6 +23,13 @@ use super::sys::{check, errno, fail};
 const SYS_OPEN_TREE: c_long = 428;
 const SYS_MOVE_MOUNT: c_long = 429;
 const SYS_MOUNT_SETATTR: c_long = 442;
+const SYS_FSOPEN: c_long = 430;
+const SYS_FSCONFIG: c_long = 431;
+const SYS_FSMOUNT: c_long = 432;
+const FSOPEN_CLOEXEC: c_uint = 1;
+const FSCONFIG_SET_STRING: c_uint = 1;
+const FSCONFIG_CMD_CREATE: c_uint = 6;
+const FSMOUNT_CLOEXEC: c_uint = 1;
 const OPEN_TREE_CLONE: c_uint = 1;
 const AT_RECURSIVE: c_uint = 0x8000;
 const AT_EMPTY_PATH: c_uint = 0x1000;
@@ -347,6 +354,59 @@ fn mask_dir(dir: &CStr, keep: Option<&CStr>, error_fd: RawFd) {
     );
 }
 
+/// A detached, empty, read-only tmpfs (nosuid, nodev, noexec), or -1: one superblock that every
+/// masked folder gets a bind of (cheaper per command than a tmpfs each).
+fn empty_read_only_tmpfs() -> RawFd {
+    // SAFETY: the new mount API with valid strings; fds closed on every path.
+    unsafe {
+        let fs = libc::syscall(SYS_FSOPEN, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) as RawFd;
+        if fs < 0 {
+            return -1;
+        }
+        let set = libc::syscall(
+            SYS_FSCONFIG,
+            fs,
+            FSCONFIG_SET_STRING,
+            c"mode".as_ptr(),
+            c"0755".as_ptr(),
+            0,
+        );
+        let created = set >= 0
+            && libc::syscall(
+                SYS_FSCONFIG,
+                fs,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            ) >= 0;
+        let mount = if created {
+            libc::syscall(
+                SYS_FSMOUNT,
+                fs,
+                FSMOUNT_CLOEXEC,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            ) as RawFd
+        } else {
+            -1
+        };
+        libc::close(fs);
+        mount
+    }
+}
+
+/// A bind of the detached `empty` tmpfs over `dir`. A `dir` gone since is nothing to hide.
+fn mask_dir_with(empty: RawFd, dir: &CStr, error_fd: RawFd) {
+    let copy = copy_tree(empty);
+    if copy < 0 {
+        fail(error_fd, Step::Mask, errno());
+    }
+    if attach(copy, dir) < 0 && errno() != libc::ENOENT {
+        fail(error_fd, Step::Mask, errno());
+    }
+    close(copy);
+}
+
 /// `/dev/null` bound over `file` (it reads as empty). A `file` gone since is nothing to hide.
 fn mask_file(file: &CStr, error_fd: RawFd) {
     let null = clone_one(c"/dev/null");
@@ -399,8 +459,23 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
         None if view.private_shm => check(error_fd, Step::PrivateShm, tmpfs(c"/dev/shm")),
         None => {}
     }
+    let mut empty = -1;
     for (dir, keep) in &view.masked_dirs {
-        mask_dir(dir, keep.as_deref(), error_fd);
+        if keep.is_some() {
+            mask_dir(dir, keep.as_deref(), error_fd);
+            continue;
+        }
+        if empty < 0 {
+            empty = empty_read_only_tmpfs();
+        }
+        if empty >= 0 {
+            mask_dir_with(empty, dir, error_fd);
+        } else {
+            mask_dir(dir, None, error_fd);
+        }
+    }
+    if empty >= 0 {
+        close(empty);
     }
     for file in &view.masked_files {
         mask_file(file, error_fd);
