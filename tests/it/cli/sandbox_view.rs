@@ -249,3 +249,61 @@ fn a_run_command_reads_no_credential_file_unless_allowed() {
         },
     );
 }
+
+#[test]
+fn doctor_lists_what_is_masked_on_this_machine_with_the_flags_given() {
+    let ws = dir("doctor");
+    let home = ws.path().join("home");
+    for rel in [
+        ".aws/credentials",
+        ".ssh/id_ed25519",
+        ".ssh/known_hosts",
+        ".netrc",
+    ] {
+        let path = home.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "x").unwrap();
+    }
+    let extra = ws.path().join("extra");
+    std::fs::write(&extra, "x").unwrap();
+    let doctor = |flags: &[&str]| {
+        let output = Command::new(binary())
+            .args(flags)
+            .arg("doctor")
+            .env("HOME", &home)
+            .env_remove("XDG_STATE_HOME")
+            .output()
+            .expect("run acp-bash doctor");
+        stdout(&output)
+    };
+    let shown = |path: &Path| format!("  {} (", path.display());
+    let text = doctor(&["--mask", extra.to_str().unwrap()]);
+    assert!(
+        text.contains("Masked from workspace and read-only commands here"),
+        "{text}"
+    );
+    for path in [
+        home.join(".aws"),
+        home.join(".ssh/id_ed25519"),
+        home.join(".netrc"),
+        extra,
+    ] {
+        assert!(text.contains(&shown(&path)), "{}: {text}", path.display());
+    }
+    assert!(
+        !text.contains(&shown(&home.join(".ssh/known_hosts"))),
+        "{text}"
+    );
+    assert!(text.contains("Git metadata in workspace mode: .git/hooks and .git/config read-only"));
+    let aws = home.join(".aws");
+    let allowed = doctor(&[
+        "--allow-read",
+        aws.to_str().unwrap(),
+        "--allow-git-hooks-and-config-writes",
+    ]);
+    assert!(!allowed.contains(&shown(&aws)), "{allowed}");
+    assert!(
+        allowed.contains("Git metadata in workspace mode: writable"),
+        "{allowed}"
+    );
+}
