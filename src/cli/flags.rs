@@ -1,0 +1,349 @@
+//! The flag groups that several subcommands share: how commands run ([`EngineArgs`]) and where
+//! sessions are kept ([`StoreArgs`]), with what each turns into (the engine's configuration, the
+//! same flags again for a child agent or Zed's settings).
+
+use acp_bash::acp::stream::StreamLimits;
+use acp_bash::exec::EngineConfig;
+use acp_bash::jobs::JobLimits;
+use acp_bash::sandbox;
+
+use super::parse::{
+    parse_assignment, parse_duration, parse_limit_count, parse_memory_limit, parse_mode,
+    parse_size, Limit,
+};
+use std::time::Duration;
+
+use clap::Args;
+
+/// How commands run. These apply to `serve`, and to the child agent that `demo` and `run` start.
+#[derive(Args, Debug, Clone, Default)]
+pub struct EngineArgs {
+    /// How long a command may run before it is killed, e.g. `90s`, `10m`, `1h` (default 10m).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Pass this variable to commands even though its name or value looks like a secret
+    /// (repeatable; the scrub removes tokens, keys and passwords by default).
+    #[arg(long = "keep-env", global = true, value_name = "NAME")]
+    keep_env: Vec<String>,
+    /// Set this variable for every command, after the scrub (repeatable), e.g. `PAGER=cat`.
+    #[arg(long = "set-env", global = true, value_name = "NAME=VALUE", value_parser = parse_assignment)]
+    set_env: Vec<(String, String)>,
+    /// Pass the agent's whole environment to commands, secrets included.
+    #[arg(long, global = true)]
+    no_env_scrub: bool,
+    /// What commands may touch: `workspace` (write only under the session's directory and the
+    /// temp dir), `read-only` (write only the temp dir, no network), `full` (no file or network
+    /// confinement; background processes still end with the command) or `off` (no kernel
+    /// sandbox at all; clients may then choose `off` too).
+    #[arg(long, global = true, value_name = "MODE", value_parser = parse_mode)]
+    sandbox: Option<sandbox::Mode>,
+    /// How many background jobs (`/bg`) may run at once in each session (default 8).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_jobs: Option<u32>,
+    /// Kill a background job after it has run this long, e.g. `30m`, `2h` (default: never;
+    /// `--timeout` is for commands and does not apply to jobs).
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    job_timeout: Option<Duration>,
+    /// Live output for clients without Zed's terminal card (acpx, Toad, …): `on` (the default)
+    /// updates the call about 3 times a second with the last lines of output; `off` shows the
+    /// output only once the command has ended.
+    #[arg(long, global = true, value_name = "on|off")]
+    plain_live: Option<OnOff>,
+    /// The largest prompt (the script's text) the agent runs, e.g. `1MiB` (the default),
+    /// `512KiB`, `4MiB`. A larger prompt is refused with a message that names this flag; an
+    /// input line longer than eight times this plus 1 MiB is discarded as it arrives.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    max_prompt_bytes: Option<u64>,
+    /// How much of one command's output its log file keeps, e.g. `256MiB` (the default) or
+    /// `1GiB`. A command that prints more than the result keeps (32 KiB head + 32 KiB tail)
+    /// has its output written to a log; the log stops at this size and the result says that
+    /// it holds only the first part.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    max_log_bytes: Option<u64>,
+    /// The total size of the log directory, e.g. `2GiB` (the default). Before a new log starts,
+    /// the oldest logs are removed until the rest plus the new log's cap fit. While the disk
+    /// is nearly full (less than 1 GiB or 5% free, whichever is smaller), no log is written and
+    /// the result says so.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    log_budget: Option<u64>,
+    /// How many processes (and threads) one command may have at once, e.g. `512`, or `none`
+    /// (default 4096: room for parallel builds). Stops fork bombs. Enforced per command in
+    /// workspace and read-only mode (see `acp-bash doctor`).
+    #[arg(long, global = true, value_name = "N", value_parser = parse_limit_count)]
+    max_processes: Option<Limit>,
+    /// How much memory one command may use, e.g. `4G`, `512M`, or `none` (the default: a
+    /// build's linker can need many GiB). Enforced for the command's whole process tree by a
+    /// memory cgroup where the agent may make one (e.g. as root; over it the kernel kills a
+    /// process of the command), and as RLIMIT_DATA per process everywhere (see `acp-bash doctor`).
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_memory_limit)]
+    max_memory: Option<Limit>,
+}
+
+/// A switch on the command line.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl EngineArgs {
+    pub fn config(&self) -> EngineConfig {
+        let mut config = EngineConfig::default();
+        if let Some(timeout) = self.timeout {
+            config.default_timeout = timeout;
+        }
+        config.env.scrub = !self.no_env_scrub;
+        config.env.keep = self.keep_env.clone();
+        config.env.set = self.set_env.clone();
+        if let Some(mode) = self.sandbox {
+            config.sandbox_mode = mode;
+        }
+        if let Some(bytes) = self.max_log_bytes {
+            config.max_log_bytes = bytes;
+        }
+        if let Some(bytes) = self.log_budget {
+            config.log_budget_bytes = bytes;
+        }
+        if let Some(Limit(limit)) = self.max_processes {
+            config.limits.max_processes = limit;
+        }
+        if let Some(Limit(limit)) = self.max_memory {
+            config.limits.max_memory = limit;
+        }
+        config
+    }
+
+    /// The limits of each session's background jobs.
+    pub fn job_limits(&self) -> JobLimits {
+        let mut limits = JobLimits::default();
+        if let Some(max) = self.max_jobs {
+            limits.max_running = max as usize;
+        }
+        limits.timeout = self.job_timeout;
+        limits
+    }
+
+    /// How live output reaches the client (`--plain-live`).
+    pub fn stream_limits(&self) -> StreamLimits {
+        let mut limits = StreamLimits::default();
+        if self.plain_live == Some(OnOff::Off) {
+            limits.plain_live = None;
+        }
+        limits
+    }
+
+    /// The prompt limit for the agent (`--max-prompt-bytes`).
+    pub fn max_prompt_bytes(&self) -> usize {
+        self.max_prompt_bytes
+            .map_or(acp_bash::acp::DEFAULT_MAX_PROMPT_BYTES, |bytes| {
+                usize::try_from(bytes).unwrap_or(usize::MAX)
+            })
+    }
+
+    /// The same settings as command-line arguments, for a child agent or Zed's settings.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(timeout) = self.timeout {
+            args.push("--timeout".into());
+            args.push(if timeout.subsec_millis() == 0 {
+                format!("{}s", timeout.as_secs())
+            } else {
+                format!("{}ms", timeout.as_millis())
+            });
+        }
+        for name in &self.keep_env {
+            args.push("--keep-env".into());
+            args.push(name.clone());
+        }
+        for (name, value) in &self.set_env {
+            args.push("--set-env".into());
+            args.push(format!("{name}={value}"));
+        }
+        if self.no_env_scrub {
+            args.push("--no-env-scrub".into());
+        }
+        if let Some(mode) = self.sandbox {
+            args.push("--sandbox".into());
+            args.push(mode.id().into());
+        }
+        if let Some(max) = self.max_jobs {
+            args.push("--max-jobs".into());
+            args.push(max.to_string());
+        }
+        if let Some(timeout) = self.job_timeout {
+            args.push("--job-timeout".into());
+            args.push(format!("{}ms", timeout.as_millis()));
+        }
+        if let Some(plain_live) = self.plain_live {
+            args.push("--plain-live".into());
+            args.push(if plain_live == OnOff::On { "on" } else { "off" }.into());
+        }
+        for (flag, value) in [
+            ("--max-prompt-bytes", self.max_prompt_bytes),
+            ("--max-log-bytes", self.max_log_bytes),
+            ("--log-budget", self.log_budget),
+        ] {
+            if let Some(bytes) = value {
+                args.push(flag.into());
+                args.push(bytes.to_string());
+            }
+        }
+        let none = || "none".to_string();
+        if let Some(Limit(limit)) = self.max_processes {
+            args.push("--max-processes".into());
+            args.push(limit.map_or_else(none, |n| n.to_string()));
+        }
+        if let Some(Limit(limit)) = self.max_memory {
+            args.push("--max-memory".into());
+            args.push(limit.map_or_else(none, |n| n.to_string()));
+        }
+        args
+    }
+}
+
+/// Where sessions are kept. These apply to `serve` (`demo` and `run` keep nothing).
+#[derive(Args, Debug, Clone, Default)]
+pub struct StoreArgs {
+    /// Keep sessions (directory, mode, title, recent calls with the head and tail of their
+    /// output) in DIR/sessions, so that an editor can list, reopen and resume them after the
+    /// agent restarts. Default: $XDG_STATE_HOME/acp-bash, else ~/.local/state/acp-bash.
+    #[arg(long, global = true, value_name = "DIR", conflicts_with = "no_history")]
+    state_dir: Option<std::path::PathBuf>,
+    /// Keep nothing on disk: sessions end with the agent, and session/list, load, resume and
+    /// delete are not offered (session/close still is).
+    #[arg(long, global = true)]
+    no_history: bool,
+}
+
+impl StoreArgs {
+    /// The session store these flags choose; `None` with `--no-history`, or when there is no
+    /// state directory (no `--state-dir`, `$XDG_STATE_HOME` or `$HOME`).
+    pub fn store(&self) -> Option<acp_bash::store::Store> {
+        if self.no_history {
+            return None;
+        }
+        let env = |name| std::env::var_os(name).map(std::path::PathBuf::from);
+        let dir = acp_bash::store::state_dir(
+            self.state_dir.as_deref(),
+            env("XDG_STATE_HOME").as_deref(),
+            env("HOME").as_deref(),
+        );
+        if dir.is_none() {
+            tracing::warn!("no state directory (set --state-dir or HOME): sessions are not kept");
+        }
+        dir.map(|dir| acp_bash::store::Store::new(&dir))
+    }
+
+    /// The same settings as command-line arguments (for Zed's settings).
+    pub fn to_args(&self) -> Vec<String> {
+        match (&self.state_dir, self.no_history) {
+            (_, true) => vec!["--no-history".into()],
+            (Some(dir), false) => vec!["--state-dir".into(), dir.to_string_lossy().into_owned()],
+            (None, false) => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::args::Cli;
+    use clap::Parser;
+
+    #[test]
+    fn engine_flags_round_trip_through_child_arguments() {
+        let cli = Cli::try_parse_from([
+            "acp-bash",
+            "--timeout",
+            "90s",
+            "--keep-env",
+            "GH_TOKEN",
+            "--set-env",
+            "PAGER=cat",
+            "--no-env-scrub",
+            "--sandbox",
+            "read-only",
+            "--max-jobs",
+            "3",
+            "--job-timeout",
+            "90m",
+            "--plain-live",
+            "off",
+            "--max-prompt-bytes",
+            "2MiB",
+            "--max-log-bytes",
+            "64M",
+            "--log-budget",
+            "1GiB",
+            "serve",
+        ])
+        .unwrap();
+        let again = Cli::try_parse_from(
+            std::iter::once("acp-bash".to_string()).chain(cli.engine.to_args()),
+        )
+        .unwrap();
+        let (a, b) = (cli.engine.config(), again.engine.config());
+        assert_eq!(a.default_timeout, b.default_timeout);
+        assert_eq!(a.env.keep, b.env.keep);
+        assert_eq!(a.env.set, b.env.set);
+        assert_eq!(a.env.scrub, b.env.scrub);
+        assert_eq!(a.sandbox_mode, b.sandbox_mode);
+        assert_eq!(cli.engine.stream_limits(), again.engine.stream_limits());
+        assert_eq!(cli.engine.stream_limits().plain_live, None);
+        assert_eq!(a.max_log_bytes, b.max_log_bytes);
+        assert_eq!(a.log_budget_bytes, b.log_budget_bytes);
+        assert_eq!(
+            cli.engine.max_prompt_bytes(),
+            again.engine.max_prompt_bytes()
+        );
+        assert_eq!(again.engine.max_prompt_bytes(), 2 << 20);
+        assert_eq!(b.max_log_bytes, 64 << 20);
+        assert_eq!(b.log_budget_bytes, 1 << 30);
+        assert!(!a.env.scrub);
+        assert_eq!(a.sandbox_mode, sandbox::Mode::ReadOnly);
+        assert_eq!(cli.engine.job_limits(), again.engine.job_limits());
+        assert_eq!(cli.engine.job_limits().max_running, 3);
+        assert_eq!(
+            cli.engine.job_limits().timeout,
+            Some(Duration::from_secs(90 * 60))
+        );
+        assert_eq!(
+            Cli::try_parse_from(["acp-bash"])
+                .unwrap()
+                .engine
+                .job_limits(),
+            JobLimits::default(),
+            "jobs have no timeout unless --job-timeout sets one"
+        );
+        assert!(Cli::try_parse_from(["acp-bash", "--max-jobs", "0"]).is_err());
+    }
+
+    /// The defaults README and `--help` promise, as literals (not the code's constants): a
+    /// command line without engine flags gives a 10-minute timeout, the scrub on and the
+    /// `workspace` sandbox.
+    #[test]
+    fn no_engine_flags_mean_the_documented_defaults() {
+        for args in [
+            &["acp-bash"][..],
+            &["acp-bash", "serve"],
+            &["acp-bash", "run", "--", "true"],
+        ] {
+            let config = Cli::try_parse_from(args).unwrap().engine.config();
+            assert_eq!(
+                config.default_timeout,
+                Duration::from_secs(10 * 60),
+                "{args:?}"
+            );
+            assert!(config.env.scrub, "{args:?}");
+            assert!(config.env.keep.is_empty() && config.env.set.is_empty());
+            assert_eq!(config.sandbox_mode, sandbox::Mode::Workspace, "{args:?}");
+            assert_eq!(config.keep_head_bytes, 32 * 1024);
+            assert_eq!(config.keep_tail_bytes, 32 * 1024);
+        }
+        assert!(Cli::try_parse_from(["acp-bash"])
+            .unwrap()
+            .engine
+            .to_args()
+            .is_empty());
+    }
+}
