@@ -3,6 +3,7 @@
 //! same flags again for a child agent or Zed's settings).
 
 use acp_bash::acp::stream::StreamLimits;
+use acp_bash::exec::env::EnvPolicy;
 use acp_bash::exec::EngineConfig;
 use acp_bash::jobs::JobLimits;
 use acp_bash::sandbox;
@@ -15,68 +16,108 @@ use std::time::Duration;
 
 use clap::Args;
 
-/// How commands run. These apply to `serve`, and to the child agent that `demo` and `run` start.
-#[derive(Args, Debug, Clone, Default)]
-pub struct EngineArgs {
-    /// How long a command may run before it is killed, e.g. `90s`, `10m`, `1h` (default 10m).
-    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
-    timeout: Option<Duration>,
+/// The environment scrub: what commands' environment keeps and gets. These apply wherever
+/// [`EngineArgs`] do, and to `doctor` (which lists what the scrub would remove).
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+#[command(next_help_heading = "Environment")]
+pub struct EnvArgs {
     /// Pass this variable to commands even though its name or value looks like a secret
     /// (repeatable; the scrub removes tokens, keys and passwords by default).
-    #[arg(long = "keep-env", global = true, value_name = "NAME")]
-    keep_env: Vec<String>,
+    #[arg(long = "keep-env", value_name = "NAME")]
+    pub keep_env: Vec<String>,
     /// Set this variable for every command, after the scrub (repeatable), e.g. `PAGER=cat`.
-    #[arg(long = "set-env", global = true, value_name = "NAME=VALUE", value_parser = parse_assignment)]
-    set_env: Vec<(String, String)>,
+    #[arg(long = "set-env", value_name = "NAME=VALUE", value_parser = parse_assignment)]
+    pub set_env: Vec<(String, String)>,
     /// Pass the agent's whole environment to commands, secrets included.
-    #[arg(long, global = true)]
-    no_env_scrub: bool,
+    #[arg(long)]
+    pub no_env_scrub: bool,
+}
+
+impl EnvArgs {
+    /// The scrub's policy these flags choose.
+    pub fn policy(&self) -> EnvPolicy {
+        let mut policy = EnvPolicy::standard();
+        policy.scrub = !self.no_env_scrub;
+        policy.keep = self.keep_env.clone();
+        policy.set = self.set_env.clone();
+        policy
+    }
+
+    /// The same settings as command-line arguments.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for name in &self.keep_env {
+            args.push("--keep-env".into());
+            args.push(name.clone());
+        }
+        for (name, value) in &self.set_env {
+            args.push("--set-env".into());
+            args.push(format!("{name}={value}"));
+        }
+        if self.no_env_scrub {
+            args.push("--no-env-scrub".into());
+        }
+        args
+    }
+}
+
+/// How commands run. These apply to `serve` and `run`, to the child agent that `demo` starts,
+/// and `zed-config` writes them into the snippet.
+#[derive(Args, Debug, Clone, Default, PartialEq)]
+#[command(next_help_heading = "Engine")]
+pub struct EngineArgs {
+    /// How long a command may run before it is killed, e.g. `90s`, `10m`, `1h` (default 10m).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<Duration>,
     /// What commands may touch: `workspace` (write only under the session's directory and the
     /// temp dir), `read-only` (write only the temp dir, no network), `full` (no file or network
     /// confinement; background processes still end with the command) or `off` (no kernel
     /// sandbox at all; clients may then choose `off` too).
-    #[arg(long, global = true, value_name = "MODE", value_parser = parse_mode)]
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     sandbox: Option<sandbox::Mode>,
     /// How many background jobs (`/bg`) may run at once in each session (default 8).
-    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     max_jobs: Option<u32>,
     /// Kill a background job after it has run this long, e.g. `30m`, `2h` (default: never;
     /// `--timeout` is for commands and does not apply to jobs).
-    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     job_timeout: Option<Duration>,
     /// Live output for clients without Zed's terminal card (acpx, Toad, …): `on` (the default)
     /// updates the call about 3 times a second with the last lines of output; `off` shows the
     /// output only once the command has ended.
-    #[arg(long, global = true, value_name = "on|off")]
+    #[arg(long, value_name = "on|off")]
     plain_live: Option<OnOff>,
     /// The largest prompt (the script's text) the agent runs, e.g. `1MiB` (the default),
     /// `512KiB`, `4MiB`. A larger prompt is refused with a message that names this flag; an
     /// input line longer than eight times this plus 1 MiB is discarded as it arrives.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_prompt_bytes: Option<u64>,
     /// How much of one command's output its log file keeps, e.g. `256MiB` (the default) or
     /// `1GiB`. A command that prints more than the result keeps (32 KiB head + 32 KiB tail)
     /// has its output written to a log; the log stops at this size and the result says that
     /// it holds only the first part.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     max_log_bytes: Option<u64>,
     /// The total size of the log directory, e.g. `2GiB` (the default). Before a new log starts,
     /// the oldest logs are removed until the rest plus the new log's cap fit. While the disk
     /// is nearly full (less than 1 GiB or 5% free, whichever is smaller), no log is written and
     /// the result says so.
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     log_budget: Option<u64>,
     /// How many processes (and threads) one command may have at once, e.g. `512`, or `none`
     /// (default 4096: room for parallel builds). Stops fork bombs. Enforced per command in
     /// workspace and read-only mode (see `acp-bash doctor`).
-    #[arg(long, global = true, value_name = "N", value_parser = parse_limit_count)]
+    #[arg(long, value_name = "N", value_parser = parse_limit_count)]
     max_processes: Option<Limit>,
     /// How much memory one command may use, e.g. `4G`, `512M`, or `none` (the default: a
     /// build's linker can need many GiB). Enforced for the command's whole process tree by a
     /// memory cgroup where the agent may make one (e.g. as root; over it the kernel kills a
     /// process of the command), and as RLIMIT_DATA per process everywhere (see `acp-bash doctor`).
-    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_memory_limit)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory_limit)]
     max_memory: Option<Limit>,
+    /// What commands' environment keeps and gets.
+    #[command(flatten)]
+    pub env: EnvArgs,
 }
 
 /// A switch on the command line.
@@ -92,9 +133,7 @@ impl EngineArgs {
         if let Some(timeout) = self.timeout {
             config.default_timeout = timeout;
         }
-        config.env.scrub = !self.no_env_scrub;
-        config.env.keep = self.keep_env.clone();
-        config.env.set = self.set_env.clone();
+        config.env = self.env.policy();
         if let Some(mode) = self.sandbox {
             config.sandbox_mode = mode;
         }
@@ -151,17 +190,7 @@ impl EngineArgs {
                 format!("{}ms", timeout.as_millis())
             });
         }
-        for name in &self.keep_env {
-            args.push("--keep-env".into());
-            args.push(name.clone());
-        }
-        for (name, value) in &self.set_env {
-            args.push("--set-env".into());
-            args.push(format!("{name}={value}"));
-        }
-        if self.no_env_scrub {
-            args.push("--no-env-scrub".into());
-        }
+        args.extend(self.env.to_args());
         if let Some(mode) = self.sandbox {
             args.push("--sandbox".into());
             args.push(mode.id().into());
@@ -201,17 +230,19 @@ impl EngineArgs {
     }
 }
 
-/// Where sessions are kept. These apply to `serve` (`demo` and `run` keep nothing).
-#[derive(Args, Debug, Clone, Default)]
+/// Where sessions are kept. These apply to `serve`, and `zed-config` writes them into the
+/// snippet (`demo` and `run` keep nothing).
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+#[command(next_help_heading = "Sessions")]
 pub struct StoreArgs {
     /// Keep sessions (directory, mode, title, recent calls with the head and tail of their
     /// output) in DIR/sessions, so that an editor can list, reopen and resume them after the
     /// agent restarts. Default: $XDG_STATE_HOME/acp-bash, else ~/.local/state/acp-bash.
-    #[arg(long, global = true, value_name = "DIR", conflicts_with = "no_history")]
+    #[arg(long, value_name = "DIR", conflicts_with = "no_history")]
     state_dir: Option<std::path::PathBuf>,
     /// Keep nothing on disk: sessions end with the agent, and session/list, load, resume and
     /// delete are not offered (session/close still is).
-    #[arg(long, global = true)]
+    #[arg(long)]
     no_history: bool,
 }
 
@@ -247,12 +278,21 @@ impl StoreArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::args::Cli;
+    use crate::cli::args::{Cli, Invocation};
     use clap::Parser;
+
+    /// The engine flags of a command line that serves.
+    fn engine(args: &[&str]) -> EngineArgs {
+        match Cli::try_parse_from(args).unwrap().invocation().unwrap() {
+            Invocation::Serve(serve) => serve.engine,
+            Invocation::Run(run) => run.engine,
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn engine_flags_round_trip_through_child_arguments() {
-        let cli = Cli::try_parse_from([
+        let cli_engine = engine(&[
             "acp-bash",
             "--timeout",
             "90s",
@@ -276,42 +316,38 @@ mod tests {
             "--log-budget",
             "1GiB",
             "serve",
-        ])
-        .unwrap();
-        let again = Cli::try_parse_from(
-            std::iter::once("acp-bash".to_string()).chain(cli.engine.to_args()),
-        )
-        .unwrap();
-        let (a, b) = (cli.engine.config(), again.engine.config());
+        ]);
+        let args: Vec<String> = std::iter::once("acp-bash".to_string())
+            .chain(cli_engine.to_args())
+            .collect();
+        let again_engine = engine(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let (a, b) = (cli_engine.config(), again_engine.config());
         assert_eq!(a.default_timeout, b.default_timeout);
         assert_eq!(a.env.keep, b.env.keep);
         assert_eq!(a.env.set, b.env.set);
         assert_eq!(a.env.scrub, b.env.scrub);
         assert_eq!(a.sandbox_mode, b.sandbox_mode);
-        assert_eq!(cli.engine.stream_limits(), again.engine.stream_limits());
-        assert_eq!(cli.engine.stream_limits().plain_live, None);
+        assert_eq!(cli_engine.stream_limits(), again_engine.stream_limits());
+        assert_eq!(cli_engine.stream_limits().plain_live, None);
         assert_eq!(a.max_log_bytes, b.max_log_bytes);
         assert_eq!(a.log_budget_bytes, b.log_budget_bytes);
         assert_eq!(
-            cli.engine.max_prompt_bytes(),
-            again.engine.max_prompt_bytes()
+            cli_engine.max_prompt_bytes(),
+            again_engine.max_prompt_bytes()
         );
-        assert_eq!(again.engine.max_prompt_bytes(), 2 << 20);
+        assert_eq!(again_engine.max_prompt_bytes(), 2 << 20);
         assert_eq!(b.max_log_bytes, 64 << 20);
         assert_eq!(b.log_budget_bytes, 1 << 30);
         assert!(!a.env.scrub);
         assert_eq!(a.sandbox_mode, sandbox::Mode::ReadOnly);
-        assert_eq!(cli.engine.job_limits(), again.engine.job_limits());
-        assert_eq!(cli.engine.job_limits().max_running, 3);
+        assert_eq!(cli_engine.job_limits(), again_engine.job_limits());
+        assert_eq!(cli_engine.job_limits().max_running, 3);
         assert_eq!(
-            cli.engine.job_limits().timeout,
+            cli_engine.job_limits().timeout,
             Some(Duration::from_secs(90 * 60))
         );
         assert_eq!(
-            Cli::try_parse_from(["acp-bash"])
-                .unwrap()
-                .engine
-                .job_limits(),
+            engine(&["acp-bash"]).job_limits(),
             JobLimits::default(),
             "jobs have no timeout unless --job-timeout sets one"
         );
@@ -328,7 +364,7 @@ mod tests {
             &["acp-bash", "serve"],
             &["acp-bash", "run", "--", "true"],
         ] {
-            let config = Cli::try_parse_from(args).unwrap().engine.config();
+            let config = engine(args).config();
             assert_eq!(
                 config.default_timeout,
                 Duration::from_secs(10 * 60),
@@ -340,10 +376,6 @@ mod tests {
             assert_eq!(config.keep_head_bytes, 32 * 1024);
             assert_eq!(config.keep_tail_bytes, 32 * 1024);
         }
-        assert!(Cli::try_parse_from(["acp-bash"])
-            .unwrap()
-            .engine
-            .to_args()
-            .is_empty());
+        assert!(engine(&["acp-bash"]).to_args().is_empty());
     }
 }

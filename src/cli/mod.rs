@@ -17,6 +17,6 @@ pub mod run;
 pub mod serve;
 pub mod zed_config;
 
-pub use args::{Cli, Command, RunArgs};
+pub use args::{Cli, Invocation, RunArgs};
 pub use child::{child_client, describe_error, init_logging};
-pub use flags::{EngineArgs, StoreArgs};
+pub use flags::{EngineArgs, EnvArgs, StoreArgs};

@@ -9,9 +9,10 @@ use acp_bash::acp::summary::CallSummary;
 use agent_client_protocol::v1::schema::CancelNotification;
 use agent_client_protocol::LineDirection;
 
-use super::{child_client, describe_error, EngineArgs, RunArgs};
+use super::{child_client, describe_error, RunArgs};
 
-pub async fn run(engine: &EngineArgs, log_level: Option<&str>, args: RunArgs) -> ExitCode {
+pub async fn run(log_level: Option<&str>, args: RunArgs) -> ExitCode {
+    let engine = &args.engine;
     let script = args.script.join(" ");
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,

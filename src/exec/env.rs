@@ -51,6 +51,9 @@ pub struct PreparedEnv {
     pub vars: Vec<(OsString, OsString)>,
     /// What the scrub removed (names only).
     pub removed: Vec<Scrubbed>,
+    /// The names of variables that were there but are replaced by [`ALWAYS_SET`] or the
+    /// policy's set-list (sorted).
+    pub replaced: Vec<String>,
 }
 
 impl EnvPolicy {
@@ -254,6 +257,7 @@ pub fn prepare(
     for (name, value) in vars {
         let name_text = name.to_string_lossy();
         if overridden(&name_text) {
+            prepared.replaced.push(name_text.into_owned());
             continue;
         }
         let kept = policy.keep.iter().any(|keep| *keep == name_text);
@@ -280,6 +284,7 @@ pub fn prepare(
         prepared.vars.push((name.into(), value.into()));
     }
     prepared.removed.sort_by(|a, b| a.name.cmp(&b.name));
+    prepared.replaced.sort();
     prepared
 }
 
@@ -456,6 +461,7 @@ mod tests {
         assert_eq!(get("GIT_TERMINAL_PROMPT").as_deref(), Some("0"));
         let removed: Vec<_> = prepared.removed.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(removed, ["GITHUB_TOKEN", "INNOCENT"]);
+        assert_eq!(prepared.replaced, ["PAGER"]);
         assert_eq!(
             prepared.removed[1].reason,
             ScrubReason::Value("GitHub token")

@@ -2,3 +2,4 @@
 
 mod commands;
 mod defaults;
+mod first_contact;
