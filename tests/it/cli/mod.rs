@@ -3,3 +3,4 @@
 mod commands;
 mod defaults;
 mod first_contact;
+mod run_view;
