@@ -71,14 +71,19 @@ pub async fn run(log_level: Option<&str>, args: RunArgs) -> ExitCode {
                                 screen.message(message);
                             }
                         }
-                        SessionUpdate::ToolCallUpdate(call) if plain => {
-                            // A plain client's live view: an update with content and no status.
-                            if call.fields.content.is_some() && call.fields.status.is_none() {
-                                screen.live(&summary.text.join("\n"));
+                        // A plain client's live view: an update with content and no status.
+                        SessionUpdate::ToolCallUpdate(call)
+                            if plain
+                                && call.fields.content.is_some()
+                                && call.fields.status.is_none() =>
+                        {
+                            screen.live(&summary.text.join("\n"));
+                        }
+                        _ => {
+                            if !plain {
+                                screen.stream(&summary.streamed[before..]);
                             }
                         }
-                        _ if !plain => screen.stream(&summary.streamed[before..]),
-                        _ => {}
                     }
                 }) => turn?,
                 () = cancelled_by_ctrl_c => unreachable!("never completes"),
