@@ -175,6 +175,8 @@ impl Screen {
         if self.terminal && self.live_lines > 0 {
             // Up to the live view's first line, then clear to the end of the screen.
             self.write(&format!("\x1b[{}F\x1b[J", self.live_lines));
+            // The cursor is at the start of the view's first line again.
+            self.at_line_start = true;
             self.live_lines = 0;
         }
     }

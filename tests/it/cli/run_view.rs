@@ -101,3 +101,64 @@ async fn run_plain_shows_the_live_view_while_the_command_runs() {
         "the final block last: {rest}"
     );
 }
+
+/// On a terminal, `run --plain` redraws the live view in place: the next view (here the final
+/// block) starts by moving the cursor up over the previous one and clearing to the end.
+#[tokio::test]
+async fn run_plain_on_a_terminal_redraws_the_live_view_in_place() {
+    use std::io::Read as _;
+    let (_tmp, dir) = temp_dir();
+    let fifo = dir.join("go");
+    crate::support::engine::mkfifo(&fifo);
+    let (master, slave) = super::first_contact::openpty();
+    let mut run = tokio::process::Command::new(binary())
+        .args([
+            "run",
+            "--plain",
+            "--sandbox",
+            "full",
+            "--",
+            "echo one; read -r _ < go; echo two",
+        ])
+        .current_dir(&dir)
+        .stdout(Stdio::from(slave))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The terminal's output, read on a thread until the last writer is gone (EIO).
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        let mut terminal = std::fs::File::from(master);
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = terminal.read(&mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    guard("the first live view on the terminal", async {
+        while !String::from_utf8_lossy(&seen).contains("one\r\n```\r\n") {
+            seen.extend(rx.recv().await.expect("more output"));
+        }
+    })
+    .await;
+    let fifo_writer = std::thread::spawn(move || std::fs::write(fifo, "go\n"));
+    let status = guard("run's exit", run.wait()).await.unwrap();
+    assert!(status.success(), "{status:?}");
+    fifo_writer.join().unwrap().unwrap();
+    drop(run);
+    while let Some(chunk) = guard("the rest of the output", rx.recv()).await {
+        seen.extend(chunk);
+    }
+    reader.join().unwrap();
+    let text = String::from_utf8_lossy(&seen);
+    assert!(
+        text.contains("one\r\n```\r\n\x1b[3F\x1b[J```console\r\n"),
+        "the three-line view is replaced in place: {text:?}"
+    );
+    assert!(
+        text.ends_with("one\r\ntwo\r\n[exit code: 0]\r\n```\r\n"),
+        "{text:?}"
+    );
+}
