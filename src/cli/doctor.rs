@@ -147,6 +147,23 @@ mod tests {
         assert!(scrub_report(&off, env).contains("off (--no-env-scrub)"));
     }
 
+    /// The verdict reads the sandbox's own mode descriptions: on a machine without any layer,
+    /// each mode a client can pick is only partly enforced, and the line says what is missing.
+    #[test]
+    fn on_a_machine_without_a_sandbox_every_mode_is_partly_enforced() {
+        let report = DoctorReport::from_support(&acp_bash::sandbox::Support::none("no layer"));
+        let text = verdicts(&report);
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        for line in lines {
+            assert!(
+                line.contains("PARTLY: ") && line.contains("NOT enforced here: "),
+                "{line}"
+            );
+            assert!(!line.contains("run `acp-bash doctor`"), "{line}");
+        }
+    }
+
     #[test]
     fn a_mode_with_a_gap_is_partly_enforced() {
         let report = DoctorReport::probe();
