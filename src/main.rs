@@ -6,11 +6,20 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use cli::{Cli, Invocation};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli::init_logging(cli.log_level.as_deref());
+    let log_level = cli.log_level.clone();
+    let invocation = match cli.invocation() {
+        Ok(invocation) => invocation,
+        Err(error) => {
+            eprintln!("acp-bash: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    cli::init_logging(log_level.as_deref());
+    let log_level = log_level.as_deref();
     // One worker thread (plus the main thread, which only waits): commands run in processes of
     // their own, the agent's work per message and per byte is small, and tasks that wake each
     // other on one thread skip a futex hand-off each time: 0.1–0.9 ms less per command than two
@@ -26,14 +35,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => runtime.block_on(cli::serve::serve(&cli.engine, &cli.store)),
-        Command::Demo => runtime.block_on(cli::demo::demo(&cli.engine, cli.log_level.as_deref())),
-        Command::Run(args) => {
-            runtime.block_on(cli::run::run(&cli.engine, cli.log_level.as_deref(), args))
-        }
-        Command::ZedConfig => cli::zed_config::zed_config(&cli.engine, &cli.store),
-        Command::Doctor => cli::doctor::doctor(&cli.engine, &cli.store),
+    let code = match invocation {
+        Invocation::Serve(args) => runtime.block_on(cli::serve::serve(&args.engine, &args.store)),
+        Invocation::Demo(engine) => runtime.block_on(cli::demo::demo(&engine, log_level)),
+        Invocation::Run(args) => runtime.block_on(cli::run::run(log_level, args)),
+        Invocation::ZedConfig(args) => cli::zed_config::zed_config(&args.engine, &args.store),
+        Invocation::Doctor(args) => cli::doctor::doctor(&args),
     };
     // Commands were cancelled and reaped before we got here; don't wait for stray blocking
     // threads (the stdin reader) on the way out.

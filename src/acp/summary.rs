@@ -31,8 +31,12 @@ pub struct CallSummary {
     pub exit_code: Option<i64>,
     /// The signal name in `_meta.terminal_exit`.
     pub signal: Option<String>,
-    /// The text content blocks of the final update.
+    /// The text content blocks of the latest update that had content (a plain client's live
+    /// view while the call runs, its console block once it has ended).
     pub text: Vec<String>,
+    /// The agent's messages (`agent_message_chunk` text) in the turn: a slash command's answer,
+    /// the nothing-to-run hint.
+    pub messages: Vec<String>,
 }
 
 impl CallSummary {
@@ -62,6 +66,12 @@ impl CallSummary {
                 }
                 if let Some(content) = &update.fields.content {
                     self.text = content.iter().filter_map(content_text).collect();
+                }
+            }
+            SessionUpdate::AgentMessageChunk(chunk) => {
+                if let agent_client_protocol::v1::schema::ContentBlock::Text(text) = &chunk.content
+                {
+                    self.messages.push(text.text.clone());
                 }
             }
             _ => {}

@@ -7,23 +7,66 @@ use std::process::ExitCode;
 
 use acp_bash::acp::client::{ClientProfile, Conversation, Turn};
 use acp_bash::acp::summary::CallSummary;
-use agent_client_protocol::v1::schema::{SessionId, StopReason};
+use agent_client_protocol::v1::schema::{
+    CancelNotification, SessionId, SetSessionModeRequest, StopReason,
+};
 use agent_client_protocol::LineDirection;
 
 use super::{child_client, describe_error, EngineArgs};
 
-/// The demo's scripts: (label, prompts run in one session in order).
-const DEMO: &[(&str, &[&str])] = &[
-    ("a command that succeeds", &["# Say hello\necho \"hello from $(basename \"$0\")\"; uname -s"]),
-    ("a command that fails, writing to stderr", &["# List a directory that does not exist\nls /nonexistent-acp-bash-demo"]),
+/// One step of a scene of the demo.
+enum Step {
+    /// A prompt, as typed.
+    Prompt(&'static str),
+    /// A prompt cancelled (`session/cancel`, an editor's stop button) once it has printed.
+    Cancel(&'static str),
+    /// `session/set_mode` (the mode picker).
+    Mode(&'static str),
+}
+
+use Step::{Cancel, Mode, Prompt};
+
+/// The variable the demo's child agent gets, to show the env scrub at work (a fake value).
+const DEMO_SECRET: (&str, &str) = ("DEMO_API_TOKEN", "demo-value-not-a-real-token");
+
+/// The demo's scenes: (label, steps run in one session in order).
+const DEMO: &[(&str, &[Step])] = &[
+    (
+        "a command with a description: a first line `# words` describes it",
+        &[Prompt("# Say hello\necho \"hello from $(basename \"$0\")\"; uname -s")],
+    ),
+    ("a command that fails, writing to stderr", &[Prompt("# List a directory that does not exist\nls /nonexistent-acp-bash-demo")]),
     (
         "colours and UTF-8",
-        &["printf '\\033[32mgreen\\033[0m \\033[1;31mbold red\\033[0m \\033[4munderlined\\033[0m\\n'; echo 'ünïcödé ✓ 日本語 🚀'"],
+        &[Prompt("printf '\\033[32mgreen\\033[0m \\033[1;31mbold red\\033[0m \\033[4munderlined\\033[0m\\n'; echo 'ünïcödé ✓ 日本語 🚀'")],
     ),
-    ("a cd that carries over to the next prompt", &["mkdir -p demo-dir && cd demo-dir", "pwd"]),
+    ("a cd that carries over to the next prompt", &[Prompt("mkdir -p demo-dir && cd demo-dir"), Prompt("pwd")]),
     (
         "a slow command streaming lines",
-        &["# Count slowly\nfor i in 1 2 3 4 5; do echo \"line $i\"; sleep 0.3; done"],
+        &[Prompt("# Count slowly\nfor i in 1 2 3 4 5; do echo \"line $i\"; sleep 0.3; done")],
+    ),
+    (
+        "the sandbox refusing a write outside the session folder (workspace mode, picked in the mode picker)",
+        &[
+            Mode("workspace"),
+            Prompt(
+                "# Write to the home directory\necho test > \"$HOME/.acp-bash-demo-write\" && \
+                 rm -f \"$HOME/.acp-bash-demo-write\" && \
+                 echo 'written: workspace mode is not enforced here (see acp-bash doctor)'",
+            ),
+        ],
+    ),
+    (
+        "a secret in the agent's environment, scrubbed before every command",
+        &[Prompt("# Look for the agent's DEMO_API_TOKEN\necho \"DEMO_API_TOKEN=${DEMO_API_TOKEN-(not here: removed by the env scrub)}\"")],
+    ),
+    (
+        "a background job: /bg starts it, /jobs lists it, /kill stops it",
+        &[Prompt("/bg sleep 30"), Prompt("/jobs"), Prompt("/kill 1")],
+    ),
+    (
+        "a cancel (the editor's stop button) while a command runs",
+        &[Cancel("# Wait a long time\necho started; sleep 30")],
     ),
 ];
 
@@ -64,19 +107,39 @@ async fn demo_client(
     profile: ClientProfile,
     dir: &Path,
 ) -> Result<(), String> {
-    let client = child_client(engine, log_level, profile)?.on_line(|line, direction| {
-        if direction == LineDirection::Stderr {
-            eprintln!("{line}");
-        }
-    });
+    let client = child_client(engine, log_level, profile)?
+        .env(DEMO_SECRET.0, DEMO_SECRET.1)
+        .on_line(|line, direction| {
+            if direction == LineDirection::Stderr {
+                eprintln!("{line}");
+            }
+        });
     let dir: PathBuf = dir.to_path_buf();
     client
         .run(async move |mut conversation: Conversation| {
-            for (label, prompts) in DEMO {
+            for (label, steps) in DEMO {
                 println!("── {label} ──");
                 let session = conversation.new_session(&dir).await?;
-                for prompt in *prompts {
-                    demo_prompt(&mut conversation, &session, prompt, profile).await?;
+                for step in *steps {
+                    match step {
+                        Prompt(prompt) => {
+                            demo_prompt(&mut conversation, &session, prompt, profile, false).await?
+                        }
+                        Cancel(prompt) => {
+                            demo_prompt(&mut conversation, &session, prompt, profile, true).await?
+                        }
+                        Mode(mode) => {
+                            conversation
+                                .connection()
+                                .send_request(SetSessionModeRequest::new(
+                                    session.clone(),
+                                    mode.to_string(),
+                                ))
+                                .block_task()
+                                .await?;
+                            println!("  (mode picker: {mode})");
+                        }
+                    }
                 }
             }
             Ok(())
@@ -90,15 +153,23 @@ async fn demo_prompt(
     session: &SessionId,
     prompt: &str,
     profile: ClientProfile,
+    cancel: bool,
 ) -> agent_client_protocol::Result<()> {
     let mut summary = CallSummary::default();
     let card = profile == ClientProfile::Zed;
     let mut at_line_start = true;
+    println!("  you type: {}", prompt.replace('\n', "\n            "));
+    let connection = conversation.connection().clone();
+    let mut cancel_sent = false;
     let turn: Turn = conversation
         .prompt_with(session, prompt, |update| {
             let before = summary.streamed.len();
             let had_title = !summary.title.is_empty();
+            let had_messages = summary.messages.len();
             summary.apply(update);
+            for message in &summary.messages[had_messages..] {
+                println!("{}", indent(&format!("agent: {message}"), "  "));
+            }
             if !had_title && !summary.title.is_empty() {
                 if let Some(description) = &summary.description {
                     println!("  {description}");
@@ -121,9 +192,22 @@ async fn demo_prompt(
                 print!("{}", indent_stream(fresh, "  │ ", &mut at_line_start));
                 let _ = std::io::stdout().flush();
             }
+            let printed = !summary.streamed.is_empty()
+                || summary.text.iter().any(|t| t.contains("\nstarted\n"));
+            if cancel && !cancel_sent && printed {
+                // What an editor's stop button sends.
+                cancel_sent = true;
+                println!("  (you press stop: session/cancel)");
+                let _ = connection.send_notification(CancelNotification::new(session.clone()));
+            }
         })
         .await?;
-    if card {
+    if summary.status.is_none() {
+        // A `/bg` job's card: it has not ended when its turn does.
+        if !summary.title.is_empty() {
+            println!("  └─ (the job keeps running after the turn)");
+        }
+    } else if card {
         if !at_line_start {
             println!();
         }

@@ -1,17 +1,21 @@
-//! `acp-bash run SCRIPT`: one script through the real protocol, as a client would see it; prints
-//! its output and exits with its exit status.
+//! `acp-bash run SCRIPT`: one prompt through the real protocol, showing on stdout what a client
+//! would: the agent's messages (a slash command's answer, the nothing-to-run hint), and the call's
+//! output as Zed's card streams it, or with `--plain` the live console view while the command
+//! runs and then the console block. Exits with the command's exit status (0 after a message-only
+//! turn such as `/help`).
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use acp_bash::acp::client::{ClientProfile, Conversation};
 use acp_bash::acp::summary::CallSummary;
-use agent_client_protocol::v1::schema::CancelNotification;
+use agent_client_protocol::v1::schema::{CancelNotification, SessionUpdate, StopReason};
 use agent_client_protocol::LineDirection;
 
-use super::{child_client, describe_error, EngineArgs, RunArgs};
+use super::{child_client, describe_error, RunArgs};
 
-pub async fn run(engine: &EngineArgs, log_level: Option<&str>, args: RunArgs) -> ExitCode {
+pub async fn run(log_level: Option<&str>, args: RunArgs) -> ExitCode {
+    let engine = &args.engine;
     let script = args.script.join(" ");
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
@@ -44,7 +48,7 @@ pub async fn run(engine: &EngineArgs, log_level: Option<&str>, args: RunArgs) ->
         .run(async move |mut conversation: Conversation| {
             let session = conversation.new_session(&cwd).await?;
             let mut summary = CallSummary::default();
-            let mut stdout = std::io::stdout();
+            let mut screen = Screen::new(std::io::stdout().is_terminal());
             // Ctrl-C cancels the command through the protocol (session/cancel), like an editor's
             // stop button, and `run` still reports how it ended.
             let connection = conversation.connection().clone();
@@ -61,26 +65,146 @@ pub async fn run(engine: &EngineArgs, log_level: Option<&str>, args: RunArgs) ->
                 turn = conversation.prompt_with(&session, &script, |update| {
                     let before = summary.streamed.len();
                     summary.apply(update);
-                    if !plain {
-                        let _ = stdout.write_all(&summary.streamed.as_bytes()[before..]);
-                        let _ = stdout.flush();
+                    match update {
+                        SessionUpdate::AgentMessageChunk(_) => {
+                            if let Some(message) = summary.messages.last() {
+                                screen.message(message);
+                            }
+                        }
+                        // A plain client's live view: an update with content and no status.
+                        SessionUpdate::ToolCallUpdate(call)
+                            if plain
+                                && call.fields.content.is_some()
+                                && call.fields.status.is_none() =>
+                        {
+                            screen.live(&summary.text.join("\n"));
+                        }
+                        _ => {
+                            if !plain {
+                                screen.stream(&summary.streamed[before..]);
+                            }
+                        }
                     }
                 }) => turn?,
                 () = cancelled_by_ctrl_c => unreachable!("never completes"),
             };
-            if plain {
-                for text in &summary.text {
-                    println!("{text}");
-                }
+            if plain && summary.status.is_some() {
+                screen.last(&summary.text.join("\n"));
             }
+            screen.finish();
             Ok((turn.stop_reason, summary))
         })
         .await;
     match result {
-        Ok((_, summary)) => ExitCode::from(summary.exit_status()),
+        Ok((stop_reason, summary)) => ExitCode::from(exit_status(stop_reason, &summary)),
         Err(error) => {
             eprintln!("acp-bash: {}", describe_error(&error));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The call's exit status when the turn ended a call; 0 when the turn only answered (a slash
+/// command, the nothing-to-run hint: like `bash -c ''`), 1 otherwise. A `/bg` job's card has
+/// not ended when its turn does, so `run -- /bg …` is a message-only turn too; its job ends
+/// with `run`'s child agent, which `run` says on stderr.
+fn exit_status(stop_reason: StopReason, summary: &CallSummary) -> u8 {
+    if summary.status.is_some() {
+        return summary.exit_status();
+    }
+    if !summary.title.is_empty() {
+        eprintln!(
+            "acp-bash run: the background job ends with this run (`run` keeps no agent \
+             running); in an editor it keeps running after its turn."
+        );
+    }
+    match stop_reason {
+        StopReason::EndTurn if !summary.messages.is_empty() => 0,
+        _ => 1,
+    }
+}
+
+/// What `run` prints on stdout, keeping lines whole: the card's stream as it comes, agent
+/// messages on lines of their own, and a plain client's live view (on a terminal redrawn in
+/// place; otherwise each view printed whole as it comes, as a log of what the client showed).
+struct Screen {
+    out: std::io::Stdout,
+    terminal: bool,
+    at_line_start: bool,
+    /// How many lines the live view on the terminal takes (to redraw it).
+    live_lines: usize,
+}
+
+impl Screen {
+    fn new(terminal: bool) -> Self {
+        Screen {
+            out: std::io::stdout(),
+            terminal,
+            at_line_start: true,
+            live_lines: 0,
+        }
+    }
+
+    fn write(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let _ = self.out.write_all(text.as_bytes());
+        let _ = self.out.flush();
+        self.at_line_start = text.ends_with('\n');
+    }
+
+    fn line_start(&mut self) {
+        if !self.at_line_start {
+            self.write("\n");
+        }
+    }
+
+    fn stream(&mut self, data: &str) {
+        self.write(data);
+    }
+
+    fn message(&mut self, text: &str) {
+        self.clear_live();
+        self.line_start();
+        self.write(text);
+        self.line_start();
+    }
+
+    fn clear_live(&mut self) {
+        if self.terminal && self.live_lines > 0 {
+            // Up to the live view's first line, then clear to the end of the screen.
+            self.write(&format!("\x1b[{}F\x1b[J", self.live_lines));
+            // The cursor is at the start of the view's first line again.
+            self.at_line_start = true;
+            self.live_lines = 0;
+        }
+    }
+
+    fn live(&mut self, view: &str) {
+        self.clear_live();
+        self.line_start();
+        self.write(view);
+        self.line_start();
+        if self.terminal {
+            self.live_lines = view.lines().count().max(1);
+        }
+    }
+
+    /// The final view: replaces the live one on a terminal.
+    fn last(&mut self, view: &str) {
+        self.clear_live();
+        self.line_start();
+        self.write(view);
+        self.line_start();
+    }
+
+    fn finish(&mut self) {
+        if !self.terminal {
+            return;
+        }
+        // A card stream that did not end its line: end it, so that the shell's prompt starts
+        // on a line of its own (on a pipe the bytes stay exactly the command's).
+        self.line_start();
     }
 }

@@ -1,6 +1,8 @@
 //! `acp-bash serve` (the default): ACP v1 on stdin/stdout until EOF or a termination signal.
-//! stdout carries only protocol messages; logs go to stderr.
+//! stdout carries only protocol messages; logs go to stderr. Started by hand on a terminal, it
+//! first says on stderr what it is and what to try ([`FIRST_CONTACT`]), and serves all the same.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use acp_bash::acp::{AcpBashAgent, TransportLimits};
@@ -8,12 +10,22 @@ use acp_bash::exec::Engine;
 
 use super::{EngineArgs, StoreArgs};
 
+/// The line a bare `acp-bash` prints on stderr when its stdin is a terminal.
+pub const FIRST_CONTACT: &str = "acp-bash: an ACP agent that your editor starts; it now waits \
+     for JSON-RPC on stdin (Ctrl-D quits). To try it: `acp-bash demo`, or `acp-bash run -- ls`; \
+     `acp-bash --help` for more.";
+
 /// Serves ACP on stdin/stdout until EOF or a termination signal.
 ///
 /// The connection runs as a task on the runtime's worker, not in `block_on` on the main thread:
 /// the protocol's tasks and the commands' tasks then wake each other on one thread, without a
 /// hand-off to a parked main thread for every message (0.1–0.2 ms per prompt here).
 pub async fn serve(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
+    if std::io::stdin().is_terminal() {
+        // Someone typed `acp-bash` in a terminal: say what this is (on stderr; stdout stays
+        // protocol only) and keep serving, in case they meant it.
+        eprintln!("{FIRST_CONTACT}");
+    }
     let (engine, store) = (engine.clone(), store.clone());
     match tokio::spawn(async move { serve_on_worker(&engine, &store).await }).await {
         Ok(code) => code,

@@ -51,6 +51,9 @@ pub struct PreparedEnv {
     pub vars: Vec<(OsString, OsString)>,
     /// What the scrub removed (names only).
     pub removed: Vec<Scrubbed>,
+    /// The names of variables that were there but are replaced by [`ALWAYS_SET`] or the
+    /// policy's set-list (sorted).
+    pub replaced: Vec<String>,
 }
 
 impl EnvPolicy {
@@ -76,11 +79,32 @@ impl EnvPolicy {
     }
 }
 
-/// Variables every command gets, before the policy's own set-list (which can override them).
+/// The editor commands get (`EDITOR`, `VISUAL`, `GIT_EDITOR`, `GIT_SEQUENCE_EDITOR`): commands
+/// have no terminal (stdin is `/dev/null`), so an editor such as vim would draw into the output
+/// and wait until the timeout. This stub says why on stderr and fails at once, so `git commit`
+/// without `-m` and `git rebase -i` end with that message.
+///
+/// It is a shell snippet, not a file: nothing a command can write (in any sandbox mode) can
+/// change it. Callers that run the editor through `sh -c "$EDITOR \"$@\""` (git, crontab,
+/// sensible-editor, Python's click) print the message; a bash script's unquoted `$EDITOR file`
+/// splits it into words without parsing quotes, so `sh` fails at once with a syntax error
+/// (status 2) naming `"acp-bash:`; an `execvp` of the whole value fails with "not found".
+/// See `notes/2026-12-01-editors-fail-fast.md`.
+pub const NO_EDITOR: &str = "sh -c 'echo \"acp-bash: no terminal here, so no editor can run; \
+     pass the text on the command line instead (git commit -m MESSAGE, git merge --no-edit, \
+     git rebase without -i)\" >&2; exit 1' acp-bash-no-editor";
+
+/// Variables every command gets, before the policy's own set-list (which can override them):
+/// an inherited value is replaced (an `EDITOR=vim` from the user's terminal cannot work here),
+/// an explicit `--set-env` wins.
 pub const ALWAYS_SET: &[(&str, &str)] = &[
     ("PAGER", "cat"),
     ("GIT_PAGER", "cat"),
     ("GIT_TERMINAL_PROMPT", "0"),
+    ("EDITOR", NO_EDITOR),
+    ("VISUAL", NO_EDITOR),
+    ("GIT_EDITOR", NO_EDITOR),
+    ("GIT_SEQUENCE_EDITOR", NO_EDITOR),
     // Tells scripts they run under acp-bash (and which version).
     ("ACP_BASH", env!("CARGO_PKG_VERSION")),
 ];
@@ -254,6 +278,7 @@ pub fn prepare(
     for (name, value) in vars {
         let name_text = name.to_string_lossy();
         if overridden(&name_text) {
+            prepared.replaced.push(name_text.into_owned());
             continue;
         }
         let kept = policy.keep.iter().any(|keep| *keep == name_text);
@@ -280,6 +305,7 @@ pub fn prepare(
         prepared.vars.push((name.into(), value.into()));
     }
     prepared.removed.sort_by(|a, b| a.name.cmp(&b.name));
+    prepared.replaced.sort();
     prepared
 }
 
@@ -456,6 +482,7 @@ mod tests {
         assert_eq!(get("GIT_TERMINAL_PROMPT").as_deref(), Some("0"));
         let removed: Vec<_> = prepared.removed.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(removed, ["GITHUB_TOKEN", "INNOCENT"]);
+        assert_eq!(prepared.replaced, ["PAGER"]);
         assert_eq!(
             prepared.removed[1].reason,
             ScrubReason::Value("GitHub token")

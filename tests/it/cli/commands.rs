@@ -119,9 +119,29 @@ fn demo_shows_the_card_and_the_fallback() {
         "demo-dir",
         "failed",
         "completed",
+        // The description syntax, as typed, and the description it makes.
+        "you type: # Say hello",
+        "  Say hello\n",
+        // The env scrub at work on the child agent's fake token.
+        "DEMO_API_TOKEN=(not here: removed by the env scrub)",
+        // A background job, listed, then stopped.
+        "agent: Started job 1",
+        "running",
+        "agent: Killed job 1",
+        // A cancel.
+        "(you press stop: session/cancel)",
+        "[cancelled] [killed by signal: SIGTERM]",
+        "(stop reason: Cancelled)",
     ] {
         assert!(text.contains(needle), "the demo shows {needle:?}:\n{text}");
     }
+    assert!(!text.contains("demo-value-not-a-real-token"), "{text}");
+    // The write outside the session folder in workspace mode: refused, or said not to be.
+    let refused = text.contains("Read-only file system") || text.contains("Permission denied");
+    assert!(
+        refused || text.contains("workspace mode is not enforced here"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -2,4 +2,6 @@
 
 mod commands;
 mod defaults;
+mod first_contact;
+mod run_view;
 mod sandbox_view;

@@ -508,13 +508,17 @@ async fn the_environment_is_scrubbed_and_hardened() {
         [
             "ACP_BASH",
             "CARGO_HOME",
+            "EDITOR",
+            "GIT_EDITOR",
             "GIT_PAGER",
+            "GIT_SEQUENCE_EDITOR",
             "GIT_TERMINAL_PROMPT",
             "HOME",
             "LANG",
             "PAGER",
             "PATH",
-            "TOKENIZERS_PARALLELISM"
+            "TOKENIZERS_PARALLELISM",
+            "VISUAL"
         ],
         "{}",
         outcome.output

@@ -3,6 +3,7 @@
 mod capture_oracle;
 mod chunk_oracle;
 mod concurrency;
+mod editors;
 mod engine;
 mod env_rules;
 mod handle;
