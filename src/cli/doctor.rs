@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use acp_bash::sandbox;
 
 pub fn doctor() -> ExitCode {
+    // Probe in the state `serve` runs in (non-dumpable), so that the two can never disagree.
+    sandbox::protect_agent_process();
     print!("{}", sandbox::doctor_report());
     ExitCode::SUCCESS
 }

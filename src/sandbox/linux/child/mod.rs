@@ -15,7 +15,7 @@
 //!                 └─ B (PID 2: capabilities, limits, Landlock, fds, then exec bash)        mod.rs
 //! ```
 //!
-//! All three stay in the engine's process group: the engine's signals reach the shell (and its
+//! All three stay in the process group (and session) W made: the engine's signals reach the shell (and its
 //! children) directly, and its final SIGKILL of the group reaches I. When I exits the kernel
 //! SIGKILLs everything else in the namespace. W's parent-death signal and I's (set here, while
 //! the shell runs) chain the agent's death down to I. Without namespaces, W is a subreaper
@@ -122,7 +122,17 @@ pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
         if libc::getppid() != exec.parent {
             libc::_exit(127); // the agent died before the signal was armed
         }
-        check(efd, Step::ProcessGroup, libc::setpgid(0, 0) as i64);
+        // A new session (and with it a process group whose id is this pid, which the engine
+        // signals): no controlling terminal, so `/dev/tty` and TIOCSTI reach no terminal of
+        // the agent's (CVE-2017-5226).
+        check(efd, Step::ProcessGroup, libc::setsid() as i64);
+        if plan.is_some() {
+            // W is a fork of the agent holding a copy of its memory: never readable by the
+            // same user, whatever the agent's own state (an embedder that never called
+            // `protect_agent_process`). Not in the plain path: there the child shares the
+            // agent's memory (CLONE_VM) and its dumpable flag with it.
+            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        }
         for (from, to) in [(exec.stdin, 0), (exec.output, 1), (exec.output, 2)] {
             if from == to {
                 check(efd, Step::Stdio, libc::fcntl(to, libc::F_SETFD, 0) as i64);
@@ -205,6 +215,10 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
                     fail(efd, Step::UidMap, if n < 0 { errno() } else { libc::EPERM });
                 }
             } else {
+                // A non-dumpable process's /proc/self files belong to root, so it cannot
+                // write its own id maps: W is dumpable only around these three writes (see
+                // `dumpable_window` for what that window exposes and what is removed first).
+                dumpable_window(plan, exec);
                 check(
                     efd,
                     Step::Setgroups,
@@ -220,6 +234,7 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
                     Step::GidMap,
                     sys::write_id_map(b"/proc/self/gid_map\0", plan.gid, plan.gid, 1) as i64,
                 );
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
             }
         }
         check(
@@ -290,6 +305,35 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
     }
     // B: the shell-to-be, PID 2.
     restrict(plan, efd);
+}
+
+/// Opens the window in which W (a fork of the agent, already in the command's new user
+/// namespace, before any process of the command exists) is dumpable, so that it may write its
+/// own id maps; the caller closes it right after. A process of the same user outside the
+/// sandbox could, during these few system calls, open W's `/proc` files: so W first wipes its
+/// copy of the agent's environment block and closes every fd the command does not need (the
+/// agent's protocol pipes, other runs' pipes and logs). What stays is W's copy of the agent's
+/// memory, which only a tracer could read (`PTRACE_MODE_ATTACH`); see
+/// `notes/2026-12-01-sandbox-process.md`.
+fn dumpable_window(plan: &ChildPlan, exec: &ExecArgs) {
+    if let Some((start, end)) = plan.env_region {
+        if end > start {
+            // SAFETY: this process's own copy of the environment block, read by nothing here.
+            unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
+        }
+    }
+    let mut keep = [-1 as RawFd; 12];
+    let fixed = [exec.error_fd, plan.landlock_fd, plan.memory_cgroup_fd];
+    for (slot, fd) in keep.iter_mut().zip(
+        fixed
+            .into_iter()
+            .chain(exec.pass.iter().map(|&(from, _)| from)),
+    ) {
+        *slot = fd;
+    }
+    sys::close_all_except(&mut keep);
+    // SAFETY: prctl on this process.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
 }
 
 /// Moves this process into the cgroup whose `cgroup.procs` is open as `fd` (-1: none).
