@@ -8,5 +8,6 @@ mod hostile;
 mod net;
 mod off;
 mod secrets;
+mod served;
 mod support;
 mod unprivileged;
