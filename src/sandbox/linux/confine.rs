@@ -47,6 +47,8 @@ pub(crate) fn confine_with(
         private_proc: support.private_proc.is_ok(),
         network_namespace: net_ns,
         view: confined_fs && user_namespace && support.filesystem_view.is_ok(),
+        seccomp: confined_fs && support.seccomp.is_ok(),
+        fresh_keyring: support.session_keyring.is_ok(),
     };
     Confined {
         launch,

@@ -7,6 +7,7 @@ pub(crate) mod child;
 pub(crate) mod child_process;
 pub(crate) mod confine;
 pub(crate) mod report;
+pub(crate) mod seccomp;
 pub(crate) mod spawn;
 pub mod step;
 pub(crate) mod support;
@@ -273,6 +274,8 @@ pub(crate) struct Layers {
     pub private_proc: bool,
     pub network_namespace: bool,
     pub view: bool,
+    pub seccomp: bool,
+    pub fresh_keyring: bool,
 }
 
 fn current_ids() -> (u32, u32) {
@@ -376,6 +379,12 @@ impl Prepared {
                 max_memory: limits.max_memory.unwrap_or(0),
                 pids_cgroup_fd: pids.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
                 memory_cgroup_fd: memory.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+                fresh_keyring: layers.fresh_keyring,
+                seccomp: if layers.seccomp {
+                    seccomp::programs().as_ref().ok()
+                } else {
+                    None
+                },
             },
             _ruleset: ruleset,
             _netns: netns,
@@ -545,6 +554,16 @@ pub(crate) fn probe_support() -> Support {
             probe(p)
         }
     };
+    let seccomp = seccomp::programs().as_ref().map_err(Clone::clone).and_then(|programs| {
+        let mut p = plan(false, false);
+        p.seccomp = Some(programs);
+        probe(p)
+    });
+    let session_keyring = {
+        let mut p = plan(false, false);
+        p.fresh_keyring = true;
+        probe(p)
+    };
     Support {
         landlock,
         namespaces,
@@ -552,5 +571,7 @@ pub(crate) fn probe_support() -> Support {
         private_proc,
         network_namespace,
         filesystem_view,
+        seccomp,
+        session_keyring,
     }
 }

@@ -109,6 +109,9 @@ pub(crate) fn gaps(mode: Mode, support: &Support) -> Vec<String> {
                 gaps.push("blocking Unix sockets on disk (Docker's, D-Bus's)".to_string());
             }
         }
+        if support.seccomp.is_err() {
+            gaps.push("the seccomp filter (io_uring, keyrings, bpf, AF_VSOCK)".to_string());
+        }
     }
     if mode != Mode::Off {
         if support.namespaces.is_err() {
@@ -122,6 +125,9 @@ pub(crate) fn gaps(mode: Mode, support: &Support) -> Vec<String> {
         }
         if let Err(why) = process_limit_support(support) {
             gaps.push(format!("--max-processes ({why})"));
+        }
+        if support.session_keyring.is_err() {
+            gaps.push("a fresh session keyring (commands share the agent's)".to_string());
         }
     }
     gaps
@@ -182,6 +188,9 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     }
     line
 }
+
+/// What the seccomp filter denies (see `seccomp.rs`).
+const SECCOMP_PURPOSE: &str = "workspace / read-only: io_uring (ENOSYS), keyctl / add_key / request_key, bpf, perf_event_open, userfaultfd, kexec (EPERM) fail, and so does a socket of any family but unix, inet, inet6 and netlink (AF_VSOCK included: EAFNOSUPPORT); a 32-bit system call kills the command";
 
 /// Each kernel layer, whether it works with `support`, and what it gives.
 pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
@@ -278,6 +287,16 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
                 name: "private /proc",
                 purpose: "every mode: other processes' environments (/proc/<pid>/environ) are out of sight",
                 status: ok(&support.private_proc, "fresh /proc for the command's PID namespace"),
+            },
+            LayerReport {
+                name: "seccomp filter",
+                purpose: SECCOMP_PURPOSE,
+                status: ok(&support.seccomp, "installed last, right before exec"),
+            },
+            LayerReport {
+                name: "fresh session keyring",
+                purpose: "every mode but off: each command starts with a new, empty session keyring, so keys in the agent's are out of reach and a key one command adds is not found by another session's",
+                status: ok(&support.session_keyring, "keyctl(KEYCTL_JOIN_SESSION_KEYRING) before exec"),
             },
             LayerReport {
                 name: "network namespace",

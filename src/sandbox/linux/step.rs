@@ -51,6 +51,10 @@ pub enum Step {
     Landlock,
     /// Passing the file descriptors the shell gets.
     Descriptors,
+    /// Joining a fresh session keyring (`keyctl`).
+    SessionKeyring,
+    /// Installing the seccomp filter.
+    Seccomp,
     /// Entering the working directory.
     Chdir,
     /// Starting bash (`exec`).
@@ -58,7 +62,7 @@ pub enum Step {
 }
 
 impl Step {
-    const ALL: [Step; 24] = [
+    const ALL: [Step; 26] = [
         Step::ProcessGroup,
         Step::ParentDeathSignal,
         Step::Stdio,
@@ -81,6 +85,8 @@ impl Step {
         Step::NoNewPrivs,
         Step::Landlock,
         Step::Descriptors,
+        Step::SessionKeyring,
+        Step::Seccomp,
         Step::Chdir,
         Step::Exec,
     ];
@@ -115,6 +121,8 @@ impl Step {
             Step::NoNewPrivs => "setting no_new_privs",
             Step::Landlock => "applying the Landlock ruleset",
             Step::Descriptors => "passing file descriptors",
+            Step::SessionKeyring => "joining a fresh session keyring",
+            Step::Seccomp => "installing the seccomp filter",
             Step::Chdir => "entering the working directory",
             Step::Exec => "starting bash (exec)",
         }

@@ -9,5 +9,6 @@ mod net;
 mod off;
 mod secrets;
 mod served;
+mod syscalls;
 mod support;
 mod unprivileged;

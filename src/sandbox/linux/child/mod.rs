@@ -90,6 +90,10 @@ pub(crate) struct ChildPlan {
     /// the agent's pages, so inside the cgroup the OOM killer would pick them, and the command
     /// would die whole instead of its largest process.
     pub memory_cgroup_fd: RawFd,
+    /// Replace the agent's session keyring with a fresh, empty one (`KEYCTL_JOIN_SESSION_KEYRING`).
+    pub fresh_keyring: bool,
+    /// The seccomp programs to install last, right before exec (compiled in the parent).
+    pub seccomp: Option<&'static super::seccomp::Programs>,
 }
 
 /// What the child execs and with which fds, prepared in the parent.
@@ -345,7 +349,8 @@ fn join_cgroup(fd: RawFd, efd: RawFd) {
     }
 }
 
-/// Capabilities, limits and Landlock, in the process that is about to exec.
+/// Capabilities, limits, a fresh keyring, Landlock and seccomp, in the process that is about
+/// to exec.
 fn restrict(plan: &ChildPlan, efd: RawFd) {
     join_cgroup(plan.memory_cgroup_fd, efd);
     // SAFETY: raw prctl/setrlimit/landlock syscalls.
@@ -384,29 +389,63 @@ fn restrict(plan: &ChildPlan, efd: RawFd) {
                 );
             }
         }
-        if plan.landlock_fd < 0 {
-            return;
-        }
-        check(
-            efd,
-            Step::NoNewPrivs,
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as i64,
-        );
-        // The view's private tmpfs mounts are new inodes the parent's rules can't name.
-        if let Some(view) = &plan.view {
-            let shm = view.private_shm.then_some(c"/dev/shm");
-            let temp = view.private_temp.as_deref();
-            for dir in [shm, temp].into_iter().flatten() {
-                allow_writes_beneath(plan, dir, efd);
+        if plan.fresh_keyring {
+            // The agent's session keyring (keys its user put there) stays behind: the command
+            // and what it starts share a new, empty one. ENOSYS: a kernel without keyrings.
+            let r = libc::syscall(
+                libc::SYS_keyctl,
+                KEYCTL_JOIN_SESSION_KEYRING,
+                std::ptr::null::<libc::c_char>(),
+            );
+            if r < 0 && errno() != libc::ENOSYS {
+                fail(efd, Step::SessionKeyring, errno());
             }
         }
-        let r = libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32);
-        if r < 0 {
-            fail(efd, Step::Landlock, errno());
+        if plan.landlock_fd >= 0 || plan.seccomp.is_some() {
+            check(
+                efd,
+                Step::NoNewPrivs,
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as i64,
+            );
         }
-        libc::close(plan.landlock_fd);
+        if plan.landlock_fd >= 0 {
+            // The view's private tmpfs mounts are new inodes the parent's rules can't name.
+            if let Some(view) = &plan.view {
+                let shm = view.private_shm.then_some(c"/dev/shm");
+                let temp = view.private_temp.as_deref();
+                for dir in [shm, temp].into_iter().flatten() {
+                    allow_writes_beneath(plan, dir, efd);
+                }
+            }
+            let r = libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32);
+            if r < 0 {
+                fail(efd, Step::Landlock, errno());
+            }
+            libc::close(plan.landlock_fd);
+        }
+        // Last: every step above may use any system call.
+        if let Some(programs) = plan.seccomp {
+            for (len, filter) in programs.each() {
+                let program = libc::sock_fprog {
+                    len,
+                    filter: filter as *mut libc::sock_filter,
+                };
+                let r = libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0u32,
+                    &program as *const libc::sock_fprog,
+                );
+                if r < 0 {
+                    fail(efd, Step::Seccomp, errno());
+                }
+            }
+        }
     }
 }
+
+/// `keyctl(2)`'s operation that joins (here: creates) a new anonymous session keyring.
+const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
 
 /// `struct landlock_path_beneath_attr` (packed, as in the kernel's UAPI).
 #[repr(C, packed)]
