@@ -5,6 +5,7 @@ mod engine;
 mod escapees;
 mod fs;
 mod hostile;
+mod logs;
 mod net;
 mod off;
 mod secrets;
