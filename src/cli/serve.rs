@@ -29,7 +29,11 @@ async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
     let max_prompt_bytes = engine.max_prompt_bytes();
     let transport =
         acp_bash::acp::AgentStdio::new().limits(TransportLimits::for_prompts(max_prompt_bytes));
-    let mut agent = AcpBashAgent::new(Engine::new(engine.config()))
+    let mut config = engine.config();
+    if let Some(dir) = store.log_dir() {
+        config = config.log_dir(dir);
+    }
+    let mut agent = AcpBashAgent::new(Engine::new(config))
         .with_stream_limits(engine.stream_limits())
         .with_max_prompt_bytes(max_prompt_bytes)
         .with_client_behind(transport.client_behind())

@@ -172,7 +172,10 @@ impl Capture {
         let opened = super::logdir::LogDir::open(&limits.dir).and_then(|dir| {
             dir.make_room(limits.budget_bytes, limits.max_bytes);
             let cap = dir.disk_room(limits.disk_reserve)?.min(limits.max_bytes);
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
             let file = dir
                 .create_log(name)
                 .map_err(|error| format!("cannot create {}: {error}", path.display()))?;

@@ -86,8 +86,12 @@ impl LogDir {
         }
         // SAFETY: a new fd we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let meta = nix::sys::stat::fstat(fd.as_raw_fd())
-            .map_err(|error| format!("cannot inspect the log directory {}: {error}", dir.display()))?;
+        let meta = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|error| {
+            format!(
+                "cannot inspect the log directory {}: {error}",
+                dir.display()
+            )
+        })?;
         // SAFETY: as above.
         let uid = unsafe { libc::geteuid() };
         if meta.st_uid != uid {
@@ -152,9 +156,12 @@ impl LogDir {
             .filter(|entry| is_log(&entry.file_name().to_string_lossy()))
             .filter_map(|entry| {
                 let name = entry.file_name().to_owned();
-                let meta: FileStat =
-                    fstatat(Some(raw), name.as_c_str(), nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-                        .ok()?;
+                let meta: FileStat = fstatat(
+                    Some(raw),
+                    name.as_c_str(),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .ok()?;
                 if meta.st_mode & libc::S_IFMT != libc::S_IFREG {
                     return None;
                 }
@@ -226,7 +233,10 @@ pub fn prepare(dir: &Path) -> Result<(), String> {
 pub fn create_log(path: &Path) -> std::io::Result<File> {
     let invalid = || std::io::Error::from(std::io::ErrorKind::InvalidInput);
     let dir = path.parent().ok_or_else(invalid)?;
-    let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(invalid)?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(invalid)?;
     let dir = LogDir::open(dir).map_err(std::io::Error::other)?;
     dir.create_log(name)
 }
@@ -252,7 +262,13 @@ pub fn disk_room(dir: &Path, reserve: Option<u64>) -> Result<u64, String> {
     )
 }
 
-fn room(dir: &Path, block: u64, available: u64, blocks: u64, reserve: Option<u64>) -> Result<u64, String> {
+fn room(
+    dir: &Path,
+    block: u64,
+    available: u64,
+    blocks: u64,
+    reserve: Option<u64>,
+) -> Result<u64, String> {
     let free = available.saturating_mul(block);
     let reserve = reserve.unwrap_or_else(|| default_reserve(blocks.saturating_mul(block)));
     match free.checked_sub(reserve) {

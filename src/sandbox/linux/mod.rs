@@ -554,11 +554,14 @@ pub(crate) fn probe_support() -> Support {
             probe(p)
         }
     };
-    let seccomp = seccomp::programs().as_ref().map_err(Clone::clone).and_then(|programs| {
-        let mut p = plan(false, false);
-        p.seccomp = Some(programs);
-        probe(p)
-    });
+    let seccomp = seccomp::programs()
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|programs| {
+            let mut p = plan(false, false);
+            p.seccomp = Some(programs);
+            probe(p)
+        });
     let session_keyring = {
         let mut p = plan(false, false);
         p.fresh_keyring = true;

@@ -139,11 +139,13 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     let temp = std::env::temp_dir();
     let allows = match mode {
         Mode::Workspace => format!(
-            "Commands change files only in the session folder and {}, and may use the network.",
+            "Commands change files only in the session folder and {}, and may use the network; \
+             they get no terminal, keyring, io_uring or VM socket of the host's.",
             temp.display()
         ),
         Mode::ReadOnly => "Commands read everything but change nothing outside a private temp \
-                           dir, with no network."
+                           dir, with no network, and get no terminal, keyring, io_uring or VM \
+                           socket of the host's."
             .to_string(),
         Mode::Full => "Commands change any file the agent may and use the network; what they \
                        start still ends with them."

@@ -147,6 +147,9 @@ fn x32_guard() -> BpfProgram {
             (libc::BPF_RET | libc::BPF_K) as u16,
             libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
         ),
-        stmt((libc::BPF_RET | libc::BPF_K) as u16, libc::SECCOMP_RET_ALLOW),
+        stmt(
+            (libc::BPF_RET | libc::BPF_K) as u16,
+            libc::SECCOMP_RET_ALLOW,
+        ),
     ]
 }

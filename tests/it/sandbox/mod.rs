@@ -10,6 +10,6 @@ mod net;
 mod off;
 mod secrets;
 mod served;
-mod syscalls;
 mod support;
+mod syscalls;
 mod unprivileged;

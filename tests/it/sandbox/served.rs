@@ -97,7 +97,14 @@ fn a_served_agents_commands_get_their_own_namespaces() {
             for mode in ["workspace", "read-only", "full"] {
                 let client = AcpClient::new(
                     binary(),
-                    ["serve", "--sandbox", mode, "--no-history", "--log-level", "warn"],
+                    [
+                        "serve",
+                        "--sandbox",
+                        mode,
+                        "--no-history",
+                        "--log-level",
+                        "warn",
+                    ],
                 )
                 .profile(ClientProfile::Plain);
                 let cwd = ws.path().to_path_buf();
@@ -127,7 +134,15 @@ fn the_commands_of_acp_bash_run_get_their_own_namespaces() {
             let ws = workspace();
             for mode in ["workspace", "read-only"] {
                 let output = Command::new(binary())
-                    .args(["--sandbox", mode, "--no-history", "run", "--plain", "--", SCRIPT])
+                    .args([
+                        "--sandbox",
+                        mode,
+                        "--no-history",
+                        "run",
+                        "--plain",
+                        "--",
+                        SCRIPT,
+                    ])
                     .current_dir(ws.path())
                     .stdin(Stdio::null())
                     .output()
@@ -152,7 +167,15 @@ fn doctor_and_the_served_agent_agree() {
             .any(|l| l.starts_with("  [works]   user namespace"));
         let ws = workspace();
         let output = Command::new(binary())
-            .args(["--sandbox", "workspace", "--no-history", "run", "--plain", "--", SCRIPT])
+            .args([
+                "--sandbox",
+                "workspace",
+                "--no-history",
+                "run",
+                "--plain",
+                "--",
+                SCRIPT,
+            ])
             .current_dir(ws.path())
             .stdin(Stdio::null())
             .output()
@@ -241,7 +264,15 @@ fn no_command_reaches_the_agents_controlling_terminal() {
                 let ctty = slave.as_raw_fd();
                 let mut command = Command::new(binary());
                 command
-                    .args(["--sandbox", mode, "--no-history", "run", "--plain", "--", TTY_SCRIPT])
+                    .args([
+                        "--sandbox",
+                        mode,
+                        "--no-history",
+                        "run",
+                        "--plain",
+                        "--",
+                        TTY_SCRIPT,
+                    ])
                     .current_dir(ws.path())
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())

@@ -207,14 +207,21 @@ print("PLANTED" if r > 0 else "add_key: " + err())"#
                 let planted = run_in(&engine, ws.path(), planter, &plant);
                 if planter == Mode::Workspace {
                     assert!(
-                        planted.lines().any(|l| l == "add_key: Operation not permitted"),
+                        planted
+                            .lines()
+                            .any(|l| l == "add_key: Operation not permitted"),
                         "{planted}"
                     );
                 } else {
                     assert!(planted.lines().any(|l| l == "PLANTED"), "{planted}");
                 }
                 let other = workspace();
-                let found = run_in(&engine, other.path(), finder, &search_session_keyring(&name));
+                let found = run_in(
+                    &engine,
+                    other.path(),
+                    finder,
+                    &search_session_keyring(&name),
+                );
                 assert!(
                     !found.contains("planted-value"),
                     "{planter} then {finder}: {found}"

@@ -264,6 +264,7 @@ pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
         .args([test, "--exact", "--nocapture", "--test-threads", "1"])
         .env(AS_NOBODY, "1")
         .env(AGENT_BINARY, &copies.agent_binary)
+        .env(SCHEMA_COPY, &copies.schema)
         .env("HOME", "/nonexistent")
         .current_dir("/")
         .stdin(Stdio::null())
@@ -287,14 +288,17 @@ pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
 /// Set in the ordinary-user half's environment: the copy of the built `acp-bash` it starts (see
 /// [`crate::support::acp::binary`]).
 pub const AGENT_BINARY: &str = "ACP_BASH_TEST_AGENT_BINARY";
+/// Set in the ordinary-user half's environment: the copy of the vendored ACP schema.
+pub const SCHEMA_COPY: &str = "ACP_BASH_TEST_SCHEMA";
 
 /// What the ordinary-user half runs, where `nobody` can reach it.
 struct Copies {
     test_binary: PathBuf,
     agent_binary: PathBuf,
+    schema: PathBuf,
 }
 
-/// The test binary and the built `acp-bash`, linked (or copied) once per process into a
+/// The test binary, the built `acp-bash` and the vendored ACP schema, linked (or copied) once per process into a
 /// directory `nobody` may enter: the clone itself may sit under a 0700 directory (root's home),
 /// where `nobody` cannot reach `target/`. Removed with the process's other leftovers by the
 /// next run (a folder per pid, cleared when that pid is gone).
@@ -318,15 +322,16 @@ fn copies_for_nobody() -> &'static Copies {
         let place = |from: &Path, name: &str| {
             let to = dir.join(name);
             if std::fs::hard_link(from, &to).is_err() {
-                std::fs::copy(from, &to).expect("copy a binary for the ordinary user");
+                // A copy keeps the mode (0755 for the binaries, 0644 for the schema).
+                std::fs::copy(from, &to).expect("copy a file for the ordinary user");
             }
-            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
             to
         };
         let exe = std::env::current_exe().expect("the test binary's path");
         Copies {
             test_binary: place(&exe, "it"),
             agent_binary: place(Path::new(env!("CARGO_BIN_EXE_acp-bash")), "acp-bash"),
+            schema: place(&crate::support::schema::schema_path(), "acp-schema.v1.json"),
         }
     })
 }
