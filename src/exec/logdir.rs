@@ -208,6 +208,8 @@ impl LogDir {
 
     /// How many bytes a new log here may take without leaving the disk less than `reserve`
     /// free (`None`: [`default_reserve`]); an error that says so when there is no room at all.
+    // statvfs's field types differ between targets: the casts are not always no-ops.
+    #[allow(clippy::unnecessary_cast)]
     pub fn disk_room(&self, reserve: Option<u64>) -> Result<u64, String> {
         let Ok(stat) = nix::sys::statvfs::fstatvfs(&self.fd) else {
             // Not knowing is no reason to lose the log: the cap still bounds it.
@@ -249,6 +251,8 @@ pub fn default_reserve(disk_bytes: u64) -> u64 {
 
 /// How many bytes a new log in `dir` may take without leaving the disk less than `reserve`
 /// free (`None`: [`default_reserve`]); an error that says so when there is no room at all.
+// statvfs's field types differ between targets: the casts are not always no-ops.
+#[allow(clippy::unnecessary_cast)]
 pub fn disk_room(dir: &Path, reserve: Option<u64>) -> Result<u64, String> {
     let Ok(stat) = nix::sys::statvfs::statvfs(dir) else {
         return Ok(u64::MAX);

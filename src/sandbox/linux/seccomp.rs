@@ -75,6 +75,8 @@ pub(crate) fn programs() -> &'static Result<Programs, String> {
     PROGRAMS.get_or_init(compile)
 }
 
+// `c_long` is not `i64` on every target: the casts are not always no-ops.
+#[allow(clippy::unnecessary_cast)]
 fn compile() -> Result<Programs, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH)
         .map_err(|_| format!("no seccomp filter is built for {}", std::env::consts::ARCH))?;
