@@ -44,6 +44,7 @@ pub fn default_dir() -> PathBuf {
 /// directory itself was opened without following a symbolic link and checked through the
 /// descriptor (a private directory of this user's).
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct LogDir {
     path: PathBuf,
     fd: OwnedFd,
