@@ -311,3 +311,56 @@ fn loaded_roots(work: &std::path::Path) -> acp_bash::sandbox::Roots {
         .session_temp(temp)
         .protection(protection)
 }
+
+/// What the process layers of issue 19 cost each command (the seccomp filter and the fresh
+/// session keyring; `setsid` replaced `setpgid`, one system call either way): workspace-mode
+/// spawns with every layer against the same spawns without those two, interleaved with a raw
+/// `bash -c` so that all three see the same load. Two scripts: `true`, and one that makes
+/// thousands of system calls (each runs through the filter).
+pub fn layers(bench: &Bench) -> Vec<Row> {
+    let count = if bench.quick { 40 } else { 200 };
+    let roots = acp_bash::sandbox::Roots::new(bench.session_dir(), std::env::temp_dir());
+    let all = acp_bash::sandbox::Support::current().clone();
+    let mut without = all.clone();
+    without.seccomp = Err("bench: off".into());
+    without.session_keyring = Err("bench: off".into());
+    let mut rows = Vec::new();
+    for script in [
+        "true",
+        "for i in $(seq 200); do cat /etc/hostname; done > /dev/null",
+    ] {
+        let (mut with_layers, mut without_layers, mut cost) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..count {
+            let raw = ms(raw::bash_to_devnull(script));
+            let on = ms(raw::bash_confined_with(
+                Mode::Workspace,
+                &roots,
+                &all,
+                script,
+            ));
+            let off = ms(raw::bash_confined_with(
+                Mode::Workspace,
+                &roots,
+                &without,
+                script,
+            ));
+            with_layers.push(on - raw);
+            without_layers.push(off - raw);
+            cost.push(on - off);
+        }
+        rows.push(Row {
+            case: "engine-layers".into(),
+            metric: format!("workspace spawn of `{script}`: seccomp + fresh keyring"),
+            median: format!("paired Δ {:+.2} ms", median(&cost)),
+            baseline: format!(
+                "vs raw: with {:+.2} ms, without {:+.2} ms",
+                median(&with_layers),
+                median(&without_layers)
+            ),
+            ratio: "-".into(),
+            target: "(context)".into(),
+            met: None,
+        });
+    }
+    rows
+}

@@ -99,6 +99,7 @@ const CASES: &[(&str, Case)] = &[
     ("engine-overhead", |b| Ok(engine::overhead(b))),
     ("engine-throughput", |b| Ok(engine::throughput(b))),
     ("engine-chunk-capture", |b| Ok(engine::chunk_capture(b))),
+    ("engine-layers", |b| Ok(engine::layers(b))),
 ];
 
 fn machine() -> String {

@@ -189,11 +189,27 @@ pub fn bash_true_confined(
     mode: acp_bash::sandbox::Mode,
     roots: &acp_bash::sandbox::Roots,
 ) -> Duration {
+    bash_confined_with(mode, roots, acp_bash::sandbox::Support::current(), "true")
+}
+
+/// `bash -c script` confined by `mode` with the layers `support` says work (output to
+/// /dev/null); how long from confining to reaped.
+pub fn bash_confined_with(
+    mode: acp_bash::sandbox::Mode,
+    roots: &acp_bash::sandbox::Roots,
+    support: &acp_bash::sandbox::Support,
+    script: &str,
+) -> Duration {
     use std::os::fd::AsFd;
     let started = Instant::now();
-    let launch = acp_bash::sandbox::Launch::new(BASH, ["-c", "true"]);
-    let confined =
-        acp_bash::sandbox::confine(launch, mode, roots, acp_bash::sandbox::Limits::default());
+    let launch = acp_bash::sandbox::Launch::new(BASH, ["-c", script]);
+    let confined = acp_bash::sandbox::confine_with(
+        launch,
+        mode,
+        roots,
+        acp_bash::sandbox::Limits::default(),
+        support,
+    );
     let null = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/null")
@@ -205,7 +221,7 @@ pub fn bash_true_confined(
     unsafe { libc::waitpid(pid, &mut status, 0) };
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "confined bash -c true: {status}"
+        "confined bash -c {script}: {status}"
     );
     started.elapsed()
 }

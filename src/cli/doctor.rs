@@ -17,6 +17,8 @@ use super::{DoctorArgs, EnvArgs, StoreArgs};
 const GAPS: &str = " Not enforced on this machine: ";
 
 pub fn doctor(args: &DoctorArgs) -> ExitCode {
+    // Probe in the state `serve` runs in (non-dumpable), so that the two can never disagree.
+    sandbox::protect_agent_process();
     let report = DoctorReport::probe();
     print!("{report}");
     let mut config = EngineConfig::default();

@@ -295,7 +295,8 @@ impl EngineArgs {
 pub struct StoreArgs {
     /// Keep sessions (directory, mode, title, recent calls with the head and tail of their
     /// output) in DIR/sessions, so that an editor can list, reopen and resume them after the
-    /// agent restarts. Default: $XDG_STATE_HOME/acp-bash, else ~/.local/state/acp-bash.
+    /// agent restarts; full-output logs go to DIR/logs. Default: $XDG_STATE_HOME/acp-bash, else
+    /// ~/.local/state/acp-bash.
     #[arg(long, value_name = "DIR", conflicts_with = "no_history")]
     state_dir: Option<std::path::PathBuf>,
     /// Keep nothing on disk: sessions end with the agent, and session/list, load, resume and
@@ -316,6 +317,12 @@ impl StoreArgs {
             tracing::warn!("no state directory (set --state-dir or HOME): sessions are not kept");
         }
         dir.map(|dir| acp_bash::store::Store::new(&dir))
+    }
+
+    /// Where full-output logs go with these flags: `DIR/logs` for `--state-dir DIR` (else the
+    /// engine's default, the default state directory's `logs`).
+    pub fn log_dir(&self) -> Option<std::path::PathBuf> {
+        self.state_dir.as_ref().map(|dir| dir.join("logs"))
     }
 
     /// The state directory these flags name (also with `--no-history`), if any.

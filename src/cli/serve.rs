@@ -45,6 +45,9 @@ async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
     // The session store (other sessions' scripts and output) is masked from commands, with
     // `--no-history` too (an earlier agent's store is still there).
     config.protection.agent_dirs.extend(store.state_dir_path());
+    if let Some(dir) = store.log_dir() {
+        config = config.log_dir(dir);
+    }
     let mut agent = AcpBashAgent::new(Engine::new(config))
         .with_stream_limits(engine.stream_limits())
         .with_max_prompt_bytes(max_prompt_bytes)

@@ -169,11 +169,15 @@ impl Capture {
         let path = limits
             .dir
             .join(format!("run-{stamp}-{}-{n}.log", std::process::id()));
-        let opened = super::logdir::prepare(&limits.dir).and_then(|()| {
-            super::logdir::make_room(&limits.dir, limits.budget_bytes, limits.max_bytes);
-            let cap =
-                super::logdir::disk_room(&limits.dir, limits.disk_reserve)?.min(limits.max_bytes);
-            let file = super::logdir::create_log(&path)
+        let opened = super::logdir::LogDir::open(&limits.dir).and_then(|dir| {
+            dir.make_room(limits.budget_bytes, limits.max_bytes);
+            let cap = dir.disk_room(limits.disk_reserve)?.min(limits.max_bytes);
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let file = dir
+                .create_log(name)
                 .map_err(|error| format!("cannot create {}: {error}", path.display()))?;
             // Pieces at least this long (a busy pipe's 64 KiB reads) go straight to the
             // file, without a copy into the buffer; shorter ones are batched.

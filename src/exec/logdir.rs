@@ -6,63 +6,242 @@
 //! Output can hold secrets, so a log directory that another user owns or can read is refused
 //! rather than used. Must not touch: what goes into a log (`capture`).
 
-use std::fs::{DirBuilder, File, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::ffi::{CStr, CString};
+use std::fs::{DirBuilder, File};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+use nix::dir::Dir;
+use nix::fcntl::OFlag;
+use nix::sys::stat::{fstatat, FileStat, Mode};
+use nix::unistd::{unlinkat, UnlinkatFlags};
 
 /// Logs older than this are removed when a new log is written.
 pub const KEEP_LOGS_FOR: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
-/// The default log directory: per user, under the temp dir.
+/// The default log directory: `logs` in the agent's state directory (`$XDG_STATE_HOME/acp-bash`,
+/// else `~/.local/state/acp-bash`), outside every place a command may write; under the temp dir
+/// (per user) only when there is no state directory.
 pub fn default_dir() -> PathBuf {
+    let env = |name| std::env::var_os(name).map(PathBuf::from);
+    if let Some(state) = crate::store::state_dir(
+        None,
+        env("XDG_STATE_HOME").as_deref(),
+        env("HOME").as_deref(),
+    ) {
+        return state.join("logs");
+    }
     // SAFETY: geteuid cannot fail and has no preconditions.
     let uid = unsafe { libc::geteuid() };
     std::env::temp_dir().join(format!("acp-bash-logs-{uid}"))
 }
 
-/// Makes `dir` (mode 0700) if needed, checks that it is a private directory of this user's,
-/// and removes logs in it older than [`KEEP_LOGS_FOR`].
-pub fn prepare(dir: &Path) -> Result<(), String> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|error| format!("cannot create the log directory {}: {error}", dir.display()))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|error| {
-        format!(
-            "cannot inspect the log directory {}: {error}",
-            dir.display()
-        )
-    })?;
-    // SAFETY: as above.
-    let uid = unsafe { libc::geteuid() };
-    let problem = if !meta.is_dir() {
-        Some("is not a directory (a symbolic link?)")
-    } else if meta.uid() != uid {
-        Some("belongs to another user")
-    } else if meta.mode() & 0o077 != 0 {
-        Some("can be read by other users (chmod 700 it)")
-    } else {
-        None
-    };
-    if let Some(problem) = problem {
-        return Err(format!(
-            "the log directory {} {problem}; output can hold secrets, so no log was written",
-            dir.display()
-        ));
-    }
-    prune(dir, SystemTime::now());
-    Ok(())
+/// An open log directory: every later step (pruning, making room, creating a log) is relative to
+/// this descriptor, never to a path a command could change between a check and a use. The
+/// directory itself was opened without following a symbolic link and checked through the
+/// descriptor (a private directory of this user's).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct LogDir {
+    path: PathBuf,
+    fd: OwnedFd,
 }
 
-/// Creates a new log file readable only by this user.
+impl LogDir {
+    /// Makes `dir` (mode 0700) if needed, opens it (refusing a symbolic link), checks that it is
+    /// a private directory of this user's, and removes logs in it older than [`KEEP_LOGS_FOR`].
+    pub fn open(dir: &Path) -> Result<LogDir, String> {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|error| {
+                format!("cannot create the log directory {}: {error}", dir.display())
+            })?;
+        let refused = |problem: &str| {
+            format!(
+                "the log directory {} {problem}; output can hold secrets, so no log was written",
+                dir.display()
+            )
+        };
+        let path = CString::new(dir.as_os_str().as_bytes())
+            .map_err(|_| format!("the log directory {} has a NUL in its name", dir.display()))?;
+        // SAFETY: open with a NUL-terminated path; the fd is ours.
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let error = std::io::Error::last_os_error();
+            return Err(match error.raw_os_error() {
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                    refused("is not a directory (a symbolic link?)")
+                }
+                _ => format!("cannot open the log directory {}: {error}", dir.display()),
+            });
+        }
+        // SAFETY: a new fd we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let meta = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(|error| {
+            format!(
+                "cannot inspect the log directory {}: {error}",
+                dir.display()
+            )
+        })?;
+        // SAFETY: as above.
+        let uid = unsafe { libc::geteuid() };
+        if meta.st_uid != uid {
+            return Err(refused("belongs to another user"));
+        }
+        if meta.st_mode & 0o077 != 0 {
+            return Err(refused("can be read by other users (chmod 700 it)"));
+        }
+        let dir = LogDir {
+            path: dir.to_path_buf(),
+            fd,
+        };
+        dir.prune(SystemTime::now());
+        Ok(dir)
+    }
+
+    /// The directory's path, as it was opened (for messages and the log's name in a result).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Creates the new log `name` in this directory, readable only by this user: never through
+    /// a symbolic link, never over an existing file.
+    pub fn create_log(&self, name: &str) -> std::io::Result<File> {
+        if name.contains('/') || name == "." || name == ".." {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a log's name is a single file name",
+            ));
+        }
+        let name = CString::new(name)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: openat on our directory fd with a NUL-terminated name; the fd is ours.
+        let fd = unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a new fd we own.
+        Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// The logs here (`run-*.log` regular files, never following a link): name, mtime, size.
+    fn logs(&self) -> Vec<(CString, SystemTime, u64)> {
+        let raw: RawFd = self.fd.as_raw_fd();
+        let Ok(mut dir) = Dir::openat(
+            Some(raw),
+            ".",
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return Vec::new();
+        };
+        dir.iter()
+            .flatten()
+            .filter(|entry| is_log(&entry.file_name().to_string_lossy()))
+            .filter_map(|entry| {
+                let name = entry.file_name().to_owned();
+                let meta: FileStat = fstatat(
+                    Some(raw),
+                    name.as_c_str(),
+                    nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+                )
+                .ok()?;
+                if meta.st_mode & libc::S_IFMT != libc::S_IFREG {
+                    return None;
+                }
+                let modified = SystemTime::UNIX_EPOCH
+                    + Duration::new(meta.st_mtime.max(0) as u64, meta.st_mtime_nsec as u32);
+                Some((name, modified, meta.st_size.max(0) as u64))
+            })
+            .collect()
+    }
+
+    fn remove(&self, name: &CStr) -> bool {
+        unlinkat(Some(self.fd.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir).is_ok()
+    }
+
+    /// Removes the oldest logs until the rest, plus a new log of up to `new_log` bytes, fit in
+    /// `budget` bytes.
+    pub fn make_room(&self, budget: u64, new_log: u64) {
+        let mut logs = self.logs();
+        logs.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        let mut total: u64 = logs.iter().map(|(_, _, len)| len).sum();
+        let allowed = budget.saturating_sub(new_log.min(budget));
+        for (name, _, len) in logs {
+            if total <= allowed {
+                break;
+            }
+            if self.remove(&name) {
+                tracing::info!(log = %self.path.join(name.to_string_lossy().as_ref()).display(), "removed an old log to stay within the log budget");
+                total -= len;
+            }
+        }
+    }
+
+    /// Removes logs last written more than [`KEEP_LOGS_FOR`] before `now`.
+    fn prune(&self, now: SystemTime) {
+        for (name, modified, _) in self.logs() {
+            if now
+                .duration_since(modified)
+                .is_ok_and(|age| age > KEEP_LOGS_FOR)
+            {
+                self.remove(&name);
+            }
+        }
+    }
+
+    /// How many bytes a new log here may take without leaving the disk less than `reserve`
+    /// free (`None`: [`default_reserve`]); an error that says so when there is no room at all.
+    // statvfs's field types differ between targets: the casts are not always no-ops.
+    #[allow(clippy::unnecessary_cast)]
+    pub fn disk_room(&self, reserve: Option<u64>) -> Result<u64, String> {
+        let Ok(stat) = nix::sys::statvfs::fstatvfs(&self.fd) else {
+            // Not knowing is no reason to lose the log: the cap still bounds it.
+            return Ok(u64::MAX);
+        };
+        room(
+            &self.path,
+            stat.fragment_size() as u64,
+            stat.blocks_available() as u64,
+            stat.blocks() as u64,
+            reserve,
+        )
+    }
+}
+
+/// Makes and checks `dir` as [`LogDir::open`] does (and prunes it).
+pub fn prepare(dir: &Path) -> Result<(), String> {
+    LogDir::open(dir).map(drop)
+}
+
+/// Creates a new log file readable only by this user, at `path` (its directory opened without
+/// following a link, then the file created relative to it, never through a link).
 pub fn create_log(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
+    let invalid = || std::io::Error::from(std::io::ErrorKind::InvalidInput);
+    let dir = path.parent().ok_or_else(invalid)?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(invalid)?;
+    let dir = LogDir::open(dir).map_err(std::io::Error::other)?;
+    dir.create_log(name)
 }
 
 /// The free space a log never eats into when none is configured: 1 GiB, or 5% of the disk
@@ -73,19 +252,30 @@ pub fn default_reserve(disk_bytes: u64) -> u64 {
 
 /// How many bytes a new log in `dir` may take without leaving the disk less than `reserve`
 /// free (`None`: [`default_reserve`]); an error that says so when there is no room at all.
+// statvfs's field types differ between targets: the casts are not always no-ops.
+#[allow(clippy::unnecessary_cast)]
 pub fn disk_room(dir: &Path, reserve: Option<u64>) -> Result<u64, String> {
-    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-        .map_err(|_| format!("the log directory {} has a NUL in its name", dir.display()))?;
-    // SAFETY: statvfs writes into the zeroed struct we pass; the path is NUL-terminated.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(path.as_ptr(), &mut stat) } != 0 {
-        // Not knowing is no reason to lose the log: the cap still bounds it.
+    let Ok(stat) = nix::sys::statvfs::statvfs(dir) else {
         return Ok(u64::MAX);
-    }
-    let block = stat.f_frsize as u64;
-    let free = (stat.f_bavail as u64).saturating_mul(block);
-    let reserve =
-        reserve.unwrap_or_else(|| default_reserve((stat.f_blocks as u64).saturating_mul(block)));
+    };
+    room(
+        dir,
+        stat.fragment_size() as u64,
+        stat.blocks_available() as u64,
+        stat.blocks() as u64,
+        reserve,
+    )
+}
+
+fn room(
+    dir: &Path,
+    block: u64,
+    available: u64,
+    blocks: u64,
+    reserve: Option<u64>,
+) -> Result<u64, String> {
+    let free = available.saturating_mul(block);
+    let reserve = reserve.unwrap_or_else(|| default_reserve(blocks.saturating_mul(block)));
     match free.checked_sub(reserve) {
         Some(room) if room > 0 => Ok(room),
         _ => Err(format!(
@@ -109,53 +299,13 @@ fn human(bytes: u64) -> String {
 /// Removes the oldest `run-*.log` files in `dir` until the rest, plus a new log of up to
 /// `new_log` bytes, fit in `budget` bytes.
 pub fn make_room(dir: &Path, budget: u64, new_log: u64) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut logs: Vec<(SystemTime, u64, PathBuf)> = entries
-        .flatten()
-        .filter(|entry| is_log(&entry.file_name().to_string_lossy()))
-        .filter_map(|entry| {
-            let meta = entry.metadata().ok()?;
-            Some((meta.modified().ok()?, meta.len(), entry.path()))
-        })
-        .collect();
-    logs.sort();
-    let mut total: u64 = logs.iter().map(|(_, len, _)| len).sum();
-    let allowed = budget.saturating_sub(new_log.min(budget));
-    for (_, len, path) in logs {
-        if total <= allowed {
-            break;
-        }
-        if std::fs::remove_file(&path).is_ok() {
-            tracing::info!(log = %path.display(), "removed an old log to stay within the log budget");
-            total -= len;
-        }
+    if let Ok(dir) = LogDir::open(dir) {
+        dir.make_room(budget, new_log);
     }
 }
 
 fn is_log(name: &str) -> bool {
     name.starts_with("run-") && name.ends_with(".log")
-}
-
-/// Removes `run-*.log` files last written more than [`KEEP_LOGS_FOR`] before `now`.
-fn prune(dir: &Path, now: SystemTime) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if !is_log(&name) {
-            continue;
-        }
-        let modified = entry.metadata().and_then(|m| m.modified());
-        let old =
-            modified.is_ok_and(|at| now.duration_since(at).is_ok_and(|age| age > KEEP_LOGS_FOR));
-        if old {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
 }
 
 #[cfg(test)]

@@ -314,7 +314,8 @@ impl<'a> SpawnRequest<'a> {
     }
 }
 
-/// Starts `confined` in a new process group, stdin from /dev/null, with the parent-death
+/// Starts `confined` in a new session and process group (no controlling terminal), stdin from
+/// /dev/null, with the parent-death
 /// signal armed, and returns the pid to wait for (and whose group to signal) once the shell has
 /// exec'd. A sandbox step that fails comes back as an error wrapping a [`StepError`] (which
 /// step, which errno; Linux); the command did not run. Blocks until the shell has exec'd: the engine

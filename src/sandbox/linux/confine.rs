@@ -59,6 +59,8 @@ pub(crate) fn confine_with(
         private_proc: support.private_proc.is_ok(),
         network_namespace: net_ns,
         view,
+        seccomp: confined_fs && support.seccomp.is_ok(),
+        fresh_keyring: support.session_keyring.is_ok(),
     };
     Confined {
         launch,

@@ -11,6 +11,7 @@ mod landlock;
 mod netns;
 mod probe;
 pub(crate) mod report;
+pub(crate) mod seccomp;
 pub(crate) mod spawn;
 pub mod step;
 pub(crate) mod support;
@@ -119,6 +120,8 @@ pub(crate) struct Layers {
     pub private_proc: bool,
     pub network_namespace: bool,
     pub view: bool,
+    pub seccomp: bool,
+    pub fresh_keyring: bool,
 }
 
 pub(crate) fn current_ids() -> (u32, u32) {
@@ -182,6 +185,12 @@ impl Prepared {
                 max_memory: limits.max_memory.unwrap_or(0),
                 pids_cgroup_fd: pids.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
                 memory_cgroup_fd: memory.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+                fresh_keyring: layers.fresh_keyring,
+                seccomp: if layers.seccomp {
+                    seccomp::programs().as_ref().ok()
+                } else {
+                    None
+                },
             },
             _ruleset: ruleset,
             _netns: netns,

@@ -164,6 +164,19 @@ pub(crate) fn probe_support() -> Support {
             probe(p)
         }
     };
+    let seccomp = super::seccomp::programs()
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|programs| {
+            let mut p = plan(false, false);
+            p.seccomp = Some(programs);
+            probe(p)
+        });
+    let session_keyring = {
+        let mut p = plan(false, false);
+        p.fresh_keyring = true;
+        probe(p)
+    };
     Support {
         landlock,
         namespaces,
@@ -171,5 +184,7 @@ pub(crate) fn probe_support() -> Support {
         private_proc,
         network_namespace,
         filesystem_view,
+        seccomp,
+        session_keyring,
     }
 }

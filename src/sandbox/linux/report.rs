@@ -9,10 +9,11 @@ use crate::sandbox::{LayerReport, Mode, Support};
 /// What `mode` promises first (writes; read-only's network) and `support` can't enforce.
 pub(crate) fn headline_gaps(mode: Mode, support: &Support) -> Vec<String> {
     let mut gaps = Vec::new();
-    if matches!(mode, Mode::Full | Mode::Off) {
+    if mode == Mode::Off {
         return gaps;
     }
-    if let Err(why) = &support.landlock {
+    let confined = mode != Mode::Full;
+    if let (true, Err(why)) = (confined, &support.landlock) {
         gaps.push(format!(
             "{} mode: writes are NOT restricted here ({why})",
             mode.name()
@@ -26,6 +27,23 @@ pub(crate) fn headline_gaps(mode: Mode, support: &Support) -> Vec<String> {
                 .as_ref()
                 .err()
                 .map_or("", |s| s.as_str())
+        ));
+    }
+    // Every other layer the mode promises and this machine lost: said in the first command's
+    // output too, not only in the mode's description.
+    let said = |gap: &String| {
+        (confined && support.landlock.is_err() && gap == NO_WRITE_RESTRICTION)
+            || (!network_blocked(support) && gap == NO_NETWORK_BLOCK)
+    };
+    let rest: Vec<String> = self::gaps(mode, support)
+        .into_iter()
+        .filter(|gap| !said(gap))
+        .collect();
+    if !rest.is_empty() {
+        gaps.push(format!(
+            "{} mode: NOT enforced on this machine: {} (`acp-bash doctor` says why and what to do)",
+            mode.name(),
+            rest.join("; ")
         ));
     }
     gaps
@@ -45,35 +63,23 @@ fn process_limit_support(support: &Support) -> Result<String, String> {
     super::process_limit_support(support.user_namespace.is_ok())
 }
 
-/// What `mode` lets commands do, then what `support` does not enforce of it (if anything).
-pub(crate) fn describe(mode: Mode, support: &Support) -> String {
+/// Said when no write restriction works at all (also the headline notice's subject).
+const NO_WRITE_RESTRICTION: &str = "any write restriction";
+/// Said when read-only mode has no network isolation at all.
+const NO_NETWORK_BLOCK: &str = "blocking the network";
+/// Said when read-only mode blocks TCP only.
+const NO_UDP_BLOCK: &str = "blocking UDP and other non-TCP traffic";
+
+/// What `mode` promises and `support` does not enforce, each in a few words.
+pub(crate) fn gaps(mode: Mode, support: &Support) -> Vec<String> {
     let root = agent_is_root();
     let abi = support.landlock_abi();
-    let temp = std::env::temp_dir();
-    let allows = match mode {
-        Mode::Workspace => format!(
-            "Commands change files only in the session folder and {} (the session's own), and \
-             may use the network; Git hooks and config stay read-only. They see no host \
-             terminal, daemon socket or credential file.",
-            temp.display()
-        ),
-        Mode::ReadOnly => "Commands read everything but credential files, change nothing \
-                           outside a private temp dir, with no network, no host terminal and \
-                           no daemon socket."
-            .to_string(),
-        Mode::Full => "Commands change any file the agent may and use the network; what they \
-                       start still ends with them."
-            .to_string(),
-        Mode::Off => "Commands run with no kernel sandbox, chosen by whoever started the \
-                      agent (`--sandbox off`)."
-            .to_string(),
-    };
     let mut gaps: Vec<String> = Vec::new();
     let confined = matches!(mode, Mode::Workspace | Mode::ReadOnly);
     if confined {
         let view = support.filesystem_view.is_ok();
         match (view, support.landlock.is_ok()) {
-            (false, false) => gaps.push("any write restriction".to_string()),
+            (false, false) => gaps.push(NO_WRITE_RESTRICTION.to_string()),
             (false, true) => {
                 gaps.push("protecting metadata (chmod, chown, timestamps) outside".to_string());
                 if abi < 3 {
@@ -101,12 +107,23 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
                     .to_string(),
             );
         }
-        if mode == Mode::ReadOnly && support.network_namespace.is_err() {
-            if abi >= 4 {
-                gaps.push("blocking UDP and other non-TCP traffic".to_string());
-            } else {
-                gaps.push("blocking the network".to_string());
+        if support.user_namespace.is_err() && !root {
+            gaps.push("a user namespace (the command runs as this user on the host)".to_string());
+        }
+        if mode == Mode::ReadOnly {
+            if support.network_namespace.is_err() {
+                if abi >= 4 {
+                    gaps.push(NO_UDP_BLOCK.to_string());
+                } else {
+                    gaps.push(NO_NETWORK_BLOCK.to_string());
+                }
             }
+            if abi < 9 && !view {
+                gaps.push("blocking Unix sockets on disk (Docker's, D-Bus's)".to_string());
+            }
+        }
+        if support.seccomp.is_err() {
+            gaps.push("the seccomp filter (io_uring, keyrings, bpf, AF_VSOCK)".to_string());
         }
     }
     if mode != Mode::Off {
@@ -122,7 +139,38 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
         if let Err(why) = process_limit_support(support) {
             gaps.push(format!("--max-processes ({why})"));
         }
+        if support.session_keyring.is_err() {
+            gaps.push("a fresh session keyring (commands share the agent's)".to_string());
+        }
     }
+    gaps
+}
+
+/// What `mode` lets commands do, then what `support` does not enforce of it (if anything).
+pub(crate) fn describe(mode: Mode, support: &Support) -> String {
+    let root = agent_is_root();
+    let temp = std::env::temp_dir();
+    let allows = match mode {
+        Mode::Workspace => format!(
+            "Commands change files only in the session folder and {} (the session's own), and \
+             may use the network; Git hooks and config stay read-only. They see no host \
+             terminal, daemon socket or credential file, and get no keyring, io_uring or VM \
+             socket of the host's.",
+            temp.display()
+        ),
+        Mode::ReadOnly => "Commands read everything but credential files, change nothing \
+                           outside a private temp dir, with no network, no host terminal and \
+                           no daemon socket, and get no keyring, io_uring or VM socket of the \
+                           host's."
+            .to_string(),
+        Mode::Full => "Commands change any file the agent may and use the network; what they \
+                       start still ends with them."
+            .to_string(),
+        Mode::Off => "Commands run with no kernel sandbox, chosen by whoever started the \
+                      agent (`--sandbox off`)."
+            .to_string(),
+    };
+    let gaps = gaps(mode, support);
     let gives_up = match (mode, root) {
         (Mode::Full, true) => Some(
             "As root, commands keep every capability: they can make device nodes, change the \
@@ -158,6 +206,9 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     }
     line
 }
+
+/// What the seccomp filter denies (see `seccomp.rs`).
+const SECCOMP_PURPOSE: &str = "workspace / read-only: io_uring (ENOSYS), keyctl / add_key / request_key, bpf, perf_event_open, userfaultfd, kexec (EPERM) fail, and so does a socket of any family but unix, inet, inet6 and netlink (AF_VSOCK included: EAFNOSUPPORT); a 32-bit system call kills the command";
 
 /// Each kernel layer, whether it works with `support`, and what it gives.
 pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
@@ -274,6 +325,16 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
                 name: "private /proc",
                 purpose: "every mode: other processes' environments (/proc/<pid>/environ) are out of sight",
                 status: ok(&support.private_proc, "fresh /proc for the command's PID namespace"),
+            },
+            LayerReport {
+                name: "seccomp filter",
+                purpose: SECCOMP_PURPOSE,
+                status: ok(&support.seccomp, "installed last, right before exec"),
+            },
+            LayerReport {
+                name: "fresh session keyring",
+                purpose: "every mode but off: each command starts with a new, empty session keyring, so keys in the agent's are out of reach and a key one command adds is not found by another session's",
+                status: ok(&support.session_keyring, "keyctl(KEYCTL_JOIN_SESSION_KEYRING) before exec"),
             },
             LayerReport {
                 name: "network namespace",

@@ -6,7 +6,8 @@
 #[repr(u32)]
 #[non_exhaustive]
 pub enum Step {
-    /// Putting the command in its own process group (`setpgid`).
+    /// Putting the command in a new session and process group of its own, with no controlling
+    /// terminal (`setsid`).
     ProcessGroup = 1,
     /// Asking for a kill signal when the agent dies (`PR_SET_PDEATHSIG`).
     ParentDeathSignal,
@@ -50,6 +51,10 @@ pub enum Step {
     Landlock,
     /// Passing the file descriptors the shell gets.
     Descriptors,
+    /// Joining a fresh session keyring (`keyctl`).
+    SessionKeyring,
+    /// Installing the seccomp filter.
+    Seccomp,
     /// Entering the working directory.
     Chdir,
     /// Starting bash (`exec`).
@@ -63,7 +68,7 @@ pub enum Step {
 }
 
 impl Step {
-    const ALL: [Step; 27] = [
+    const ALL: [Step; 29] = [
         Step::ProcessGroup,
         Step::ParentDeathSignal,
         Step::Stdio,
@@ -86,6 +91,8 @@ impl Step {
         Step::NoNewPrivs,
         Step::Landlock,
         Step::Descriptors,
+        Step::SessionKeyring,
+        Step::Seccomp,
         Step::Chdir,
         Step::Exec,
         Step::PrivateDev,
@@ -101,7 +108,7 @@ impl Step {
     /// What the step does, for messages.
     pub fn describe(self) -> &'static str {
         match self {
-            Step::ProcessGroup => "putting the command in its own process group",
+            Step::ProcessGroup => "putting the command in a new session (setsid)",
             Step::ParentDeathSignal => "tying the command to the agent's life",
             Step::Stdio => "connecting stdin, stdout and stderr",
             Step::JoinNetworkNamespace => "joining the prepared network namespace (setns)",
@@ -123,6 +130,8 @@ impl Step {
             Step::NoNewPrivs => "setting no_new_privs",
             Step::Landlock => "applying the Landlock ruleset",
             Step::Descriptors => "passing file descriptors",
+            Step::SessionKeyring => "joining a fresh session keyring",
+            Step::Seccomp => "installing the seccomp filter",
             Step::Chdir => "entering the working directory",
             Step::Exec => "starting bash (exec)",
             Step::PrivateDev => "building the command's own /dev",

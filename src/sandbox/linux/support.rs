@@ -22,6 +22,11 @@ pub struct Support {
     /// The read-only view of the filesystem built in the mount namespace (writable binds for
     /// the writable places, private /dev/shm and read-only mode's private temp dir).
     pub filesystem_view: Result<(), String>,
+    /// The seccomp filter of workspace and read-only commands (io_uring, keyrings, bpf, perf,
+    /// userfaultfd, kexec, and socket families other than unix/inet/inet6/netlink denied).
+    pub seccomp: Result<(), String>,
+    /// A fresh, empty session keyring for every sandboxed command.
+    pub session_keyring: Result<(), String>,
 }
 
 impl Support {
@@ -34,6 +39,8 @@ impl Support {
             network_namespace: Err(reason.to_string()),
             user_namespace: Err(reason.to_string()),
             filesystem_view: Err(reason.to_string()),
+            seccomp: Err(reason.to_string()),
+            session_keyring: Err(reason.to_string()),
         }
     }
 
@@ -46,6 +53,8 @@ impl Support {
             network_namespace: Ok(()),
             user_namespace: Ok(()),
             filesystem_view: Ok(()),
+            seccomp: Ok(()),
+            session_keyring: Ok(()),
         }
     }
 

@@ -266,7 +266,7 @@ fn an_off_mode_command_cannot_open_the_agents_stdout_or_environment() {
             let script = r#"{ : > /proc/$PPID/fd/1; } 2>/dev/null && echo OPENED-STDOUT
 { cat /proc/$PPID/environ > /dev/null; } 2>/dev/null && echo READ-ENVIRON
 echo checked"#;
-            let output = std::process::Command::new(env!("CARGO_BIN_EXE_acp-bash"))
+            let output = std::process::Command::new(crate::support::acp::binary())
                 .args(["--sandbox", "off", "run", script])
                 .current_dir(ws.path())
                 .stdin(std::process::Stdio::null())

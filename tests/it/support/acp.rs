@@ -13,9 +13,12 @@ use serde_json::Value;
 
 use crate::support::schema::{Direction, WireValidator};
 
-/// The binary under test.
+/// The binary under test (in the ordinary-user half of `as_root_and_nobody`, its copy where
+/// that user can reach it).
 pub fn binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_acp-bash"))
+    std::env::var_os(crate::support::sandbox::AGENT_BINARY)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_acp-bash")))
 }
 
 /// A client for the real binary, serving on stdio, logging at debug level to its stderr.

@@ -250,7 +250,7 @@ pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
     let Ok(setpriv) = which("setpriv") else {
         panic!("setpriv (util-linux) is needed to run {test} as an ordinary user too");
     };
-    let exe = std::env::current_exe().expect("the test binary's path");
+    let copies = copies_for_nobody();
     let output = Command::new(setpriv)
         .args([
             "--reuid",
@@ -260,9 +260,11 @@ pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
             "--clear-groups",
             "--",
         ])
-        .arg(&exe)
+        .arg(&copies.test_binary)
         .args([test, "--exact", "--nocapture", "--test-threads", "1"])
         .env(AS_NOBODY, "1")
+        .env(AGENT_BINARY, &copies.agent_binary)
+        .env(SCHEMA_COPY, &copies.schema)
         .env("HOME", "/nonexistent")
         .current_dir("/")
         .stdin(Stdio::null())
@@ -281,6 +283,57 @@ pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
     for skipped in text.lines().filter_map(|l| l.strip_prefix("skipping ")) {
         crate::support::skip::record(&format!("{skipped} (as nobody)"));
     }
+}
+
+/// Set in the ordinary-user half's environment: the copy of the built `acp-bash` it starts (see
+/// [`crate::support::acp::binary`]).
+pub const AGENT_BINARY: &str = "ACP_BASH_TEST_AGENT_BINARY";
+/// Set in the ordinary-user half's environment: the copy of the vendored ACP schema.
+pub const SCHEMA_COPY: &str = "ACP_BASH_TEST_SCHEMA";
+
+/// What the ordinary-user half runs, where `nobody` can reach it.
+struct Copies {
+    test_binary: PathBuf,
+    agent_binary: PathBuf,
+    schema: PathBuf,
+}
+
+/// The test binary, the built `acp-bash` and the vendored ACP schema, linked (or copied) once per process into a
+/// directory `nobody` may enter: the clone itself may sit under a 0700 directory (root's home),
+/// where `nobody` cannot reach `target/`. Removed with the process's other leftovers by the
+/// next run (a folder per pid, cleared when that pid is gone).
+fn copies_for_nobody() -> &'static Copies {
+    static COPIES: std::sync::OnceLock<Copies> = std::sync::OnceLock::new();
+    COPIES.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir();
+        for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("acpbash-nobody-bin-") {
+                if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        let dir = base.join(format!("acpbash-nobody-bin-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("a folder for the ordinary user's copies");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let place = |from: &Path, name: &str| {
+            let to = dir.join(name);
+            if std::fs::hard_link(from, &to).is_err() {
+                // A copy keeps the mode (0755 for the binaries, 0644 for the schema).
+                std::fs::copy(from, &to).expect("copy a file for the ordinary user");
+            }
+            to
+        };
+        let exe = std::env::current_exe().expect("the test binary's path");
+        Copies {
+            test_binary: place(&exe, "it"),
+            agent_binary: place(Path::new(env!("CARGO_BIN_EXE_acp-bash")), "acp-bash"),
+            schema: place(&crate::support::schema::schema_path(), "acp-schema.v1.json"),
+        }
+    })
 }
 
 fn which(name: &str) -> Result<PathBuf, ()> {

@@ -38,9 +38,15 @@ impl Direction {
     }
 }
 
-/// Where the schema is read from.
+/// Where the schema is read from (in the ordinary-user half of `as_root_and_nobody`, its copy
+/// where that user can reach it).
 pub fn schema_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/vendor/acp-schema.v1.json")
+    std::env::var_os(crate::support::sandbox::SCHEMA_COPY)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/it/support/vendor/acp-schema.v1.json")
+        })
 }
 
 /// The `$defs` types of one method.

@@ -15,7 +15,7 @@
 //!                 └─ B (PID 2: capabilities, limits, Landlock, fds, then exec bash)        mod.rs
 //! ```
 //!
-//! All three stay in the engine's process group: the engine's signals reach the shell (and its
+//! All three stay in the process group (and session) W made: the engine's signals reach the shell (and its
 //! children) directly, and its final SIGKILL of the group reaches I. When I exits the kernel
 //! SIGKILLs everything else in the namespace. W's parent-death signal and I's (set here, while
 //! the shell runs) chain the agent's death down to I. Without namespaces, W is a subreaper
@@ -90,6 +90,10 @@ pub(crate) struct ChildPlan {
     /// the agent's pages, so inside the cgroup the OOM killer would pick them, and the command
     /// would die whole instead of its largest process.
     pub memory_cgroup_fd: RawFd,
+    /// Replace the agent's session keyring with a fresh, empty one (`KEYCTL_JOIN_SESSION_KEYRING`).
+    pub fresh_keyring: bool,
+    /// The seccomp programs to install last, right before exec (compiled in the parent).
+    pub seccomp: Option<&'static super::seccomp::Programs>,
 }
 
 /// What the child execs and with which fds, prepared in the parent.
@@ -122,7 +126,17 @@ pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
         if libc::getppid() != exec.parent {
             libc::_exit(127); // the agent died before the signal was armed
         }
-        check(efd, Step::ProcessGroup, libc::setpgid(0, 0) as i64);
+        // A new session (and with it a process group whose id is this pid, which the engine
+        // signals): no controlling terminal, so `/dev/tty` and TIOCSTI reach no terminal of
+        // the agent's (CVE-2017-5226).
+        check(efd, Step::ProcessGroup, libc::setsid() as i64);
+        if plan.is_some() {
+            // W is a fork of the agent holding a copy of its memory: never readable by the
+            // same user, whatever the agent's own state (an embedder that never called
+            // `protect_agent_process`). Not in the plain path: there the child shares the
+            // agent's memory (CLONE_VM) and its dumpable flag with it.
+            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        }
         for (from, to) in [(exec.stdin, 0), (exec.output, 1), (exec.output, 2)] {
             if from == to {
                 check(efd, Step::Stdio, libc::fcntl(to, libc::F_SETFD, 0) as i64);
@@ -205,6 +219,10 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
                     fail(efd, Step::UidMap, if n < 0 { errno() } else { libc::EPERM });
                 }
             } else {
+                // A non-dumpable process's /proc/self files belong to root, so it cannot
+                // write its own id maps: W is dumpable only around these three writes (see
+                // `dumpable_window` for what that window exposes and what is removed first).
+                dumpable_window(plan, exec);
                 check(
                     efd,
                     Step::Setgroups,
@@ -220,6 +238,7 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
                     Step::GidMap,
                     sys::write_id_map(b"/proc/self/gid_map\0", plan.gid, plan.gid, 1) as i64,
                 );
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
             }
         }
         check(
@@ -292,6 +311,35 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
     restrict(plan, efd);
 }
 
+/// Opens the window in which W (a fork of the agent, already in the command's new user
+/// namespace, before any process of the command exists) is dumpable, so that it may write its
+/// own id maps; the caller closes it right after. A process of the same user outside the
+/// sandbox could, during these few system calls, open W's `/proc` files: so W first wipes its
+/// copy of the agent's environment block and closes every fd the command does not need (the
+/// agent's protocol pipes, other runs' pipes and logs). What stays is W's copy of the agent's
+/// memory, which only a tracer could read (`PTRACE_MODE_ATTACH`); see
+/// `notes/2026-12-01-sandbox-process.md`.
+fn dumpable_window(plan: &ChildPlan, exec: &ExecArgs) {
+    if let Some((start, end)) = plan.env_region {
+        if end > start {
+            // SAFETY: this process's own copy of the environment block, read by nothing here.
+            unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
+        }
+    }
+    let mut keep = [-1 as RawFd; 12];
+    let fixed = [exec.error_fd, plan.landlock_fd, plan.memory_cgroup_fd];
+    for (slot, fd) in keep.iter_mut().zip(
+        fixed
+            .into_iter()
+            .chain(exec.pass.iter().map(|&(from, _)| from)),
+    ) {
+        *slot = fd;
+    }
+    sys::close_all_except(&mut keep);
+    // SAFETY: prctl on this process.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+}
+
 /// Moves this process into the cgroup whose `cgroup.procs` is open as `fd` (-1: none).
 fn join_cgroup(fd: RawFd, efd: RawFd) {
     if fd >= 0 {
@@ -301,7 +349,8 @@ fn join_cgroup(fd: RawFd, efd: RawFd) {
     }
 }
 
-/// Capabilities, limits and Landlock, in the process that is about to exec.
+/// Capabilities, limits, a fresh keyring, Landlock and seccomp, in the process that is about
+/// to exec.
 fn restrict(plan: &ChildPlan, efd: RawFd) {
     join_cgroup(plan.memory_cgroup_fd, efd);
     // SAFETY: raw prctl/setrlimit/landlock syscalls.
@@ -340,27 +389,61 @@ fn restrict(plan: &ChildPlan, efd: RawFd) {
                 );
             }
         }
-        if plan.landlock_fd < 0 {
-            return;
-        }
-        check(
-            efd,
-            Step::NoNewPrivs,
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as i64,
-        );
-        // The view's private tmpfs mounts are new inodes the parent's rules can't name.
-        if let Some(view) = &plan.view {
-            for dir in view.new_writable_mounts() {
-                allow_writes_beneath(plan, dir, efd);
+        if plan.fresh_keyring {
+            // The agent's session keyring (keys its user put there) stays behind: the command
+            // and what it starts share a new, empty one. ENOSYS: a kernel without keyrings.
+            let r = libc::syscall(
+                libc::SYS_keyctl,
+                KEYCTL_JOIN_SESSION_KEYRING,
+                std::ptr::null::<libc::c_char>(),
+            );
+            if r < 0 && errno() != libc::ENOSYS {
+                fail(efd, Step::SessionKeyring, errno());
             }
         }
-        let r = libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32);
-        if r < 0 {
-            fail(efd, Step::Landlock, errno());
+        if plan.landlock_fd >= 0 || plan.seccomp.is_some() {
+            check(
+                efd,
+                Step::NoNewPrivs,
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as i64,
+            );
         }
-        libc::close(plan.landlock_fd);
+        if plan.landlock_fd >= 0 {
+            // The view's private tmpfs mounts are new inodes the parent's rules can't name.
+            if let Some(view) = &plan.view {
+                for dir in view.new_writable_mounts() {
+                    allow_writes_beneath(plan, dir, efd);
+                }
+            }
+            let r = libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32);
+            if r < 0 {
+                fail(efd, Step::Landlock, errno());
+            }
+            libc::close(plan.landlock_fd);
+        }
+        // Last: every step above may use any system call.
+        if let Some(programs) = plan.seccomp {
+            for (len, filter) in programs.each() {
+                let program = libc::sock_fprog {
+                    len,
+                    filter: filter as *mut libc::sock_filter,
+                };
+                let r = libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0u32,
+                    &program as *const libc::sock_fprog,
+                );
+                if r < 0 {
+                    fail(efd, Step::Seccomp, errno());
+                }
+            }
+        }
     }
 }
+
+/// `keyctl(2)`'s operation that joins (here: creates) a new anonymous session keyring.
+const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
 
 /// `struct landlock_path_beneath_attr` (packed, as in the kernel's UAPI).
 #[repr(C, packed)]

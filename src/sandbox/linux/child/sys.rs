@@ -127,6 +127,24 @@ pub(crate) fn close_all_but(keep: RawFd) {
     }
 }
 
+/// Closes every fd from 3 up except those in `keep` (-1 entries are ignored; `keep` is sorted
+/// in place).
+pub(crate) fn close_all_except(keep: &mut [RawFd]) {
+    keep.sort_unstable();
+    let mut next: RawFd = 3;
+    for &fd in keep.iter() {
+        if fd < next {
+            continue;
+        }
+        if fd > next {
+            // SAFETY: closing fds of this process that nothing here uses.
+            unsafe { libc::syscall(libc::SYS_close_range, next as u32, (fd - 1) as u32, 0u32) };
+        }
+        next = fd + 1;
+    }
+    close_from(next as u32, true);
+}
+
 /// Every signal back to its default action and an empty mask: the agent's handlers must not run
 /// in the helpers, and exec keeps an ignored signal ignored.
 pub(crate) fn reset_signals() {

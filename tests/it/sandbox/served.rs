@@ -1,0 +1,307 @@
+//! The sandbox as a client gets it: the BUILT binary, started the way an editor starts it
+//! (`acp-bash serve` over pipes, and `acp-bash run`), as root and as an ordinary user. `serve`
+//! makes itself non-dumpable before it probes and spawns (issue 19, finding 1: commands then got
+//! no namespace as an ordinary user); a command checks from the inside that its namespaces are
+//! not the host's. And the agent's controlling terminal is out of every command's reach
+//! (finding 2: `/dev/tty` and TIOCSTI).
+#![cfg(target_os = "linux")]
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+
+use acp_bash::acp::client::{AcpClient, ClientProfile};
+use acp_bash::sandbox::Support;
+
+use crate::support::acp::{binary, console_block, converse_with};
+use crate::support::sandbox::{as_root_and_nobody, require_namespaces};
+
+/// A workspace outside the temp dir, that an ordinary user may enter.
+fn workspace() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("acpbash-served-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+/// The namespaces a command is asked about, in the order the script prints them.
+const NAMESPACES: [&str; 4] = ["user", "pid", "mnt", "net"];
+
+/// Prints `name=<namespace>` for each of [`NAMESPACES`], from inside the command.
+const SCRIPT: &str = "for n in user pid mnt net; do echo \"$n=$(readlink /proc/self/ns/$n)\"; done";
+
+/// This test process's own namespaces (the host's).
+fn host_namespace(name: &str) -> String {
+    std::fs::read_link(format!("/proc/self/ns/{name}"))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Which of [`NAMESPACES`] the command's output names as the host's.
+fn shared_with_host(output: &str) -> Vec<&'static str> {
+    NAMESPACES
+        .into_iter()
+        .filter(|name| {
+            let line = format!("{name}={}", host_namespace(name));
+            output.lines().any(|l| l.trim() == line)
+        })
+        .collect()
+}
+
+/// Asserts that each namespace in `separate` was printed and is not the host's.
+fn assert_separate(mode: &str, how: &str, output: &str, separate: &[&str]) {
+    for name in separate {
+        assert!(
+            output.lines().any(|l| l.starts_with(&format!("{name}="))),
+            "{how} {mode}: no {name} namespace printed: {output}"
+        );
+    }
+    let shared = shared_with_host(output);
+    let leaked: Vec<_> = separate.iter().filter(|n| shared.contains(n)).collect();
+    assert!(
+        leaked.is_empty(),
+        "{how}, {mode} mode, uid {}: the command shares the host's {leaked:?} namespaces:\n{output}",
+        unsafe { libc::geteuid() }
+    );
+}
+
+/// The namespaces each mode must not share with the host, for this user.
+fn expected(mode: &str) -> Vec<&'static str> {
+    let root = unsafe { libc::geteuid() } == 0;
+    match mode {
+        "read-only" => vec!["user", "pid", "mnt", "net"],
+        "workspace" => vec!["user", "pid", "mnt"],
+        // Root keeps its own user namespace in full mode (said in the mode's description).
+        "full" if root => vec!["pid", "mnt"],
+        _ => vec!["user", "pid", "mnt"],
+    }
+}
+
+#[test]
+fn a_served_agents_commands_get_their_own_namespaces() {
+    as_root_and_nobody(
+        "sandbox::served::a_served_agents_commands_get_their_own_namespaces",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let ws = workspace();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            for mode in ["workspace", "read-only", "full"] {
+                let client = AcpClient::new(
+                    binary(),
+                    [
+                        "serve",
+                        "--sandbox",
+                        mode,
+                        "--no-history",
+                        "--log-level",
+                        "warn",
+                    ],
+                )
+                .profile(ClientProfile::Plain);
+                let cwd = ws.path().to_path_buf();
+                let (output, _) = runtime.block_on(converse_with(
+                    client,
+                    "a served command's namespaces",
+                    async move |mut c| {
+                        let session = c.new_session(&cwd).await?;
+                        let turn = c.prompt(&session, SCRIPT).await?;
+                        Ok(console_block(&turn.updates))
+                    },
+                ));
+                assert_separate(mode, "acp-bash serve", &output, &expected(mode));
+            }
+        },
+    );
+}
+
+#[test]
+fn the_commands_of_acp_bash_run_get_their_own_namespaces() {
+    as_root_and_nobody(
+        "sandbox::served::the_commands_of_acp_bash_run_get_their_own_namespaces",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let ws = workspace();
+            for mode in ["workspace", "read-only"] {
+                let output = Command::new(binary())
+                    .args([
+                        "--sandbox",
+                        mode,
+                        "--no-history",
+                        "run",
+                        "--plain",
+                        "--",
+                        SCRIPT,
+                    ])
+                    .current_dir(ws.path())
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&output.stdout);
+                assert!(output.status.success(), "{text}");
+                assert_separate(mode, "acp-bash run", &text, &expected(mode));
+            }
+        },
+    );
+}
+
+/// `doctor` probes in `serve`'s state: whatever it reports working, a served command gets (the
+/// user namespace here, from the inside).
+#[test]
+fn doctor_and_the_served_agent_agree() {
+    as_root_and_nobody("sandbox::served::doctor_and_the_served_agent_agree", || {
+        let doctor = Command::new(binary()).arg("doctor").output().unwrap();
+        let report = String::from_utf8_lossy(&doctor.stdout);
+        let says_userns = report
+            .lines()
+            .any(|l| l.starts_with("  [works]   user namespace"));
+        let ws = workspace();
+        let output = Command::new(binary())
+            .args([
+                "--sandbox",
+                "workspace",
+                "--no-history",
+                "run",
+                "--plain",
+                "--",
+                SCRIPT,
+            ])
+            .current_dir(ws.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        let has_userns = !shared_with_host(&text).contains(&"user");
+        assert_eq!(
+            says_userns, has_userns,
+            "doctor says the user namespace works: {says_userns}; a served command has one: \
+             {has_userns}\n{report}\n{text}"
+        );
+        assert_eq!(
+            says_userns,
+            Support::current().user_namespace.is_ok(),
+            "{report}"
+        );
+    });
+}
+
+/// A pty pair: the master, and the slave set raw (no echo, bytes readable one by one).
+fn pty() -> (OwnedFd, OwnedFd) {
+    let (mut master, mut slave) = (-1, -1);
+    let made = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(made, 0, "openpty: {}", std::io::Error::last_os_error());
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    unsafe {
+        let mut term: libc::termios = std::mem::zeroed();
+        assert_eq!(libc::tcgetattr(slave.as_raw_fd(), &mut term), 0);
+        libc::cfmakeraw(&mut term);
+        assert_eq!(libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &term), 0);
+        let flags = libc::fcntl(slave.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(slave.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    (master, slave)
+}
+
+/// Opens `/dev/tty` and pushes a line into it with TIOCSTI, and tries TIOCSTI on fds 0–2 too:
+/// prints what worked. (`python3` for the ioctl: bash has none.)
+const TTY_SCRIPT: &str = r#"python3 - <<'EOF'
+import fcntl, os, termios
+try:
+    fd = os.open("/dev/tty", os.O_RDWR)
+    print("OPENED" + "-TTY")
+    fcntl.ioctl(fd, termios.TIOCSTI, b"X")
+    print("INJECTED" + "-TTY")
+except OSError as e:
+    print("tty:", e)
+for fd in (0, 1, 2):
+    try:
+        fcntl.ioctl(fd, termios.TIOCSTI, b"Y")
+        print("INJECTED" + "-FD", fd)
+    except OSError as e:
+        pass
+print("check" + "ed")
+EOF"#;
+
+/// Everything queued as input on the pty (what a command pushed), without waiting.
+fn pending_input(slave: &OwnedFd) -> Vec<u8> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        let n = unsafe { libc::read(slave.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            return all;
+        }
+        all.extend_from_slice(&buf[..n as usize]);
+    }
+}
+
+#[test]
+fn no_command_reaches_the_agents_controlling_terminal() {
+    as_root_and_nobody(
+        "sandbox::served::no_command_reaches_the_agents_controlling_terminal",
+        || {
+            let ws = workspace();
+            for mode in ["workspace", "read-only", "full", "off"] {
+                let (master, slave) = pty();
+                let ctty = slave.as_raw_fd();
+                let mut command = Command::new(binary());
+                command
+                    .args([
+                        "--sandbox",
+                        mode,
+                        "--no-history",
+                        "run",
+                        "--plain",
+                        "--",
+                        TTY_SCRIPT,
+                    ])
+                    .current_dir(ws.path())
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                // SAFETY: setsid and an ioctl between fork and exec, on an fd we hold: the pty
+                // becomes the controlling terminal of the agent (and the agent `run` starts).
+                unsafe {
+                    command.pre_exec(move || {
+                        if libc::setsid() < 0 || libc::ioctl(ctty, libc::TIOCSCTTY, 0) < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+                let output = command.output().unwrap();
+                let text = String::from_utf8_lossy(&output.stdout);
+                // The plain client echoes the script: the markers are assembled when printed.
+                let printed = |marker: &str| text.lines().any(|l| l.starts_with(marker));
+                assert!(printed("checked"), "{mode}: {text}");
+                let pushed = pending_input(&slave);
+                assert!(
+                    pushed.is_empty(),
+                    "{mode}: a command pushed {:?} into the agent's terminal:\n{text}",
+                    String::from_utf8_lossy(&pushed)
+                );
+                assert!(!printed("INJECTED"), "{mode}: {text}");
+                assert!(!printed("OPENED-TTY"), "{mode}: {text}");
+                drop(master);
+            }
+        },
+    );
+}
