@@ -92,7 +92,6 @@ fn cut_line(line: &str) -> String {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

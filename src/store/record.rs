@@ -270,7 +270,6 @@ pub fn keep_text(text: &str, max: usize) -> String {
     )
 }
 
-
 /// A title for a session whose first call is `command` with `description`: the description,
 /// else the command's first line, shortened to 80 characters.
 pub fn title_for(command: &str, description: Option<&str>) -> String {

@@ -14,8 +14,8 @@
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CloseSessionResponse, ContentChunk, DeleteSessionResponse,
     ListSessionsResponse, LoadSessionResponse, ResumeSessionResponse, SessionCapabilities,
-    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
-    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SessionUpdate,
+    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
+    SessionNotification, SessionResumeCapabilities, SessionUpdate,
 };
 use agent_client_protocol::ErrorCode;
 

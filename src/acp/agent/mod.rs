@@ -24,9 +24,9 @@ use std::time::Duration;
 use agent_client_protocol::v1::schema::{
     AuthMethod as AcpAuthMethod, AuthMethodAgent, AuthMethodTerminal, AuthenticateRequest,
     AuthenticateResponse, CancelNotification, CloseSessionRequest, DeleteSessionRequest,
-    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest,
-    LoadSessionRequest, NewSessionRequest, NewSessionResponse, PromptRequest,
-    ResumeSessionRequest, SessionId, SetSessionModeRequest, SetSessionModeResponse,
+    Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest, LoadSessionRequest,
+    NewSessionRequest, NewSessionResponse, PromptRequest, ResumeSessionRequest, SessionId,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
@@ -273,7 +273,13 @@ impl Connection {
         let answered = responder.respond(
             InitializeResponse::new(request.protocol_version)
                 .agent_capabilities(self.capabilities())
-                .auth_methods(self.driver.auth_methods().iter().map(acp_auth_method).collect())
+                .auth_methods(
+                    self.driver
+                        .auth_methods()
+                        .iter()
+                        .map(acp_auth_method)
+                        .collect(),
+                )
                 .agent_info(
                     Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
                 ),
@@ -293,9 +299,10 @@ impl Connection {
     ) -> agent_client_protocol::Result<()> {
         match self.driver.authenticate(&request.method_id.0) {
             Ok(()) => responder.respond(AuthenticateResponse::new()),
-            Err(error) => responder.respond_with_error(
-                invalid_params(error.to_string(), json!({ "methodId": short(&request.method_id.0) })),
-            ),
+            Err(error) => responder.respond_with_error(invalid_params(
+                error.to_string(),
+                json!({ "methodId": short(&request.method_id.0) }),
+            )),
         }
     }
 
@@ -369,7 +376,6 @@ impl Connection {
         state.log.set_mode(mode.id());
         responder.respond(SetSessionModeResponse::new())
     }
-
 
     fn cancel(&self, session_id: &SessionId) {
         match self.sessions.lock().unwrap().get(session_id) {
