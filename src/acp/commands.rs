@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
-use super::stream::{self, Coalescer, StreamLimits};
+use crate::present::stream::{self, Coalescer, StreamLimits};
 use crate::driver::commands::{self, SlashCommand, COMMANDS};
 use crate::exec::Session;
 use crate::jobs::{Job, JobId, JobRegistry, LiveOutput};

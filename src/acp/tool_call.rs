@@ -16,7 +16,7 @@ use agent_client_protocol::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::{self, ClientFeatures};
-use super::stream::{self, Live, LiveUpdate, StreamLimits};
+use crate::present::stream::{self, Live, LiveUpdate, StreamLimits};
 use crate::exec::Session;
 use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
 use crate::present::{present_call, present_run};

@@ -36,7 +36,7 @@ use tokio_util::task::TaskTracker;
 use super::bridge::ClientFeatures;
 use super::commands as slash;
 use super::modes::{ModeChoice, SandboxModes};
-use super::stream::StreamLimits;
+use crate::present::stream::StreamLimits;
 use super::transport::ClientBehind;
 use crate::driver::{AuthMethod, Driver, ShellDriver};
 use crate::exec::Engine;
