@@ -33,7 +33,9 @@ pub mod jobs;
 pub mod present;
 pub mod sandbox;
 pub mod store;
+pub mod text;
 pub mod tool;
+pub mod turn;
 
 /// The token that cancels a run ([`exec::Session::run`], [`acp::ToolCallRunner::run`]).
 pub use tokio_util::sync::CancellationToken;

@@ -8,10 +8,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use agent_client_protocol::v1::schema::{
-    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentChunk, SessionId,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionId,
     SessionNotification, SessionUpdate, ToolCallId, UnstructuredCommandInput,
 };
 use agent_client_protocol::v1::ConnectionTo;
@@ -20,13 +19,13 @@ use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
-use super::stream::{self, Coalescer, StreamLimits};
+use super::tool_call::drain_live;
 use crate::driver::commands::{self, SlashCommand, COMMANDS};
 use crate::exec::Session;
 use crate::jobs::{Job, JobId, JobRegistry, LiveOutput};
-use crate::present::{present_call, present_result, CallView};
+use crate::present::stream::{self, Live, LiveUpdate, StreamLimits};
+use crate::present::{present_call, present_ended, CallView};
 use crate::store::SessionLog;
-use crate::tool::markers::render_result;
 use crate::tool::BashCall;
 
 /// The `available_commands_update` sent right after a session is made: every slash command
@@ -104,43 +103,32 @@ impl CommandTurn<'_> {
         send(self.cx, self.session_id, update);
     }
 
-    /// Sends `text` as the agent's message.
-    pub fn say(&self, text: String) {
-        self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-            text.into(),
-        )));
-    }
-
-    /// Runs `command` and sends its answer. A `/bg` that started a job returns its card, to
-    /// [`JobCard::spawn`] once the turn has been answered.
-    pub async fn run(&self, command: SlashCommand) -> Option<JobCard> {
+    /// Runs `command`; returns its answer (for the caller to send as the agent's message) and,
+    /// for a `/bg` that started a job, the job's card, to [`JobCard::spawn`] once the turn has
+    /// been answered.
+    pub async fn run(&self, command: SlashCommand) -> (String, Option<JobCard>) {
         let registry = &self.jobs.registry;
-        match command {
+        let answer = match command {
             SlashCommand::Bg { script } => return self.background(script).await,
-            SlashCommand::Jobs => self.say(commands::jobs::answer(registry)),
+            SlashCommand::Jobs => commands::jobs::answer(registry),
             SlashCommand::Kill { id } => match commands::kill::kill(registry, id) {
                 Ok(job) => {
                     job.wait().await;
                     self.jobs.card_done(id).await;
-                    self.say(commands::kill::killed(&job));
+                    commands::kill::killed(&job)
                 }
-                Err(message) => self.say(message),
+                Err(message) => message,
             },
-            SlashCommand::Logs { id, lines } => {
-                self.say(commands::logs::answer(registry, id, lines))
-            }
-            SlashCommand::Help { topic } => self.say(commands::help::answer(topic)),
-        }
-        None
+            SlashCommand::Logs { id, lines } => commands::logs::answer(registry, id, lines),
+            SlashCommand::Help { topic } => commands::help::answer(topic),
+        };
+        (answer, None)
     }
 
-    async fn background(&self, script: String) -> Option<JobCard> {
+    async fn background(&self, script: String) -> (String, Option<JobCard>) {
         let (job, live) = match self.jobs.registry.start(self.session, script).await {
             Ok(started) => started,
-            Err(error) => {
-                self.say(commands::bg::refused(&error));
-                return None;
-            }
+            Err(error) => return (commands::bg::refused(&error), None),
         };
         let call = BashCall::new(job.command());
         let view = present_call(&call, job.cwd());
@@ -155,14 +143,14 @@ impl CommandTurn<'_> {
             &view,
             self.features,
         )));
-        self.say(commands::bg::started(&job, self.features.card()));
+        let answer = commands::bg::started(&job, self.features.card());
         let (done_tx, done_rx) = watch::channel(false);
         self.jobs
             .cards_done
             .lock()
             .unwrap()
             .insert(job.id(), (call_id.clone(), done_rx));
-        Some(JobCard {
+        let card = JobCard {
             cx: self.cx.clone(),
             session_id: self.session_id.clone(),
             call_id,
@@ -172,7 +160,8 @@ impl CommandTurn<'_> {
             live,
             log: self.log.clone(),
             done: done_tx,
-        })
+        };
+        (answer, Some(card))
     }
 }
 
@@ -204,48 +193,37 @@ impl JobCard {
     }
 
     async fn follow(mut self, limits: StreamLimits) {
-        let send = |update| send(&self.cx, &self.session_id, update);
-        let mut coalescer = Coalescer::new(limits);
-        loop {
-            let deadline = coalescer.deadline();
-            tokio::select! {
-                chunk = self.live.next() => match chunk {
-                    Some(chunk) if self.features.card() => {
-                        if let Some(data) = coalescer.push(&chunk, Instant::now()) {
-                            send(SessionUpdate::ToolCallUpdate(bridge::output_update(&self.call_id, &data)));
-                        }
-                    }
-                    Some(_) => {}
-                    None => break,
-                },
-                () = sleep_until(deadline), if deadline.is_some() => {
-                    if let Some(data) = coalescer.poll(Instant::now()) {
-                        send(SessionUpdate::ToolCallUpdate(bridge::output_update(&self.call_id, &data)));
-                    }
-                }
-            }
-        }
-        if let Some(data) = coalescer.finish(Instant::now()) {
-            send(SessionUpdate::ToolCallUpdate(bridge::output_update(
-                &self.call_id,
-                &data,
-            )));
-        }
+        let (cx, session_id, call_id, view) =
+            (&self.cx, &self.session_id, &self.call_id, &self.view);
+        let send = |update| send(cx, session_id, update);
+        // The same live output as a turn's call: the card's batches, or a console view of the
+        // last lines for clients without the card.
+        let mut live = Live::new(self.features.card(), limits, "");
+        let mut emit = |data: LiveUpdate| {
+            send(SessionUpdate::ToolCallUpdate(bridge::live_update(
+                call_id, view, &data,
+            )))
+        };
+        // A job is stopped by /kill or with its session, not by a turn's cancel.
+        let never = tokio_util::sync::CancellationToken::new();
+        drain_live(&mut self.live, &mut live, &mut emit, &never, || {}).await;
         let outcome = self.job.wait().await;
         // Recorded before the final update goes out: a client that saw the job end can load
         // the session and see the same end.
         self.log.job_finished(&self.call_id.0, &outcome);
-        if coalescer.capped() {
+        if live.capped() {
             let truncation = outcome.status.truncation.as_ref();
             if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
-                send(SessionUpdate::ToolCallUpdate(bridge::output_update(
-                    &self.call_id,
-                    &stream::full_output_notice(path),
-                )));
+                emit(LiveUpdate::Append(stream::full_output_notice(path)));
             }
         }
-        let text = render_result(&outcome.output, &outcome.status);
-        let presented = present_result(self.job.cwd(), &text);
+        let presented = present_ended(
+            self.job.cwd(),
+            "",
+            &outcome.output,
+            &outcome.status,
+            Some(outcome.duration),
+        );
         send(SessionUpdate::ToolCallUpdate(bridge::final_update(
             &self.call_id,
             &self.view,
@@ -254,12 +232,5 @@ impl JobCard {
         )));
         tracing::info!(call = %self.call_id.0, job = %self.job.id(), "job's call finished");
         self.done.send_replace(true);
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
-        None => std::future::pending().await,
     }
 }

@@ -16,9 +16,9 @@ use agent_client_protocol::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::{self, ClientFeatures};
-use super::stream::{self, Live, LiveUpdate, StreamLimits};
 use crate::exec::Session;
 use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
+use crate::present::stream::{self, Live, LiveUpdate, StreamLimits};
 use crate::present::{present_call, present_run};
 use crate::tool::{BashArgs, BashCall, BashResult};
 
@@ -29,6 +29,13 @@ use crate::tool::{BashArgs, BashCall, BashResult};
 pub trait UpdateSink: Send {
     /// Sends one update (a failure to send is the sink's to log; the run goes on).
     fn send(&mut self, update: SessionUpdate);
+
+    /// Sends one update that only carries live output (a card's batch, a console view): the
+    /// only kind a sink may drop, when its client is behind on reading. The producer says so;
+    /// nothing inspects a built update to find out. By default it is sent like any other.
+    fn send_live(&mut self, update: SessionUpdate) {
+        self.send(update);
+    }
 }
 
 impl<F: FnMut(SessionUpdate) + Send> UpdateSink for F {
@@ -176,27 +183,18 @@ impl ToolCallRunner {
         let live = |sink: &mut dyn UpdateSink, data: Option<LiveUpdate>| {
             if let Some(data) = data {
                 let update = bridge::live_update(call_id, &view, &data);
-                sink.send(SessionUpdate::ToolCallUpdate(update));
+                sink.send_live(SessionUpdate::ToolCallUpdate(update));
             }
         };
-        let mut cancelled = false;
-        loop {
-            let deadline = coalescer.deadline();
-            tokio::select! {
-                chunk = handle.next_output() => match chunk {
-                    Some(chunk) => live(sink, coalescer.push(&chunk, Instant::now())),
-                    None => break,
-                },
-                () = sleep_until(deadline), if deadline.is_some() => {
-                    live(sink, coalescer.poll(Instant::now()));
-                }
-                () = cancel.cancelled(), if !cancelled => {
-                    cancelled = true;
-                    handle.cancel();
-                }
-            }
-        }
-        live(sink, coalescer.finish(Instant::now()));
+        let control = handle.cancellation_token();
+        drain_live(
+            &mut handle,
+            &mut coalescer,
+            &mut |data| live(sink, Some(data)),
+            cancel,
+            || control.cancel(),
+        )
+        .await;
 
         let result = BashResult::of(handle.wait().await);
         if coalescer.capped() {
@@ -231,6 +229,41 @@ pub async fn run_tool_call(
         .limits(limits)
         .run(session, call_id, call, sink, cancel)
         .await
+}
+
+/// The one drain loop of a call on the wire (a turn's call, a job's card): reads `output` until
+/// it ends, feeding `live` and handing each update it makes to `emit`, flushing on `live`'s
+/// deadlines; the first time `cancel` fires, `on_cancel` runs (and reading goes on until the
+/// output ends). Ends with `live`'s last update.
+pub(crate) async fn drain_live<S>(
+    output: &mut S,
+    live: &mut Live,
+    emit: &mut (dyn FnMut(LiveUpdate) + Send),
+    cancel: &CancellationToken,
+    on_cancel: impl FnOnce(),
+) where
+    S: futures::Stream<Item = String> + Unpin,
+{
+    use futures::StreamExt;
+    let mut on_cancel = Some(on_cancel);
+    loop {
+        let deadline = live.deadline();
+        tokio::select! {
+            chunk = output.next() => match chunk {
+                Some(chunk) => live.push(&chunk, Instant::now()).into_iter().for_each(&mut *emit),
+                None => break,
+            },
+            () = sleep_until(deadline), if deadline.is_some() => {
+                live.poll(Instant::now()).into_iter().for_each(&mut *emit);
+            }
+            () = cancel.cancelled(), if on_cancel.is_some() => {
+                if let Some(on_cancel) = on_cancel.take() {
+                    on_cancel();
+                }
+            }
+        }
+    }
+    live.finish(Instant::now()).into_iter().for_each(emit);
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
