@@ -134,15 +134,7 @@ fn the_commands_of_acp_bash_run_get_their_own_namespaces() {
             let ws = workspace();
             for mode in ["workspace", "read-only"] {
                 let output = Command::new(binary())
-                    .args([
-                        "--sandbox",
-                        mode,
-                        "--no-history",
-                        "run",
-                        "--plain",
-                        "--",
-                        SCRIPT,
-                    ])
+                    .args(["--sandbox", mode, "run", "--plain", "--", SCRIPT])
                     .current_dir(ws.path())
                     .stdin(Stdio::null())
                     .output()
@@ -167,20 +159,13 @@ fn doctor_and_the_served_agent_agree() {
             .any(|l| l.starts_with("  [works]   user namespace"));
         let ws = workspace();
         let output = Command::new(binary())
-            .args([
-                "--sandbox",
-                "workspace",
-                "--no-history",
-                "run",
-                "--plain",
-                "--",
-                SCRIPT,
-            ])
+            .args(["--sandbox", "workspace", "run", "--plain", "--", SCRIPT])
             .current_dir(ws.path())
             .stdin(Stdio::null())
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{text}");
         let has_userns = !shared_with_host(&text).contains(&"user");
         assert_eq!(
             says_userns, has_userns,
@@ -264,15 +249,7 @@ fn no_command_reaches_the_agents_controlling_terminal() {
                 let ctty = slave.as_raw_fd();
                 let mut command = Command::new(binary());
                 command
-                    .args([
-                        "--sandbox",
-                        mode,
-                        "--no-history",
-                        "run",
-                        "--plain",
-                        "--",
-                        TTY_SCRIPT,
-                    ])
+                    .args(["--sandbox", mode, "run", "--plain", "--", TTY_SCRIPT])
                     .current_dir(ws.path())
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
