@@ -34,6 +34,7 @@ pub mod present;
 pub mod sandbox;
 pub mod store;
 pub mod tool;
+pub mod turn;
 
 /// The token that cancels a run ([`exec::Session::run`], [`acp::ToolCallRunner::run`]).
 pub use tokio_util::sync::CancellationToken;

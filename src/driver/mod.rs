@@ -1,14 +1,23 @@
-//! Drivers: turning what the user typed into bash tool calls.
+//! Drivers: turning what the user typed into a turn of events.
 //!
-//! Owns the shell driver, [`call_from_prompt`]: the prompt IS the script, one call per prompt,
-//! with an optional first line `# what it does` as the call's description. This is the seam where
-//! a model-driven driver (one prompt, many tool calls) can later plug in without touching the
-//! layers below. Must not touch: running commands, presentation, ACP.
+//! Owns the driver seam ([`seam`]: the [`Driver`] trait, the turn events a driver makes through
+//! its [`TurnHost`], how a turn ends) and the shell driver ([`ShellDriver`], built on
+//! [`call_from_prompt`]: the prompt IS the script, one call per prompt, with an optional first
+//! line `# what it does` as the call's description). A model driver (one prompt, many tool
+//! calls) is another [`Driver`]. Must not touch: running commands, presentation, recording, ACP
+//! (those are the host's: [`crate::turn`] and below).
 //!
 //! Also owns the slash commands ([`commands`]): prompts like `/bg npm run dev` or `/jobs` that
 //! drive the session's background jobs instead of running as bash.
 
 pub mod commands;
+pub mod seam;
+pub mod shell;
+
+pub use seam::{
+    AuthMethod, Cost, Driver, Prompt, PromptBlock, StopReason, TurnError, TurnHost, Usage,
+};
+pub use shell::ShellDriver;
 
 use std::fmt;
 use std::time::Duration;

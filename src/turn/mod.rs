@@ -1,0 +1,168 @@
+//! The turn: the one consumer of a driver's events.
+//!
+//! Owns [`Turn`], the [`TurnHost`] a [`Driver`] is handed for one prompt, and [`run_turn`].
+//! For each event the turn records what the session keeps (the prompt once, the agent's text,
+//! each call with its end), mints the call's id and hands the event to the client's side through
+//! a [`TurnPort`] (the ACP bridge implements it: messages, cards, console blocks). It decides how
+//! the turn ends on the wire: cancelled when cancelled, whatever the driver says. Must not
+//! touch: driver rules (what a prompt means is the driver's), protocol types (the port's), how a
+//! command runs (the engine's).
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::driver::commands::SlashCommand;
+use crate::driver::{Driver, Prompt, StopReason, TurnError, TurnHost, Usage};
+use crate::exec::Session;
+use crate::jobs::JobRegistry;
+use crate::store::{SessionLog, SessionRecord};
+use crate::tool::{BashCall, BashResult};
+
+/// Where a turn's events go on their way to the client. The turn has recorded each event before
+/// it reaches the port.
+pub trait TurnPort: Send + Sync {
+    /// The agent's text (a piece of its message).
+    fn message(&self, text: &str);
+
+    /// The agent's reasoning (a piece of a thought).
+    fn thought(&self, text: &str);
+
+    /// Token use.
+    fn usage(&self, usage: &Usage);
+
+    /// The session got its title (from its first call).
+    fn title(&self, title: &str);
+
+    /// Runs `call` as the tool call `call_id` on the wire (its `tool_call`, live output, final
+    /// update) until it ends; `cancel` kills it.
+    fn run_call<'a>(
+        &'a self,
+        call_id: &'a str,
+        call: &'a BashCall,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, BashResult>;
+
+    /// Runs a slash command and shows its answer; returns the answer's text.
+    fn run_command(&self, command: SlashCommand) -> BoxFuture<'_, String>;
+}
+
+/// One turn of a session: the [`TurnHost`] its driver is handed.
+pub struct Turn<'a> {
+    port: &'a dyn TurnPort,
+    session: &'a Session,
+    session_id: &'a str,
+    jobs: &'a JobRegistry,
+    log: &'a SessionLog,
+    cancel: CancellationToken,
+    new_call_id: &'a (dyn Fn() -> String + Send + Sync),
+    prompt: String,
+}
+
+impl<'a> Turn<'a> {
+    /// A turn of `session` (`session_id`) for the prompt whose text is `prompt`: events go to
+    /// `port` and are recorded in `log`; `new_call_id` mints each call's id; `cancel` is the
+    /// turn's token.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        port: &'a dyn TurnPort,
+        session: &'a Session,
+        session_id: &'a str,
+        jobs: &'a JobRegistry,
+        log: &'a SessionLog,
+        cancel: CancellationToken,
+        new_call_id: &'a (dyn Fn() -> String + Send + Sync),
+        prompt: String,
+    ) -> Self {
+        Turn {
+            port,
+            session,
+            session_id,
+            jobs,
+            log,
+            cancel,
+            new_call_id,
+            prompt,
+        }
+    }
+}
+
+impl TurnHost for Turn<'_> {
+    fn say(&mut self, text: &str) {
+        self.port.message(text);
+    }
+
+    fn think(&mut self, text: &str) {
+        self.port.thought(text);
+    }
+
+    fn usage(&mut self, usage: Usage) {
+        self.port.usage(&usage);
+    }
+
+    fn run_bash<'b>(&'b mut self, call: BashCall) -> BoxFuture<'b, BashResult> {
+        async move {
+            let call_id = (self.new_call_id)();
+            let cwd = call
+                .request
+                .cwd
+                .clone()
+                .unwrap_or_else(|| self.session.cwd());
+            let title = self.log.call_started(
+                &self.prompt,
+                &call_id,
+                call.command(),
+                call.description.as_deref(),
+                &cwd,
+            );
+            let result = self.port.run_call(&call_id, &call, &self.cancel).await;
+            self.log.call_finished(&call_id, &result.outcome);
+            if let Some(title) = title {
+                self.port.title(&title);
+            }
+            result
+        }
+        .boxed()
+    }
+
+    fn run_command<'b>(&'b mut self, command: SlashCommand) -> BoxFuture<'b, String> {
+        self.port.run_command(command)
+    }
+
+    fn cancellation(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    fn session(&self) -> &Session {
+        self.session
+    }
+
+    fn session_id(&self) -> &str {
+        self.session_id
+    }
+
+    fn jobs(&self) -> &JobRegistry {
+        self.jobs
+    }
+
+    fn record(&self) -> SessionRecord {
+        self.log.record()
+    }
+}
+
+/// Runs `prompt`'s turn with `driver` on `turn`. A cancelled turn ends
+/// [`StopReason::Cancelled`], whatever the driver returned.
+pub async fn run_turn(
+    driver: &dyn Driver,
+    prompt: &Prompt,
+    mut turn: Turn<'_>,
+) -> Result<StopReason, TurnError> {
+    if turn.cancel.is_cancelled() {
+        return Ok(StopReason::Cancelled);
+    }
+    let ended = driver.drive(prompt, &mut turn).await;
+    if turn.cancel.is_cancelled() {
+        return Ok(StopReason::Cancelled);
+    }
+    ended
+}
