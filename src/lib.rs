@@ -33,6 +33,7 @@ pub mod jobs;
 pub mod present;
 pub mod sandbox;
 pub mod store;
+pub mod text;
 pub mod tool;
 pub mod turn;
 

@@ -19,7 +19,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::{Error, ErrorCode};
 use serde_json::{json, Value};
 
-use super::stream::LiveUpdate;
+use crate::present::stream::LiveUpdate;
 use crate::exec::{Exit, SessionError};
 use crate::present::script::{self, MAX_ECHO_BYTES};
 use crate::present::{CallView, ResultView};

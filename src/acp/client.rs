@@ -150,8 +150,26 @@ impl AcpClient {
                 hook(line, direction);
             }
         });
+        Self::converse(agent, self.profile, conversation).await
+    }
+
+    /// Like [`AcpClient::run`], over `agent`: a transport to an agent served elsewhere (an
+    /// [`crate::acp::AcpBashAgent`] in this process over a socket pair, say) instead of the program.
+    /// Nothing is recorded in the transcript (no line crosses a pipe).
+    pub async fn run_over<R>(
+        self,
+        agent: impl agent_client_protocol::ConnectTo<Client> + 'static,
+        conversation: impl AsyncFnOnce(Conversation) -> agent_client_protocol::Result<R>,
+    ) -> agent_client_protocol::Result<R> {
+        Self::converse(agent, self.profile, conversation).await
+    }
+
+    async fn converse<R>(
+        agent: impl agent_client_protocol::ConnectTo<Client> + 'static,
+        profile: ClientProfile,
+        conversation: impl AsyncFnOnce(Conversation) -> agent_client_protocol::Result<R>,
+    ) -> agent_client_protocol::Result<R> {
         let (updates_tx, updates) = mpsc::unbounded_channel::<SessionNotification>();
-        let profile = self.profile;
         Client
             .v1()
             .name("acp-bash-client")

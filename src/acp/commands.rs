@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use agent_client_protocol::v1::schema::{
-    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, ContentChunk, SessionId,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionId,
     SessionNotification, SessionUpdate, ToolCallId, UnstructuredCommandInput,
 };
 use agent_client_protocol::v1::ConnectionTo;
@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
-use super::stream::{self, Coalescer, StreamLimits};
+use crate::present::stream::{self, Coalescer, StreamLimits};
 use crate::driver::commands::{self, SlashCommand, COMMANDS};
 use crate::exec::Session;
 use crate::jobs::{Job, JobId, JobRegistry, LiveOutput};
@@ -104,43 +104,32 @@ impl CommandTurn<'_> {
         send(self.cx, self.session_id, update);
     }
 
-    /// Sends `text` as the agent's message.
-    pub fn say(&self, text: String) {
-        self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-            text.into(),
-        )));
-    }
-
-    /// Runs `command` and sends its answer. A `/bg` that started a job returns its card, to
-    /// [`JobCard::spawn`] once the turn has been answered.
-    pub async fn run(&self, command: SlashCommand) -> Option<JobCard> {
+    /// Runs `command`; returns its answer (for the caller to send as the agent's message) and,
+    /// for a `/bg` that started a job, the job's card, to [`JobCard::spawn`] once the turn has
+    /// been answered.
+    pub async fn run(&self, command: SlashCommand) -> (String, Option<JobCard>) {
         let registry = &self.jobs.registry;
-        match command {
+        let answer = match command {
             SlashCommand::Bg { script } => return self.background(script).await,
-            SlashCommand::Jobs => self.say(commands::jobs::answer(registry)),
+            SlashCommand::Jobs => commands::jobs::answer(registry),
             SlashCommand::Kill { id } => match commands::kill::kill(registry, id) {
                 Ok(job) => {
                     job.wait().await;
                     self.jobs.card_done(id).await;
-                    self.say(commands::kill::killed(&job));
+                    commands::kill::killed(&job)
                 }
-                Err(message) => self.say(message),
+                Err(message) => message,
             },
-            SlashCommand::Logs { id, lines } => {
-                self.say(commands::logs::answer(registry, id, lines))
-            }
-            SlashCommand::Help { topic } => self.say(commands::help::answer(topic)),
-        }
-        None
+            SlashCommand::Logs { id, lines } => commands::logs::answer(registry, id, lines),
+            SlashCommand::Help { topic } => commands::help::answer(topic),
+        };
+        (answer, None)
     }
 
-    async fn background(&self, script: String) -> Option<JobCard> {
+    async fn background(&self, script: String) -> (String, Option<JobCard>) {
         let (job, live) = match self.jobs.registry.start(self.session, script).await {
             Ok(started) => started,
-            Err(error) => {
-                self.say(commands::bg::refused(&error));
-                return None;
-            }
+            Err(error) => return (commands::bg::refused(&error), None),
         };
         let call = BashCall::new(job.command());
         let view = present_call(&call, job.cwd());
@@ -155,14 +144,14 @@ impl CommandTurn<'_> {
             &view,
             self.features,
         )));
-        self.say(commands::bg::started(&job, self.features.card()));
+        let answer = commands::bg::started(&job, self.features.card());
         let (done_tx, done_rx) = watch::channel(false);
         self.jobs
             .cards_done
             .lock()
             .unwrap()
             .insert(job.id(), (call_id.clone(), done_rx));
-        Some(JobCard {
+        let card = JobCard {
             cx: self.cx.clone(),
             session_id: self.session_id.clone(),
             call_id,
@@ -172,7 +161,8 @@ impl CommandTurn<'_> {
             live,
             log: self.log.clone(),
             done: done_tx,
-        })
+        };
+        (answer, Some(card))
     }
 }
 

@@ -1,8 +1,7 @@
 //! The ACP layer: the only part of acp-bash that knows the Agent Client Protocol.
 //!
 //! Owns: the agent served over stdio ([`AcpBashAgent`], in `agent`), the pure mapping from a
-//! presented bash call to `tool_call` / `tool_call_update` ([`bridge`]), the batching of live
-//! output into terminal-card updates ([`stream`]), the replay of a stored session on `session/load`
+//! presented bash call to `tool_call` / `tool_call_update` ([`bridge`]), the replay of a stored session on `session/load`
 //! ([`replay`]), stdin/stdout as a transport ([`transport`]), and a small ACP client over the real binary
 //! ([`client`], used by `acp-bash demo`, `acp-bash run` and the tests). Must not touch: how
 //! commands run (the engine), what the result text says (the tool and its markers), how a result
@@ -105,12 +104,12 @@ pub mod client;
 pub mod commands;
 pub mod modes;
 pub mod replay;
-pub mod stream;
+pub use crate::present::stream;
 pub mod summary;
 pub mod tool_call;
 pub mod transport;
 
-pub use agent::{prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
+pub use agent::{prompt_of, prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
 pub use modes::{ModeChoice, SandboxModes};
 pub use tool_call::{run_tool_call, ConnectionSink, ToolCallRunner, UpdateSink};
 

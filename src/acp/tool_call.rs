@@ -16,7 +16,7 @@ use agent_client_protocol::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::{self, ClientFeatures};
-use super::stream::{self, Live, LiveUpdate, StreamLimits};
+use crate::present::stream::{self, Live, LiveUpdate, StreamLimits};
 use crate::exec::Session;
 use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
 use crate::present::{present_call, present_run};
@@ -29,6 +29,13 @@ use crate::tool::{BashArgs, BashCall, BashResult};
 pub trait UpdateSink: Send {
     /// Sends one update (a failure to send is the sink's to log; the run goes on).
     fn send(&mut self, update: SessionUpdate);
+
+    /// Sends one update that only carries live output (a card's batch, a console view): the
+    /// only kind a sink may drop, when its client is behind on reading. The producer says so;
+    /// nothing inspects a built update to find out. By default it is sent like any other.
+    fn send_live(&mut self, update: SessionUpdate) {
+        self.send(update);
+    }
 }
 
 impl<F: FnMut(SessionUpdate) + Send> UpdateSink for F {
@@ -176,7 +183,7 @@ impl ToolCallRunner {
         let live = |sink: &mut dyn UpdateSink, data: Option<LiveUpdate>| {
             if let Some(data) = data {
                 let update = bridge::live_update(call_id, &view, &data);
-                sink.send(SessionUpdate::ToolCallUpdate(update));
+                sink.send_live(SessionUpdate::ToolCallUpdate(update));
             }
         };
         let mut cancelled = false;

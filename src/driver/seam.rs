@@ -265,6 +265,10 @@ pub struct AuthMethod {
     pub name: String,
     /// What it does (which variable or command supplies the key).
     pub description: Option<String>,
+    /// `Some(args)`: a terminal method, the client runs the agent's program with `args` in a
+    /// terminal (`acp-bash login`, say) and never calls `authenticate`; `None`: the agent
+    /// handles [`Driver::authenticate`] itself.
+    pub terminal_args: Option<Vec<String>>,
 }
 
 impl AuthMethod {
@@ -274,7 +278,14 @@ impl AuthMethod {
             id: id.into(),
             name: name.into(),
             description: None,
+            terminal_args: None,
         }
+    }
+
+    /// Makes it a terminal method: the client runs the agent's program with `args`.
+    pub fn terminal(mut self, args: Vec<String>) -> Self {
+        self.terminal_args = Some(args);
+        self
     }
 
     /// Sets [`AuthMethod::description`].

@@ -165,35 +165,7 @@ fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
     }
 }
 
-/// The length of the longest prefix of `bytes` that does not end inside a UTF-8 character
-/// (invalid bytes count as complete: they become U+FFFD).
-pub fn utf8_safe_end(bytes: &[u8]) -> usize {
-    let len = bytes.len();
-    for back in 1..=len.min(3) {
-        let byte = bytes[len - back];
-        if byte & 0xc0 == 0x80 {
-            continue; // a continuation byte: look further back for the lead byte
-        }
-        let needed = match byte {
-            0xc0..=0xdf => 2,
-            0xe0..=0xef => 3,
-            0xf0..=0xf7 => 4,
-            _ => 1,
-        };
-        return if needed > back { len - back } else { len };
-    }
-    len
-}
-
-/// The offset of the first byte of `bytes` that starts a character (skips at most 3
-/// continuation bytes left over from a cut).
-pub fn utf8_safe_start(bytes: &[u8]) -> usize {
-    bytes
-        .iter()
-        .take(3)
-        .take_while(|b| **b & 0xc0 == 0x80)
-        .count()
-}
+pub use crate::text::{utf8_safe_end, utf8_safe_start};
 
 #[cfg(test)]
 mod tests {

@@ -93,23 +93,7 @@ pub fn last_lines(text: &str, n: usize) -> &str {
     }
 }
 
-/// The largest index `<= at` (and `<= text.len()`) that is a character boundary.
-fn floor_char_boundary(text: &str, at: usize) -> usize {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
-
-/// The smallest index `>= at` that is a character boundary.
-fn ceil_char_boundary(text: &str, at: usize) -> usize {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at += 1;
-    }
-    at
-}
+use crate::text::{ceil_boundary as ceil_char_boundary, floor_boundary as floor_char_boundary};
 
 #[cfg(test)]
 mod tests {

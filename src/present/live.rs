@@ -75,11 +75,7 @@ impl OutputTail {
             let mut start = self.raw.len() - self.keep;
             match self.raw[start..].find('\n') {
                 Some(newline) => start += newline + 1,
-                None => {
-                    while !self.raw.is_char_boundary(start) {
-                        start += 1;
-                    }
-                }
+                None => start = crate::text::ceil_boundary(&self.raw, start),
             }
             self.dropped_lines += self.raw[..start].matches('\n').count() as u64;
             self.raw.drain(..start);
@@ -111,12 +107,8 @@ impl OutputTail {
         if shown == 0 && !lines.is_empty() {
             // One line longer than the whole budget: its end, at a character boundary.
             let last = lines[lines.len() - 1];
-            let mut start = last.len().saturating_sub(bounds.max_bytes);
-            while !last.is_char_boundary(start) {
-                start += 1;
-            }
             text.push_str(&earlier_note(earlier.saturating_sub(1), true));
-            text.push_str(&last[start..]);
+            text.push_str(crate::text::last_at_boundary(last, bounds.max_bytes));
         } else {
             if earlier > 0 {
                 text.push_str(&earlier_note(earlier, false));

@@ -2,7 +2,9 @@
 //!
 //! Owns the provider-neutral views: [`present_call`] (title, description, cwd, known before the
 //! run) and [`present_result`] (a terminal view with the output and the parsed exit, plus the
-//! fenced ```` ```console ```` block every client can show). Pure functions over values: no ACP
+//! fenced ```` ```console ```` block every client can show), and the live-output policy
+//! ([`stream`]: when output is sent, how much, the console view; [`live`]: the view's tail).
+//! Pure functions over values: no ACP
 //! types, no processes, no I/O, so a second UI (a TUI, a log) can use them too. Must not touch:
 //! running commands, the marker format (it only calls [`crate::tool::markers`]), ACP.
 
@@ -10,6 +12,7 @@ pub mod ansi;
 pub mod live;
 pub mod model;
 pub mod script;
+pub mod stream;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -24,14 +24,8 @@ fn within_budget(text: &str, budget: usize) -> String {
     if text.len() <= budget {
         return text.to_string();
     }
-    let mut head = budget / 2;
-    while !text.is_char_boundary(head) {
-        head -= 1;
-    }
-    let mut tail = text.len() - (budget - budget / 2);
-    while !text.is_char_boundary(tail) {
-        tail += 1;
-    }
+    let head = crate::text::floor_boundary(text, budget / 2);
+    let tail = crate::text::ceil_boundary(text, text.len() - (budget - budget / 2));
     let omitted = tail - head;
     let mut cut = String::with_capacity(budget + 64);
     cut.push_str(&text[..head]);

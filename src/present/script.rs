@@ -24,7 +24,7 @@ pub fn cut(text: &str, max_bytes: usize) -> String {
     if text.len() <= max_bytes {
         return text.to_string();
     }
-    let mut end = floor_char_boundary(text, max_bytes);
+    let mut end = crate::text::floor_boundary(text, max_bytes);
     if let Some(newline) = text[..end].rfind('\n') {
         if newline >= end - end / 4 {
             end = newline;
@@ -90,13 +90,6 @@ fn cut_line(line: &str) -> String {
         None => line.to_string(),
         Some((end, _)) => format!("{}…", &line[..end]),
     }
-}
-
-fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
 }
 
 #[cfg(test)]

@@ -190,7 +190,8 @@ impl CallEnd {
             Exit::Signal(signal) => (None, Some(signal_name(signal))),
         };
         let (output_head, output_tail, omitted_bytes) =
-            head_and_tail(output, KEEP_OUTPUT_HEAD, KEEP_OUTPUT_TAIL);
+            crate::text::head_and_tail(output, KEEP_OUTPUT_HEAD, KEEP_OUTPUT_TAIL);
+        let (output_head, output_tail) = (output_head.to_string(), output_tail.to_string());
         CallEnd {
             finished_ms,
             exit_code,
@@ -262,37 +263,11 @@ pub fn keep_text(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }
-    let cut = floor_char_boundary(text, max);
+    let kept = crate::text::cut_at_boundary(text, max);
     format!(
-        "{}\n[… {} more bytes not kept in the session history]",
-        &text[..cut],
-        text.len() - cut
+        "{kept}\n[… {} more bytes not kept in the session history]",
+        text.len() - kept.len()
     )
-}
-
-/// `(head, tail, omitted)`: all of `text` as the head when it fits in `head + tail` bytes, else
-/// its first `head` and last `tail` bytes (on character boundaries) and how many were left out.
-pub fn head_and_tail(text: &str, head: usize, tail: usize) -> (String, String, u64) {
-    if text.len() <= head + tail {
-        return (text.to_string(), String::new(), 0);
-    }
-    let head_end = floor_char_boundary(text, head);
-    let mut tail_start = text.len() - tail;
-    while !text.is_char_boundary(tail_start) {
-        tail_start += 1;
-    }
-    (
-        text[..head_end].to_string(),
-        text[tail_start..].to_string(),
-        (tail_start - head_end) as u64,
-    )
-}
-
-fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
 }
 
 /// A title for a session whose first call is `command` with `description`: the description,

@@ -89,6 +89,19 @@ impl BashResult {
         let text = render_result(&outcome.output, &outcome.status);
         BashResult { text, outcome }
     }
+
+    /// The result of a call that could not run at all (its task failed): `message` as its
+    /// output, exit code 1, in `cwd`.
+    pub fn failed(message: String, cwd: std::path::PathBuf) -> Self {
+        BashResult::of(RunOutcome {
+            output: message,
+            status: crate::exec::status::RunStatus::exited(1),
+            next_cwd: cwd.clone(),
+            cwd,
+            notices: Vec::new(),
+            duration: std::time::Duration::ZERO,
+        })
+    }
 }
 
 /// Runs `call` on `session`, streaming output chunks to `on_output` as they arrive; cancelling

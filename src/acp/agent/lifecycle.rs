@@ -1,6 +1,5 @@
 //! Sessions beyond `session/new`: `session/list`, `session/load`, `session/resume`,
-//! `session/close` and `session/delete`, the capabilities that advertise them, and the two calls
-//! a turn makes into the session's record (call started, call finished).
+//! `session/close` and `session/delete`, and the capabilities that advertise them.
 //!
 //! Owns: restoring a stored session (its directory, the one a `cd` left included, and its mode;
 //! what cannot be restored is said in an agent message), the replay on load (built by
@@ -15,14 +14,14 @@
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CloseSessionResponse, ContentChunk, DeleteSessionResponse,
     ListSessionsResponse, LoadSessionResponse, ResumeSessionResponse, SessionCapabilities,
-    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionInfoUpdate,
-    SessionListCapabilities, SessionNotification, SessionResumeCapabilities,
+    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
+    SessionNotification, SessionResumeCapabilities, SessionUpdate,
 };
+use agent_client_protocol::ErrorCode;
 
 use super::*;
 use crate::acp::replay::replay;
 use crate::store::{iso8601, ListQuery, StoreError};
-use crate::tool::BashResult;
 
 /// Sessions per `session/list` page.
 pub(crate) const LIST_PAGE_SIZE: usize = 50;
@@ -339,47 +338,5 @@ impl Connection {
         if tokio::time::timeout(SHUTDOWN_WAIT, stopped).await.is_err() {
             tracing::warn!(session = %id.0, "the session's command was still running {SHUTDOWN_WAIT:?} after it was closed");
         }
-    }
-}
-
-/// A turn's call has started: recorded (with the prompt that asked for it). Returns the
-/// session's title when this call gave it one.
-pub(super) fn call_started(
-    state: &SessionState,
-    prompt: &str,
-    call_id: &ToolCallId,
-    call: &BashCall,
-) -> Option<String> {
-    *state.current_call.lock().unwrap() = Some(call_id.0.to_string());
-    let cwd = call
-        .request
-        .cwd
-        .clone()
-        .unwrap_or_else(|| state.session.cwd());
-    state.log.call_started(
-        prompt,
-        &call_id.0,
-        call.command(),
-        call.description.as_deref(),
-        &cwd,
-    )
-}
-
-/// A turn's call has finished: its end, output (head and tail) and the next directory are
-/// recorded; a session's first call also sends the title (`session_info_update`).
-pub(super) fn call_finished(
-    state: &SessionState,
-    call_id: &ToolCallId,
-    result: &BashResult,
-    title: Option<String>,
-    sink: &mut dyn UpdateSink,
-) {
-    state.log.call_finished(&call_id.0, &result.outcome);
-    *state.current_call.lock().unwrap() = None;
-    if let Some(title) = title {
-        // The title only: a clock reading would make every transcript differ.
-        sink.send(SessionUpdate::SessionInfoUpdate(
-            SessionInfoUpdate::new().title(title),
-        ));
     }
 }

@@ -118,16 +118,7 @@ pub fn inline_code(text: &str, max: usize) -> String {
     format!("{fence}{pad}{shown}{pad}{fence}")
 }
 
-/// A duration the way `/jobs` shows it: `850ms`, `12s`, `3m05s`, `2h07m`.
-pub fn human_duration(duration: std::time::Duration) -> String {
-    let secs = duration.as_secs();
-    match secs {
-        0 => format!("{}ms", duration.as_millis()),
-        1..60 => format!("{secs}s"),
-        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
-        _ => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
-    }
-}
+pub use crate::text::human_duration;
 
 #[cfg(test)]
 mod tests {
@@ -190,14 +181,5 @@ mod tests {
         assert_eq!(inline_code("echo `date`", 60), "`` echo `date` ``");
         assert_eq!(inline_code("make\nmake test", 60), "`make…`");
         assert_eq!(inline_code("abcdef", 3), "`abc…`");
-    }
-
-    #[test]
-    fn durations_are_short() {
-        use std::time::Duration;
-        assert_eq!(human_duration(Duration::from_millis(850)), "850ms");
-        assert_eq!(human_duration(Duration::from_secs(12)), "12s");
-        assert_eq!(human_duration(Duration::from_secs(185)), "3m05s");
-        assert_eq!(human_duration(Duration::from_secs(7620)), "2h07m");
     }
 }

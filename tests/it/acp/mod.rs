@@ -18,3 +18,4 @@ mod stream_rules;
 mod streaming;
 mod tool_call;
 mod transcripts;
+mod turns;

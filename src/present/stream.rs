@@ -252,17 +252,7 @@ pub fn full_output_notice(path: &str) -> String {
     format!("[acp-bash: full output: {path}]\r\n")
 }
 
-fn human_bytes(bytes: usize) -> String {
-    const MIB: usize = 1024 * 1024;
-    const KIB: usize = 1024;
-    if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        format!("{} MiB", bytes / MIB)
-    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
-        format!("{} KiB", bytes / KIB)
-    } else {
-        format!("{bytes} bytes")
-    }
-}
+use crate::text::human_bytes;
 
 /// Per-call coalescing state. Feed it chunks with [`Coalescer::push`], flush it when
 /// [`Coalescer::deadline`] passes, and [`Coalescer::finish`] it when the output ends.

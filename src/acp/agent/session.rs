@@ -1,0 +1,111 @@
+//! The agent's session state: one entry per active ACP session, and the ids it mints.
+//!
+//! Owns: [`SessionState`] (the engine session, its record, the running turns' tokens, its
+//! jobs), opening a session on the connection, session ids (random, never repeating across
+//! processes) and call ids (`call-SESSION-N`, continuing after a restored record's). Must not
+//! touch: what a turn does (the turn layer), the wire.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{SessionId, ToolCallId};
+use agent_client_protocol::Error;
+use tokio_util::sync::CancellationToken;
+
+use super::Connection;
+use crate::acp::commands::SessionJobs;
+use crate::exec::Session;
+use crate::jobs::JobRegistry;
+use crate::store::{SessionLog, SessionRecord};
+
+/// One ACP session: an engine session plus the calls it is running.
+pub(super) struct SessionState {
+    pub number: u64,
+    pub session: Session,
+    /// The session's record, written to the store as it changes (shared with its jobs' cards,
+    /// which record how each job ended).
+    pub log: Arc<SessionLog>,
+    /// The id of the call running now, if any.
+    pub current_call: Mutex<Option<String>>,
+    next_call: AtomicU64,
+    /// Held for a whole turn: a session's prompts run one after another.
+    pub turn: tokio::sync::Mutex<()>,
+    /// The tokens of the turns that are running or waiting for `turn`, by turn number.
+    pub running: Mutex<HashMap<u64, CancellationToken>>,
+    pub next_turn: AtomicU64,
+    /// The session's background jobs (`/bg`): killed when the session or the connection ends.
+    pub jobs: SessionJobs,
+}
+
+impl SessionState {
+    /// The id of the session's next tool call: `call-SESSION-N`, unique on the connection.
+    pub fn new_call_id(&self) -> ToolCallId {
+        let n = self.next_call.fetch_add(1, Ordering::Relaxed);
+        ToolCallId::new(format!("call-{}-{n}", self.number))
+    }
+
+    pub fn cancel_all(&self) {
+        for token in self.running.lock().unwrap().values() {
+            token.cancel();
+        }
+    }
+}
+
+impl Connection {
+    /// Makes `session` (with its `record`) an active session of this connection.
+    pub(super) fn open(
+        &self,
+        id: SessionId,
+        number: u64,
+        session: Session,
+        record: SessionRecord,
+    ) -> Arc<SessionState> {
+        let state = Arc::new(SessionState {
+            number,
+            // Call ids continue after every call and job the session ever made, so a replayed
+            // call and a new one never share an id.
+            next_call: AtomicU64::new(record.calls_and_jobs() + 1),
+            session,
+            log: Arc::new(SessionLog::new(self.store.clone(), record)),
+            current_call: Mutex::new(None),
+            turn: tokio::sync::Mutex::new(()),
+            running: Mutex::new(HashMap::new()),
+            next_turn: AtomicU64::new(1),
+            jobs: SessionJobs::new(JobRegistry::new(self.job_limits)),
+        });
+        self.sessions.lock().unwrap().insert(id, state.clone());
+        state
+    }
+
+    /// Whoever started the agent chose `--sandbox off`: only then may a session choose it.
+    pub(super) fn off_allowed(&self) -> bool {
+        self.engine.config().sandbox_mode == crate::sandbox::Mode::Off
+    }
+
+    /// The session `id` names, or the error that says it is unknown.
+    pub(super) fn session_state(&self, id: &SessionId) -> Result<Arc<SessionState>, Error> {
+        let state = self.sessions.lock().unwrap().get(id).cloned();
+        state.ok_or_else(|| self.inactive_session(id))
+    }
+}
+
+/// A new session id: 128 random bits from the kernel, so that ids never repeat across
+/// processes (clients such as acpx key their records by it).
+pub(super) fn random_session_id() -> SessionId {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: getrandom writes at most the given length into the buffer we own.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        if n > 0 {
+            filled += n as usize;
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            panic!("getrandom failed: {}", std::io::Error::last_os_error());
+        }
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    SessionId::new(format!("sess-{hex}"))
+}
