@@ -27,12 +27,12 @@ fn main() -> ExitCode {
         }
     };
     let code = match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => runtime.block_on(cli::serve::serve(&cli.engine, &cli.store)),
+        Command::Serve => runtime.block_on(cli::serve::serve(&cli.engine, &cli.store, &cli.model)),
         Command::Demo => runtime.block_on(cli::demo::demo(&cli.engine, cli.log_level.as_deref())),
         Command::Run(args) => {
             runtime.block_on(cli::run::run(&cli.engine, cli.log_level.as_deref(), args))
         }
-        Command::ZedConfig => cli::zed_config::zed_config(&cli.engine, &cli.store),
+        Command::ZedConfig => cli::zed_config::zed_config(&cli.engine, &cli.store, &cli.model),
         Command::Doctor => cli::doctor::doctor(),
     };
     // Commands were cancelled and reaped before we got here; don't wait for stray blocking

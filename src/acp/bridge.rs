@@ -19,9 +19,9 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::{Error, ErrorCode};
 use serde_json::{json, Value};
 
-use crate::present::stream::LiveUpdate;
 use crate::exec::{Exit, SessionError};
 use crate::present::script::{self, MAX_ECHO_BYTES};
+use crate::present::stream::LiveUpdate;
 use crate::present::{CallView, ResultView};
 use crate::sandbox;
 

@@ -20,10 +20,10 @@ use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
-use crate::present::stream::{self, Coalescer, StreamLimits};
 use crate::driver::commands::{self, SlashCommand, COMMANDS};
 use crate::exec::Session;
 use crate::jobs::{Job, JobId, JobRegistry, LiveOutput};
+use crate::present::stream::{self, Coalescer, StreamLimits};
 use crate::present::{present_call, present_result, CallView};
 use crate::store::SessionLog;
 use crate::tool::markers::render_result;

@@ -16,9 +16,9 @@ use agent_client_protocol::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::{self, ClientFeatures};
-use crate::present::stream::{self, Live, LiveUpdate, StreamLimits};
 use crate::exec::Session;
 use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
+use crate::present::stream::{self, Live, LiveUpdate, StreamLimits};
 use crate::present::{present_call, present_run};
 use crate::tool::{BashArgs, BashCall, BashResult};
 

@@ -7,6 +7,7 @@
 
 pub mod demo;
 pub mod doctor;
+pub mod model;
 pub mod run;
 pub mod serve;
 pub mod zed_config;
@@ -34,6 +35,8 @@ pub struct Cli {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub model: model::ModelArgs,
     /// How much the agent logs to stderr: error, warn, info, debug or trace (or any RUST_LOG
     /// filter). Overrides RUST_LOG; the default is warn. Logs never go to stdout.
     #[arg(long, global = true, value_name = "LEVEL")]

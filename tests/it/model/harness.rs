@@ -142,8 +142,13 @@ impl Host {
     }
 
     /// Runs one turn of `prompt` with `driver`.
-    pub async fn turn(&self, driver: &ModelDriver, prompt: &Prompt) -> Result<StopReason, TurnError> {
-        self.turn_with(driver, prompt, CancellationToken::new()).await
+    pub async fn turn(
+        &self,
+        driver: &ModelDriver,
+        prompt: &Prompt,
+    ) -> Result<StopReason, TurnError> {
+        self.turn_with(driver, prompt, CancellationToken::new())
+            .await
     }
 
     /// [`Host::turn`] with the turn's cancel token.
@@ -222,7 +227,13 @@ pub fn config(provider: Provider, base: &str) -> ModelConfig {
         _ => base.to_string(),
     };
     let env = provider.key_env();
-    let mut config = ModelConfig::new(provider, "fake-model", base, Some(ApiKey::new(KEY, env)), env);
+    let mut config = ModelConfig::new(
+        provider,
+        "fake-model",
+        base,
+        Some(ApiKey::new(KEY, env)),
+        env,
+    );
     let mut retry = RetryPolicy::default();
     retry.base_delay = std::time::Duration::from_millis(1);
     retry.max_delay = std::time::Duration::from_millis(5);

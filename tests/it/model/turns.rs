@@ -18,7 +18,9 @@ async fn openai_streams_thinking_and_text_then_ends_the_turn() {
     ))])
     .await;
     let host = Host::new();
-    let ended = host.turn(&driver(Provider::OpenAi, &fake.base), &prompt("hi")).await;
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("hi"))
+        .await;
     assert_eq!(ended, Ok(StopReason::EndTurn));
     assert_eq!(
         host.take_events(),
@@ -35,18 +37,33 @@ async fn openai_streams_thinking_and_text_then_ends_the_turn() {
     assert_eq!(requests.len(), 1);
     let request = &requests[0];
     assert_eq!(request.path, "/v1/chat/completions");
-    assert_eq!(request.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     let body = &request.body;
     assert_eq!(body["model"], "fake-model");
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"]["include_usage"], true);
     assert_eq!(body["messages"][0]["role"], "system");
     let system = body["messages"][0]["content"].as_str().unwrap();
-    for told in ["bash", "no stdin", "background: true", "Sandbox mode `full`", "job_output"] {
-        assert!(system.contains(told), "the system prompt lacks {told:?}: {system}");
+    for told in [
+        "bash",
+        "no stdin",
+        "background: true",
+        "Sandbox mode `full`",
+        "job_output",
+    ] {
+        assert!(
+            system.contains(told),
+            "the system prompt lacks {told:?}: {system}"
+        );
     }
     assert!(system.contains(&host.dir.path().display().to_string()));
-    assert_eq!(body["messages"][1], json!({"role": "user", "content": "hi"}));
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "user", "content": "hi"})
+    );
     let tools: Vec<&str> = body["tools"]
         .as_array()
         .unwrap()
@@ -64,21 +81,37 @@ async fn openai_tool_calls_in_pieces_run_in_order_and_are_answered_by_id() {
         openai::reply(
             &["Looking."],
             &[
-                ("call_a", "bash", &["{\"comm", "and\": \"mkdir -p sub && cd ", "sub\"}"]),
-                ("call_b", "bash", &["{\"command\":\"pwd\",", "\"description\":\"Where\"}"]),
+                (
+                    "call_a",
+                    "bash",
+                    &["{\"comm", "and\": \"mkdir -p sub && cd ", "sub\"}"],
+                ),
+                (
+                    "call_b",
+                    "bash",
+                    &["{\"command\":\"pwd\",", "\"description\":\"Where\"}"],
+                ),
             ],
         ),
         openai::reply(&["Done."], &[]),
     ])
     .await;
     let host = Host::new();
-    let ended = host.turn(&driver(Provider::OpenAi, &fake.base), &prompt("where?")).await;
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("where?"))
+        .await;
     assert_eq!(ended, Ok(StopReason::EndTurn));
     let events = host.take_events();
-    let calls: Vec<&Event> = events.iter().filter(|e| matches!(e, Event::Call(_))).collect();
+    let calls: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::Call(_)))
+        .collect();
     assert_eq!(
         calls,
-        [&Event::Call("mkdir -p sub && cd sub".into()), &Event::Call("pwd".into())]
+        [
+            &Event::Call("mkdir -p sub && cd sub".into()),
+            &Event::Call("pwd".into())
+        ]
     );
     assert_eq!(said(&events), "Looking.Done.");
     let second = &fake.requests()[1].body["messages"];
@@ -114,7 +147,9 @@ async fn anthropic_streams_thinking_text_and_tool_use_in_its_format() {
     ])
     .await;
     let host = Host::new();
-    let ended = host.turn(&driver(Provider::Anthropic, &fake.base), &prompt("count")).await;
+    let ended = host
+        .turn(&driver(Provider::Anthropic, &fake.base), &prompt("count"))
+        .await;
     assert_eq!(ended, Ok(StopReason::EndTurn));
     let events = host.take_events();
     assert_eq!(events[0], Event::Thought("Hmm.".into()));
@@ -142,11 +177,19 @@ async fn anthropic_streams_thinking_text_and_tool_use_in_its_format() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|b| (b["tool_use_id"].as_str().unwrap(), b["content"].as_str().unwrap()))
+        .map(|b| {
+            (
+                b["tool_use_id"].as_str().unwrap(),
+                b["content"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         results,
-        [("toolu_1", "one\n[exit code: 0]"), ("toolu_2", "[exit code: 3]")]
+        [
+            ("toolu_1", "one\n[exit code: 0]"),
+            ("toolu_2", "[exit code: 3]")
+        ]
     );
 }
 
@@ -160,26 +203,43 @@ async fn malformed_arguments_run_nothing_and_say_what_to_fix() {
                 ("c1", "bash", &["{\"cmd\": \"touch made-by-c1\"}"]),
                 ("c2", "bash", &["{\"command\": \"touch made-by-c2\""]),
                 ("c3", "python", &["{\"code\": \"1\"}"]),
-                ("c4", "bash", &["{\"command\": \"touch ok\", \"background\": \"yes\"}"]),
+                (
+                    "c4",
+                    "bash",
+                    &["{\"command\": \"touch ok\", \"background\": \"yes\"}"],
+                ),
             ],
         ),
         openai::reply(&["Sorry."], &[]),
     ])
     .await;
     let host = Host::new();
-    let ended = host.turn(&driver(Provider::OpenAi, &fake.base), &prompt("go")).await;
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("go"))
+        .await;
     assert_eq!(ended, Ok(StopReason::EndTurn));
-    assert!(!host.take_events().iter().any(|e| matches!(e, Event::Call(_))));
+    assert!(!host
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::Call(_))));
     for file in ["made-by-c1", "made-by-c2", "ok"] {
         assert!(!host.dir.path().join(file).exists(), "{file} was made");
     }
     let messages = fake.requests()[1].body["messages"].clone();
     let answer = |i: usize| messages[i]["content"].as_str().unwrap().to_string();
     assert!(answer(3).contains("unknown field `cmd`"), "{}", answer(3));
-    assert!(answer(3).contains("expected {\"command\": string"), "{}", answer(3));
+    assert!(
+        answer(3).contains("expected {\"command\": string"),
+        "{}",
+        answer(3)
+    );
     assert!(answer(4).contains("not JSON"), "{}", answer(4));
     assert!(answer(5).contains("no tool `python`"), "{}", answer(5));
-    assert!(answer(6).contains("`background` must be true or false"), "{}", answer(6));
+    assert!(
+        answer(6).contains("`background` must be true or false"),
+        "{}",
+        answer(6)
+    );
     assert_eq!(messages[6]["tool_call_id"], "c4");
 }
 
@@ -196,8 +256,18 @@ async fn the_step_limit_ends_the_turn_with_max_turn_requests() {
     assert_eq!(ended, Ok(StopReason::MaxTurnRequests));
     assert_eq!(fake.requests().len(), 3);
     let events = host.take_events();
-    assert_eq!(events.iter().filter(|e| matches!(e, Event::Call(_))).count(), 3);
-    assert!(said(&events).contains("3 model requests"), "{}", said(&events));
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::Call(_)))
+            .count(),
+        3
+    );
+    assert!(
+        said(&events).contains("3 model requests"),
+        "{}",
+        said(&events)
+    );
     // The conversation ends with the last call's result; the next prompt follows it.
     let conversation = driver.conversation("s1");
     assert!(matches!(
@@ -227,7 +297,13 @@ async fn the_next_prompt_sends_the_earlier_conversation() {
         .map(|m| m["role"].as_str().unwrap())
         .collect();
     assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
-    assert_eq!(messages[2]["content"][0]["content"], "first\n[exit code: 0]");
-    assert_eq!(messages[4]["content"], json!([{"type": "text", "text": "two"}]));
+    assert_eq!(
+        messages[2]["content"][0]["content"],
+        "first\n[exit code: 0]"
+    );
+    assert_eq!(
+        messages[4]["content"],
+        json!([{"type": "text", "text": "two"}])
+    );
     let _: &Value = &messages;
 }

@@ -198,12 +198,18 @@ pub mod openai {
     /// Reasoning, then text, then tool calls (arguments in pieces), the finish reason, usage
     /// and `[DONE]`.
     pub fn events(reasoning: &[&str], text: &[&str], calls: &[Call<'_>]) -> Vec<String> {
-        let mut events = vec![chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]))];
+        let mut events = vec![chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        )];
         for piece in reasoning {
-            events.push(chunk(json!([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": null}])));
+            events.push(chunk(
+                json!([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": null}]),
+            ));
         }
         for piece in text {
-            events.push(chunk(json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}])));
+            events.push(chunk(
+                json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}]),
+            ));
         }
         for (index, (id, name, pieces)) in calls.iter().enumerate() {
             events.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}, "finish_reason": null}])));
@@ -211,8 +217,14 @@ pub mod openai {
                 events.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, "finish_reason": null}])));
             }
         }
-        let finish = if calls.is_empty() { "stop" } else { "tool_calls" };
-        events.push(chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish}])));
+        let finish = if calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        events.push(chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
+        ));
         let usage = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake",
                            "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}});
         events.push(format!("data: {usage}\n\n"));
@@ -228,7 +240,10 @@ pub mod openai {
     /// An error answer in OpenAI's shape.
     pub fn error(status: u16, headers: &[(&str, &str)], message: &str, code: &str) -> Answer {
         let body = json!({"error": {"message": message, "type": "error", "code": code}});
-        let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        let headers = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
         Answer::Status(status, headers, body.to_string())
     }
 }
@@ -245,7 +260,10 @@ pub mod anthropic {
     /// `message_stop`.
     pub fn events(thinking: &[&str], text: &[&str], calls: &[Call<'_>]) -> Vec<String> {
         let mut events = vec![
-            event("message_start", json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "fake", "stop_reason": null, "usage": {"input_tokens": 100, "output_tokens": 1}}})),
+            event(
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "fake", "stop_reason": null, "usage": {"input_tokens": 100, "output_tokens": 1}}}),
+            ),
             event("ping", json!({"type": "ping"})),
         ];
         let mut index = 0;
@@ -255,7 +273,10 @@ pub mod anthropic {
                 events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": piece}})));
             }
             events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": "c2ln"}})));
-            events.push(event("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+            events.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
             index += 1;
         }
         if !text.is_empty() {
@@ -263,7 +284,10 @@ pub mod anthropic {
             for piece in text {
                 events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}})));
             }
-            events.push(event("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+            events.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
             index += 1;
         }
         for (id, name, pieces) in calls {
@@ -271,10 +295,17 @@ pub mod anthropic {
             for piece in *pieces {
                 events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})));
             }
-            events.push(event("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+            events.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
             index += 1;
         }
-        let stop = if calls.is_empty() { "end_turn" } else { "tool_use" };
+        let stop = if calls.is_empty() {
+            "end_turn"
+        } else {
+            "tool_use"
+        };
         events.push(event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 20}})));
         events.push(event("message_stop", json!({"type": "message_stop"})));
         events
@@ -288,7 +319,10 @@ pub mod anthropic {
     /// An error answer in Anthropic's shape.
     pub fn error(status: u16, headers: &[(&str, &str)], kind: &str, message: &str) -> Answer {
         let body = json!({"type": "error", "error": {"type": kind, "message": message}});
-        let headers = headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+        let headers = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
         Answer::Status(status, headers, body.to_string())
     }
 }
