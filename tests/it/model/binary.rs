@@ -1,0 +1,216 @@
+//! The model driver through the BUILT BINARY as an editor starts it (`acp-bash serve --model
+//! …` over pipes), against the fake provider on loopback: snapshot transcripts of a model turn
+//! for a card client and a plain client, the key kept from commands (through the model's own
+//! `env`) and from stderr, the auth-required error without a key, and no model without
+//! `--model`.
+
+use acp_bash::acp::client::{AcpClient, ClientProfile};
+use agent_client_protocol::v1::schema::{SessionUpdate, StopReason};
+
+use super::harness::KEY;
+use crate::support::acp::*;
+use crate::support::fake_model::{anthropic, openai, FakeModel};
+
+/// The binary serving with `--model` at the fake, plus `extra` flags.
+fn model_client(profile: ClientProfile, model: &str, base: &str, extra: &[&str]) -> AcpClient {
+    let mut args = vec![
+        "serve",
+        "--sandbox",
+        "full",
+        "--no-history",
+        "--log-level",
+        "acp_bash=debug",
+        "--model",
+        model,
+        "--base-url",
+        base,
+    ];
+    args.extend_from_slice(extra);
+    AcpClient::new(binary(), args).profile(profile)
+}
+
+async fn model_turn_transcript(profile: ClientProfile, name: &str) {
+    let fake = FakeModel::start(vec![
+        openai::reply(
+            &["I will ", "list it."],
+            &[(
+                "call_1",
+                "bash",
+                &[
+                    "{\"command\": \"mkdir -p d && cd d",
+                    " && echo hello\", \"description\": \"Say hello\"}",
+                ],
+            )],
+        ),
+        openai::reply(&["It printed ", "`hello`."], &[]),
+    ])
+    .await;
+    let (_tmp, dir) = temp_dir();
+    let base = format!("{}/v1", fake.base);
+    let client = model_client(profile, "openai:fake-model", &base, &[]).env("OPENAI_API_KEY", KEY);
+    let (turn, transcript) = converse_with(client, name, async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "say hello").await
+    })
+    .await;
+    assert_eq!(turn.stop_reason, StopReason::EndTurn);
+    let text: String = turn
+        .updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+                agent_client_protocol::v1::schema::ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(text, "I will list it.It printed `hello`.");
+    // The model's call ran in the session's directory, through the same card or block.
+    if profile == ClientProfile::Zed {
+        assert_eq!(card_output(&turn.updates), "hello\n");
+    } else {
+        assert!(
+            console_block(&turn.updates).contains("hello"),
+            "{}",
+            console_block(&turn.updates)
+        );
+    }
+    let second = &fake.requests()[1].body["messages"];
+    assert_eq!(second[3]["tool_call_id"], "call_1");
+    assert_eq!(second[3]["content"], "hello\n[exit code: 0]");
+    let stderr = transcript.stderr().join("\n");
+    assert!(!stderr.contains(KEY), "the key is in stderr:\n{stderr}");
+    assert!(!transcript.lines().join("\n").contains(KEY));
+    let normalized = normalize_transcript(&transcript.lines(), &dir);
+    insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!(name, normalized.join("\n"));
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zed_model_turn() {
+    model_turn_transcript(ClientProfile::Zed, "zed__model_turn").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_model_turn() {
+    model_turn_transcript(ClientProfile::Plain, "plain__model_turn").await;
+}
+
+/// A key in a variable whose name and value look like nothing secret: `--api-key-env` still
+/// keeps it from every command. The model runs `env`; what went back to it has no key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_never_reaches_the_models_own_env() {
+    let plain_key = "zq-unremarkable-value-7781";
+    let fake = FakeModel::start(vec![
+        anthropic::reply(
+            &[],
+            &[(
+                "toolu_1",
+                "bash",
+                &["{\"command\": \"env; echo env-done\"}"],
+            )],
+        ),
+        anthropic::reply(&["Done."], &[]),
+    ])
+    .await;
+    let (_tmp, dir) = temp_dir();
+    let client = model_client(
+        ClientProfile::Zed,
+        "anthropic:fake",
+        &fake.base,
+        &["--api-key-env", "MODEL_ACCESS"],
+    )
+    .env("MODEL_ACCESS", plain_key)
+    .env("ACPBASH_HARMLESS", "visible");
+    let (turn, transcript) = converse_with(client, "env through the model", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "show env").await
+    })
+    .await;
+    assert_eq!(turn.stop_reason, StopReason::EndTurn);
+    let requests = fake.requests();
+    assert_eq!(requests[0].header("x-api-key"), Some(plain_key));
+    let result = requests[1].body["messages"][2]["content"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        result.contains("ACPBASH_HARMLESS=visible") && result.contains("env-done"),
+        "{result}"
+    );
+    assert!(!result.contains(plain_key), "{result}");
+    assert!(!result.contains("MODEL_ACCESS"), "{result}");
+    let everything = [transcript.lines(), transcript.stderr()]
+        .concat()
+        .join("\n");
+    assert!(!everything.contains(plain_key), "the key left the agent");
+}
+
+/// `--model` without a key: `initialize` advertises how to authenticate, and a prompt gets
+/// `auth_required` naming the variable, without any model request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_key_the_prompt_is_auth_required_naming_the_variable() {
+    let fake = FakeModel::start(vec![]).await;
+    let (_tmp, dir) = temp_dir();
+    let client = model_client(
+        ClientProfile::Zed,
+        "openai:fake",
+        &format!("{}/v1", fake.base),
+        &["--api-key-env", "ACPBASH_TEST_NO_SUCH_KEY"],
+    );
+    let ((methods, error, bang), _) = converse_with(client, "no key", async |mut c| {
+        let methods = serde_json::to_value(&c.init.auth_methods).expect("serializable");
+        let session = c.new_session(&dir).await?;
+        let error = c.prompt(&session, "hello").await.unwrap_err();
+        let bang = c.prompt(&session, "!echo still-works").await?;
+        Ok((methods, error, bang))
+    })
+    .await;
+    assert!(
+        methods.to_string().contains("ACPBASH_TEST_NO_SUCH_KEY"),
+        "{methods}"
+    );
+    assert_eq!(error.code, agent_client_protocol::ErrorCode::AUTH_REQUIRED);
+    assert!(
+        format!("{:?}", error.data).contains("ACPBASH_TEST_NO_SUCH_KEY"),
+        "{error:?}"
+    );
+    assert_eq!(bang.stop_reason, StopReason::EndTurn);
+    assert_eq!(card_output(&bang.updates), "still-works\n");
+    assert!(fake.requests().is_empty());
+}
+
+/// `session/cancel` through the binary stops the model's stream at once and answers
+/// `cancelled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_through_the_binary_stops_the_stream() {
+    let mut events = openai::events(&[], &["Streaming"], &[]);
+    events.truncate(2);
+    let fake = FakeModel::start(vec![crate::support::fake_model::Answer::Hang(events)]).await;
+    let (_tmp, dir) = temp_dir();
+    let client = model_client(
+        ClientProfile::Zed,
+        "openai:fake",
+        &format!("{}/v1", fake.base),
+        &[],
+    )
+    .env("OPENAI_API_KEY", KEY);
+    let (stop, _) = converse_with(client, "cancel a model turn", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let response = c.start_prompt(&session, "go").block_task();
+        // Wait for the model's text, then cancel.
+        loop {
+            let update = c.next_update().await.expect("an update");
+            if matches!(update.update, SessionUpdate::AgentMessageChunk(_)) {
+                break;
+            }
+        }
+        c.cancel(&session)?;
+        fake.client_left().await;
+        Ok(response.await?.stop_reason)
+    })
+    .await;
+    assert_eq!(stop, StopReason::Cancelled);
+}
