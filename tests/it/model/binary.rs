@@ -214,3 +214,56 @@ async fn cancel_through_the_binary_stops_the_stream() {
     .await;
     assert_eq!(stop, StopReason::Cancelled);
 }
+
+/// The session store keeps the turn (the prompt, the call) but never the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_store_never_holds_the_key() {
+    let fake = FakeModel::start(vec![
+        openai::reply(&[], &[("c1", "bash", &["{\"command\": \"echo stored\"}"])]),
+        openai::reply(&["Kept."], &[]),
+    ])
+    .await;
+    let (_tmp, dir) = temp_dir();
+    let state = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", fake.base);
+    let client = AcpClient::new(
+        binary(),
+        [
+            "serve",
+            "--sandbox",
+            "full",
+            "--state-dir",
+            state.path().to_str().unwrap(),
+            "--model",
+            "openai:fake",
+            "--base-url",
+            &base,
+        ],
+    )
+    .profile(ClientProfile::Zed)
+    .env("OPENAI_API_KEY", KEY);
+    let (turn, _) = converse_with(client, "a stored model turn", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "store this").await
+    })
+    .await;
+    assert_eq!(turn.stop_reason, StopReason::EndTurn);
+    let mut stored = String::new();
+    let mut dirs = vec![state.path().to_path_buf()];
+    while let Some(next) = dirs.pop() {
+        for entry in std::fs::read_dir(next).unwrap().flatten() {
+            if entry.path().is_dir() {
+                dirs.push(entry.path());
+            } else {
+                stored.push_str(&String::from_utf8_lossy(
+                    &std::fs::read(entry.path()).unwrap(),
+                ));
+            }
+        }
+    }
+    assert!(
+        stored.contains("echo stored"),
+        "the turn was not stored: {stored}"
+    );
+    assert!(!stored.contains(KEY), "the key is in the store");
+}
