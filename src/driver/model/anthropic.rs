@@ -160,17 +160,15 @@ impl EventReader {
                     _ => {} // signature_delta and others: nothing to show
                 }
             }
-            "content_block_stop" => {
-                // A tool without arguments streams none: its input is `{}`.
-                if self.tool_blocks.get(&index) == Some(&false) {
-                    self.tool_blocks.insert(index, true);
-                    deltas.push(Delta::ToolCall {
-                        index,
-                        id: None,
-                        name: None,
-                        arguments: "{}".into(),
-                    });
-                }
+            // A tool without arguments streams none: its input is `{}`.
+            "content_block_stop" if self.tool_blocks.get(&index) == Some(&false) => {
+                self.tool_blocks.insert(index, true);
+                deltas.push(Delta::ToolCall {
+                    index,
+                    id: None,
+                    name: None,
+                    arguments: "{}".into(),
+                });
             }
             "message_delta" => {
                 if let Some(reason) = event["delta"]["stop_reason"].as_str() {
