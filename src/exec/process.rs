@@ -77,6 +77,29 @@ pub fn signal_group(pgid: i32, signal: i32) {
     }
 }
 
+/// Whether the group `pgid` has no member left that this process may signal: not one that is
+/// still dying, nor a zombie not yet reaped.
+pub fn group_gone(pgid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks; it has no memory-safety preconditions.
+    pgid <= 0 || unsafe { libc::kill(-pgid, 0) } == -1
+}
+
+/// Waits until the group `pgid` is gone ([`group_gone`]), at most `bound`: a SIGKILLed process
+/// is gone only once the kernel has run its exit, which on a busy machine comes later than the
+/// kill. `false`: some member was still there after `bound`.
+pub async fn wait_until_group_gone(pgid: i32, bound: std::time::Duration) -> bool {
+    let give_up = tokio::time::Instant::now() + bound;
+    let mut pause = std::time::Duration::from_micros(250);
+    while !group_gone(pgid) {
+        if tokio::time::Instant::now() >= give_up {
+            return false;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(std::time::Duration::from_millis(10));
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -454,8 +454,13 @@ async fn supervise(
             },
         }
     }
-    // Whatever the command left running in its group goes with the run.
+    // Whatever the command left running in its group goes with the run, and is gone when the
+    // run ends: the outcome never comes while a process of the command still runs.
     drop(guard);
+    // (A zombie that nobody reaps, under an init that never does, would hold it: bounded.)
+    if !process::wait_until_group_gone(pgid, config.kill_grace).await {
+        tracing::warn!(pgid, grace = ?config.kill_grace, "the command's group was still there after it was killed");
+    }
     output.flush();
     let exit = match exit_status {
         Some(Ok(status)) => match (status.code(), status.signal()) {

@@ -199,16 +199,21 @@ async fn a_reader_behind_the_live_limit_still_gets_the_crossing_chunk() {
     let dir = tempfile::tempdir().unwrap();
     let session = full_session(dir.path());
     let done = dir.path().join("done");
+    let go = dir.path().join("go");
     // Under the engine's 256 KiB read-ahead, so the command is never held back: the stream's
     // channel fills with the first chunks and the crossing chunk waits in the engine's queue.
     let limit = 200 * 1024;
+    // `first`, then (once the test has read it, so that the flood is never in the same chunk)
     // 1 MiB in 4 KiB writes, then a file that says the command has written it all.
     let script = format!(
-        "echo first; for i in $(seq 256); do head -c 4096 /dev/zero | tr '\\0' a; done; touch {}",
+        "echo first; until [ -e {} ]; do sleep 0.01; done; \
+         for i in $(seq 256); do head -c 4096 /dev/zero | tr '\\0' a; done; touch {}",
+        go.display(),
         done.display()
     );
     let mut handle = session.start(RunRequest::new(script).live_limit(limit));
     assert_eq!(handle.next_output().await.as_deref(), Some("first\n"));
+    std::fs::write(&go, "").unwrap();
     // Read nothing more until the command has written everything: the engine queues meanwhile.
     let deadline = std::time::Instant::now() + HANG_GUARD;
     while !done.exists() {

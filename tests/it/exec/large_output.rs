@@ -1,6 +1,7 @@
 //! 256 MB of output through the engine: memory stays bounded, the result keeps head and tail
-//! with a truncation marker, and the full output is on disk. Its own test binary, so the peak
-//! RSS measured is this run's alone.
+//! with a truncation marker, and the full output is on disk. The test runs in a process of its
+//! own ([`crate::support::in_own_process`]), so the peak RSS measured is this run's alone, not
+//! what other tests of the binary raised.
 
 use std::time::Duration;
 
@@ -17,6 +18,11 @@ fn peak_rss_bytes() -> u64 {
 
 #[tokio::test]
 async fn a_quarter_gigabyte_of_output_keeps_memory_bounded_and_the_full_log() {
+    if !crate::support::in_own_process(
+        "exec::large_output::a_quarter_gigabyte_of_output_keeps_memory_bounded_and_the_full_log",
+    ) {
+        return;
+    }
     const MIB: u64 = 1024 * 1024;
     const TOTAL: u64 = 256 * MIB;
     let dir = tempfile::tempdir().unwrap();

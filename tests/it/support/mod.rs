@@ -24,3 +24,34 @@ pub mod vt;
 pub mod zed_replay;
 
 pub use skip::skip_unless;
+
+/// Set in a copy of the test binary that [`in_own_process`] started.
+const IN_OWN_PROCESS: &str = "ACPBASH_TEST_IN_OWN_PROCESS";
+
+/// For a test that measures its own process (peak RSS): returns `true` in a fresh copy of this
+/// test binary that runs only the test named `test` (its full path); otherwise starts that copy,
+/// fails if its test failed, and returns `false`. So what the test measures is its run alone,
+/// not what the other tests of this binary did before or beside it.
+pub fn in_own_process(test: &str) -> bool {
+    if std::env::var_os(IN_OWN_PROCESS).is_some() {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let output = std::process::Command::new(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(IN_OWN_PROCESS, "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the test binary again");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success() && text.contains("1 passed"),
+        "{test} in its own process ({}):\n{text}",
+        output.status
+    );
+    false
+}
