@@ -21,6 +21,7 @@ const TRIMMED: &str = "[output removed to fit the context window]";
 
 /// The settings the loop runs with.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct LoopSettings<'a> {
     /// The model's name.
     pub model: &'a str,

@@ -92,6 +92,7 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
 /// Reads one reply's events; remembers which blocks are tool calls and whether their input
 /// arrived.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct EventReader {
     /// Tool-use blocks by index: whether any input piece came.
     tool_blocks: BTreeMap<usize, bool>,

@@ -159,6 +159,7 @@ pub struct Reply {
 
 /// Joins deltas into a [`Reply`].
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct ReplyBuilder {
     text: String,
     calls: BTreeMap<usize, ToolCall>,

@@ -95,6 +95,7 @@ impl fmt::Debug for ApiKey {
 
 /// Sends requests to one provider's base URL.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ModelClient {
     provider: Provider,
     base_url: String,

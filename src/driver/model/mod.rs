@@ -8,7 +8,9 @@
 //!
 //! The user stays in control: slash commands run as with the shell driver and never reach the
 //! model; `!COMMAND` runs COMMAND directly, without a model request, and enters the
-//! conversation. The conversation of each session is kept in memory for the driver's life.
+//! conversation. The conversation of each session is kept in memory for the driver's life;
+//! a session first seen after `session/load` or `session/resume` starts from what its record
+//! holds ([`history`]: the prompts, the calls and their results).
 //!
 //! Without a key the driver advertises an auth method and answers every prompt with an
 //! auth-required error naming the variable to set. The key never appears in an error, a log
@@ -19,6 +21,7 @@ pub mod agent_loop;
 pub mod anthropic;
 pub mod api;
 pub mod client;
+pub mod history;
 pub mod openai;
 pub mod retry;
 pub mod system;
@@ -126,6 +129,7 @@ impl ModelConfig {
 
 /// A [`Driver`] that hands each prompt to a language model.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ModelDriver {
     config: ModelConfig,
     client: ModelClient,
@@ -275,7 +279,10 @@ impl Driver for ModelDriver {
                 .lock()
                 .unwrap()
                 .remove(&id)
-                .unwrap_or_default();
+                // A session of another process (loaded, resumed): what its record holds.
+                .unwrap_or_else(|| {
+                    history::conversation_from_record(&turn.record(), self.config.budget)
+                });
             let ended = self.drive_turn(prompt, turn, &mut conversation).await;
             self.conversations.lock().unwrap().insert(id, conversation);
             ended

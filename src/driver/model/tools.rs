@@ -69,6 +69,7 @@ pub fn specs() -> Vec<ToolSpec> {
 
 /// What a call answered: the text for the model, and whether the call failed to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolAnswer {
     /// The result text.
     pub content: String,

@@ -215,7 +215,8 @@ async fn cancel_through_the_binary_stops_the_stream() {
     assert_eq!(stop, StopReason::Cancelled);
 }
 
-/// The session store keeps the turn (the prompt, the call) but never the key.
+/// The session store keeps the turn (the prompt, the call) but never the key, and neither do
+/// the logs at `--log-level trace`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_session_store_never_holds_the_key() {
     let fake = FakeModel::start(vec![
@@ -238,11 +239,13 @@ async fn the_session_store_never_holds_the_key() {
             "openai:fake",
             "--base-url",
             &base,
+            "--log-level",
+            "trace",
         ],
     )
     .profile(ClientProfile::Zed)
     .env("OPENAI_API_KEY", KEY);
-    let (turn, _) = converse_with(client, "a stored model turn", async |mut c| {
+    let (turn, transcript) = converse_with(client, "a stored model turn", async |mut c| {
         let session = c.new_session(&dir).await?;
         c.prompt(&session, "store this").await
     })
@@ -266,4 +269,57 @@ async fn the_session_store_never_holds_the_key() {
         "the turn was not stored: {stored}"
     );
     assert!(!stored.contains(KEY), "the key is in the store");
+    // Not in the logs either, at the most verbose level of every crate.
+    let stderr = transcript.stderr().join("\n");
+    assert!(!stderr.contains(KEY), "the key is in stderr");
+}
+
+/// `session/load` in another agent process: the next prompt sends the earlier conversation
+/// (the prompt, the call, its result) to the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_load_in_another_process_the_model_sees_the_earlier_turns() {
+    let (_tmp, dir) = temp_dir();
+    let state = tempfile::tempdir().unwrap();
+    let serve = |base: String| {
+        AcpClient::new(
+            binary(),
+            [
+                "serve".to_string(),
+                "--sandbox".into(),
+                "full".into(),
+                "--state-dir".into(),
+                state.path().to_str().unwrap().into(),
+                "--model".into(),
+                "anthropic:fake".into(),
+                "--base-url".into(),
+                base,
+            ],
+        )
+        .profile(ClientProfile::Zed)
+        .env("ANTHROPIC_API_KEY", KEY)
+    };
+    let first = FakeModel::start(vec![
+        anthropic::reply(&[], &[("toolu_1", "bash", &["{\"command\": \"echo remembered\"}"])]),
+        anthropic::reply(&["Noted."], &[]),
+    ])
+    .await;
+    let (session, _) = converse_with(serve(first.base.clone()), "the first process", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "remember this").await?;
+        Ok(session)
+    })
+    .await;
+    let second = FakeModel::start(vec![anthropic::reply(&["You ran echo."], &[])]).await;
+    let (turn, _) = converse_with(serve(second.base.clone()), "the second process", async |mut c| {
+        c.load_session(&session, &dir).await?;
+        c.prompt(&session, "what did I ask?").await
+    })
+    .await;
+    assert_eq!(turn.stop_reason, StopReason::EndTurn);
+    let messages = second.requests()[0].body["messages"].clone();
+    assert_eq!(messages[0]["content"][0]["text"], "remember this");
+    assert_eq!(messages[1]["content"][0]["type"], "tool_use");
+    assert_eq!(messages[1]["content"][0]["input"]["command"], "echo remembered");
+    assert_eq!(messages[2]["content"][0]["content"], "remembered\n[exit code: 0]");
+    assert_eq!(messages[2]["content"][1]["text"], "what did I ask?");
 }
