@@ -3,9 +3,11 @@
 //! looks like the live one did (a card with its output and exit for card clients, the console
 //! block for the others).
 //!
-//! Owns: the order (calls and background jobs as they started; per call or job: the prompt as
-//! `user_message_chunk`, the `tool_call`, the kept output on the card path, the final update
-//! with the recorded duration), and what is said instead of faked: calls and jobs the record no
+//! Owns: the order (turns and background jobs as they started; per turn: its prompt once as
+//! `user_message_chunk`, then the agent's text and the turn's calls in the order they came; per
+//! call or job: the `tool_call`, the kept output on the card path, the final update with the
+//! recorded duration; a format-1 record's calls are each a turn of their own, as their prompt
+//! was kept with them), and what is said instead of faked: calls and jobs the record no
 //! longer keeps, and calls and jobs whose agent ended while they ran (shown as ended with it,
 //! never restarted). Pure: no I/O. Must not touch: the record's shape (the store's), sending.
 
@@ -13,7 +15,7 @@ use agent_client_protocol::v1::schema::{ContentChunk, SessionUpdate, ToolCallId}
 
 use super::bridge::{self, ClientFeatures};
 use crate::present::{ansi, console_block, present_call, present_result, CallView, ResultView};
-use crate::store::{CallEnd, CallRecord, JobRecord, SessionRecord};
+use crate::store::{CallEnd, CallRecord, JobRecord, SessionRecord, TurnRecord};
 use crate::tool::markers::render_result;
 use crate::tool::BashCall;
 
@@ -50,20 +52,87 @@ pub fn replay(
             record.dropped_jobs
         )));
     }
-    let mut jobs: Vec<&JobRecord> = record.jobs.iter().collect();
-    jobs.sort_by_key(|job| job.after_calls);
-    let mut jobs = jobs.into_iter().peekable();
+    if record.dropped_turns > 0 {
+        updates.push(agent_text(&format!(
+            "({} earlier turns of this session are not kept in its history.)",
+            record.dropped_turns
+        )));
+    }
+    // Format 1: calls with their own prompt, and the jobs placed among them by call count.
+    let mut legacy_jobs: Vec<&JobRecord> = record
+        .jobs
+        .iter()
+        .filter(|job| job.after_turns.is_none())
+        .collect();
+    legacy_jobs.sort_by_key(|job| job.after_calls);
+    let mut legacy_jobs = legacy_jobs.into_iter().peekable();
     for (n, call) in (record.dropped_calls + 1..).zip(&record.history) {
+        if call.turn.is_some() {
+            continue;
+        }
         // The jobs started before call number `n` (counting from the session's first call).
-        while let Some(job) = jobs.next_if(|job| job.after_calls < n) {
+        while let Some(job) = legacy_jobs.next_if(|job| job.after_calls < n) {
             replay_job(job, features, &running_here, &mut updates);
         }
-        replay_call(call, features, &running_here, &mut updates);
+        replay_call(
+            call,
+            Some(&call.prompt),
+            features,
+            &running_here,
+            &mut updates,
+        );
+    }
+    for job in legacy_jobs {
+        replay_job(job, features, &running_here, &mut updates);
+    }
+    // Turns, with the jobs placed among them by turn count.
+    let mut jobs: Vec<&JobRecord> = record
+        .jobs
+        .iter()
+        .filter(|job| job.after_turns.is_some())
+        .collect();
+    jobs.sort_by_key(|job| job.after_turns);
+    let mut jobs = jobs.into_iter().peekable();
+    for turn in &record.turns {
+        while let Some(job) = jobs.next_if(|job| job.after_turns < Some(turn.number)) {
+            replay_job(job, features, &running_here, &mut updates);
+        }
+        replay_turn(record, turn, features, &running_here, &mut updates);
     }
     for job in jobs {
         replay_job(job, features, &running_here, &mut updates);
     }
     updates
+}
+
+/// A turn: its prompt once, then what the agent said and the calls it made, in order. Calls
+/// the history no longer keeps (the oldest) are left out; the text around them stays.
+fn replay_turn(
+    record: &SessionRecord,
+    turn: &TurnRecord,
+    features: ClientFeatures,
+    running_here: &impl Fn(&str) -> bool,
+    updates: &mut Vec<SessionUpdate>,
+) {
+    updates.push(SessionUpdate::UserMessageChunk(ContentChunk::new(
+        turn.prompt.clone().into(),
+    )));
+    let calls: Vec<&CallRecord> = record
+        .history
+        .iter()
+        .filter(|call| call.turn == Some(turn.number))
+        .collect();
+    let missing = turn.calls.saturating_sub(calls.len() as u64);
+    let mut said = turn.said.iter().peekable();
+    for (index, call) in (missing..).zip(calls) {
+        while let Some(said) = said.next_if(|said| said.after_calls <= index) {
+            updates.push(agent_text(&said.text));
+        }
+        replay_call(call, None, features, running_here, updates);
+    }
+    for said in said {
+        updates.push(agent_text(&said.text));
+    }
 }
 
 fn agent_text(text: &str) -> SessionUpdate {
@@ -81,11 +150,11 @@ enum Ending<'a> {
     },
 }
 
-/// The prompt, the `tool_call`, then (unless it has no recorded end and is `running_here`) the
-/// kept output on the card path and the final update.
+/// The prompt (when it has its own), the `tool_call`, then (unless it has no recorded end and is
+/// `running_here`) the kept output on the card path and the final update.
 #[allow(clippy::too_many_arguments)]
 fn replay_one(
-    prompt: &str,
+    prompt: Option<&str>,
     call_id: &str,
     command: &str,
     view: &CallView,
@@ -95,9 +164,11 @@ fn replay_one(
     updates: &mut Vec<SessionUpdate>,
 ) {
     let id = ToolCallId::new(call_id.to_string());
-    updates.push(SessionUpdate::UserMessageChunk(ContentChunk::new(
-        prompt.to_string().into(),
-    )));
+    if let Some(prompt) = prompt {
+        updates.push(SessionUpdate::UserMessageChunk(ContentChunk::new(
+            prompt.to_string().into(),
+        )));
+    }
     updates.push(SessionUpdate::ToolCall(bridge::tool_call(
         &id, command, view, features,
     )));
@@ -145,6 +216,7 @@ fn replay_one(
 
 fn replay_call(
     call: &CallRecord,
+    prompt: Option<&str>,
     features: ClientFeatures,
     running_here: &impl Fn(&str) -> bool,
     updates: &mut Vec<SessionUpdate>,
@@ -160,7 +232,7 @@ fn replay_call(
         },
     };
     replay_one(
-        &call.prompt,
+        prompt,
         &call.call_id,
         &call.command,
         &view,
@@ -189,7 +261,7 @@ fn replay_job(
         },
     };
     replay_one(
-        &format!("/bg {}", job.command),
+        Some(&format!("/bg {}", job.command)),
         &job.call_id,
         &job.command,
         &view,
@@ -213,6 +285,7 @@ mod tests {
         let mut record = SessionRecord::new("s", "/w".into(), "workspace", 1);
         for (n, end) in [(1, Some(0)), (2, None)] {
             record.push_call(CallRecord {
+                turn: None,
                 prompt: format!("# Say {n}\necho {n}"),
                 call_id: format!("call-{n}"),
                 command: format!("echo {n}"),
@@ -299,6 +372,7 @@ mod tests {
                 after_calls: 0,
                 end: None,
                 ended_with_agent: false,
+                after_turns: None,
             });
             if let Some((with_agent, end)) = end {
                 record.finish_job(&format!("call-1-{}", n + 1), end, with_agent);

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
 
-use super::record::{SessionRecord, FORMAT};
+use super::record::{SessionRecord, FORMAT, READS_FORMATS};
 
 /// The session records of one state directory.
 #[derive(Debug, Clone)]
@@ -221,15 +221,18 @@ impl Store {
                 path: path.clone(),
                 problem: error.to_string(),
             })?;
-        if record.format != FORMAT || record.id != id {
+        if !READS_FORMATS.contains(&record.format) || record.id != id {
             return Err(StoreError::Unreadable {
                 path,
                 problem: format!(
-                    "format {} for session {:?}, expected format {FORMAT} for {id:?}",
+                    "format {} for session {:?}, expected format {READS_FORMATS:?} for {id:?}",
                     record.format, record.id
                 ),
             });
         }
+        // A format-1 record is a format-2 record without turns: written back as format 2.
+        let mut record = record;
+        record.format = FORMAT;
         Ok(record)
     }
 

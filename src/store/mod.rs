@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use fs::{ListPage, ListQuery, SessionSummary, Store, StoreError};
-pub use record::{CallEnd, CallRecord, JobRecord, SessionRecord};
+pub use record::{CallEnd, CallRecord, JobRecord, SaidRecord, SessionRecord, TurnRecord};
 
 use crate::exec::RunOutcome;
 
@@ -110,6 +110,7 @@ impl SessionLog {
         if self.store.is_none() {
             record.history.clear();
             record.jobs.clear();
+            record.turns.clear();
         }
         if let Some(store) = self
             .store
@@ -125,11 +126,21 @@ impl SessionLog {
         result
     }
 
-    /// Records that a call started. Returns the session's title when this call gave it one (the
-    /// session's first call), for the client to show.
+    /// Records that a turn started with `prompt`; returns its number.
+    pub fn turn_started(&self, prompt: &str) -> u64 {
+        self.change(|record| record.push_turn(prompt, now_ms()))
+    }
+
+    /// Records what the agent said in turn `turn` (after the turn's calls so far).
+    pub fn said(&self, turn: u64, text: &str) {
+        self.change(|record| record.push_said(turn, text));
+    }
+
+    /// Records that a call of turn `turn` started. Returns the session's title when this call
+    /// gave it one (the session's first call), for the client to show.
     pub fn call_started(
         &self,
-        prompt: &str,
+        turn: u64,
         call_id: &str,
         command: &str,
         description: Option<&str>,
@@ -138,7 +149,8 @@ impl SessionLog {
         self.change(|record| {
             let untitled = record.title.is_none();
             record.push_call(
-                CallRecord::new(prompt, call_id, command, cwd, now_ms())
+                CallRecord::new("", call_id, command, cwd, now_ms())
+                    .turn(turn)
                     .description(description.map(str::to_string)),
             );
             record.title.clone().filter(|_| untitled)
@@ -162,9 +174,10 @@ impl SessionLog {
                 command: command.to_string(),
                 cwd: cwd.to_path_buf(),
                 started_ms: now_ms(),
-                after_calls: 0, // push_job places it after the calls made so far
+                after_calls: 0, // push_job places it after the calls and turns made so far
                 end: None,
                 ended_with_agent: false,
+                after_turns: None,
             })
         });
     }

@@ -1,5 +1,9 @@
-//! What is kept of one session: [`SessionRecord`], its bounded history of [`CallRecord`]s and
-//! its bounded list of background [`JobRecord`]s.
+//! What is kept of one session: [`SessionRecord`], its bounded list of [`TurnRecord`]s (each
+//! prompt once, with the agent's text), its bounded history of [`CallRecord`]s (each call with
+//! its turn and its end) and its bounded list of background [`JobRecord`]s.
+//!
+//! Format 2 added the turns. A format-1 record (written before) still loads: its calls carry
+//! their prompt and no turn, and each is replayed as a turn of its own, as before.
 //!
 //! Owns the record's shape (serialized as JSON by [`super::fs`]), its bounds (how many calls and
 //! jobs, how much of each one's text and output) and the conversion of a run's status to and
@@ -12,8 +16,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::exec::{signal_name, signal_number, Exit, RunStatus, Truncation};
 
-/// The format of the records this version writes (and the only one it reads).
-pub const FORMAT: u32 = 1;
+/// The format of the records this version writes.
+pub const FORMAT: u32 = 2;
+
+/// The formats this version reads: 1 (calls with their prompt, before turns were kept) and 2.
+pub const READS_FORMATS: std::ops::RangeInclusive<u32> = 1..=FORMAT;
+
+/// How many turns a record keeps; older ones are dropped (and counted in
+/// [`SessionRecord::dropped_turns`]).
+pub const MAX_TURNS: usize = 50;
+
+/// Bytes of the agent's text kept per turn (the rest is cut, and says so).
+pub const KEEP_TURN_TEXT: usize = 16 * 1024;
 
 /// How many calls a record keeps; older ones are dropped (and counted in
 /// [`SessionRecord::dropped_calls`]).
@@ -67,6 +81,42 @@ pub struct SessionRecord {
     /// The last [`MAX_JOBS`] background jobs (`/bg`), oldest first.
     #[serde(default)]
     pub jobs: Vec<JobRecord>,
+    /// How many turns the session has recorded in all (never decreases). Absent in format 1.
+    #[serde(default)]
+    pub turns_made: u64,
+    /// How many of the oldest turns were dropped from `turns` to keep it bounded.
+    #[serde(default)]
+    pub dropped_turns: u64,
+    /// The last [`MAX_TURNS`] turns, oldest first (their calls are in `history`).
+    #[serde(default)]
+    pub turns: Vec<TurnRecord>,
+}
+
+/// One turn of a session: the prompt once, and the agent's text placed among the turn's calls
+/// (which are in [`SessionRecord::history`], each naming its turn).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct TurnRecord {
+    /// Its number in the session (1 for the first turn recorded).
+    pub number: u64,
+    /// The prompt (cut at [`KEEP_TEXT`]).
+    pub prompt: String,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// How many calls it has made.
+    pub calls: u64,
+    /// The agent's text, in order (at most [`KEEP_TURN_TEXT`] bytes in all).
+    pub said: Vec<SaidRecord>,
+}
+
+/// A piece of the agent's text in a turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SaidRecord {
+    /// How many of the turn's calls came before it.
+    pub after_calls: u64,
+    /// The text.
+    pub text: String,
 }
 
 /// One background job of a session: recorded when it starts, completed when it ends.
@@ -96,6 +146,10 @@ pub struct JobRecord {
     /// not the job's own end.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ended_with_agent: bool,
+    /// How many turns the session had recorded when the job started: where the job goes among
+    /// the turns in a replay. Absent in format 1 (placed by `after_calls` alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_turns: Option<u64>,
 }
 
 /// One call of a session's history: [`CallRecord::new`], then [`SessionRecord::push_call`]
@@ -103,8 +157,13 @@ pub struct JobRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct CallRecord {
-    /// The prompt that asked for the call (cut at [`KEEP_TEXT`]).
+    /// Format 1: the prompt that asked for the call (cut at [`KEEP_TEXT`]). Empty for a call of
+    /// a recorded turn (the prompt is the turn's).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub prompt: String,
+    /// The number of the turn that made the call ([`TurnRecord::number`]); `None` in format 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u64>,
     /// The tool call's id on the wire.
     pub call_id: String,
     /// The command it ran (cut at [`KEEP_TEXT`]).
@@ -172,7 +231,14 @@ impl CallRecord {
             cwd: cwd.into(),
             started_ms,
             end: None,
+            turn: None,
         }
+    }
+
+    /// Sets [`CallRecord::turn`].
+    pub fn turn(mut self, turn: u64) -> Self {
+        self.turn = Some(turn);
+        self
     }
 
     /// Sets [`CallRecord::description`].
@@ -302,7 +368,52 @@ impl SessionRecord {
             jobs_started: 0,
             dropped_jobs: 0,
             jobs: Vec::new(),
+            turns_made: 0,
+            dropped_turns: 0,
+            turns: Vec::new(),
         }
+    }
+
+    /// Adds a turn that has started with `prompt`, dropping the oldest past [`MAX_TURNS`];
+    /// returns its number.
+    pub fn push_turn(&mut self, prompt: &str, started_ms: u64) -> u64 {
+        self.turns_made += 1;
+        self.updated_ms = self.updated_ms.max(started_ms);
+        self.turns.push(TurnRecord {
+            number: self.turns_made,
+            prompt: keep_text(prompt, KEEP_TEXT),
+            started_ms,
+            calls: 0,
+            said: Vec::new(),
+        });
+        self.dropped_turns += drop_oldest(&mut self.turns, MAX_TURNS);
+        self.turns_made
+    }
+
+    /// Adds `text` to what the agent said in turn `turn` (after the calls it made so far),
+    /// within [`KEEP_TURN_TEXT`]. Returns false when the turn is not in the record.
+    pub fn push_said(&mut self, turn: u64, text: &str) -> bool {
+        let Some(turn) = self.turns.iter_mut().rev().find(|t| t.number == turn) else {
+            return false;
+        };
+        let kept: usize = turn.said.iter().map(|said| said.text.len()).sum();
+        let room = KEEP_TURN_TEXT.saturating_sub(kept);
+        if room == 0 {
+            return true;
+        }
+        let text = if text.len() > room {
+            keep_text(text, room)
+        } else {
+            text.to_string()
+        };
+        match turn.said.last_mut() {
+            Some(last) if last.after_calls == turn.calls => last.text.push_str(&text),
+            _ => turn.said.push(SaidRecord {
+                after_calls: turn.calls,
+                text,
+            }),
+        }
+        true
     }
 
     /// The number the session's next tool call (a prompt's call or a job's card) continues
@@ -318,6 +429,8 @@ impl SessionRecord {
         self.jobs.push(JobRecord {
             command: keep_text(&job.command, KEEP_TEXT),
             after_calls: self.calls_made,
+            // Before the first turn, the calls alone place it (as in format 1).
+            after_turns: (self.turns_made > 0).then_some(self.turns_made),
             ..job
         });
         self.dropped_jobs += drop_oldest(&mut self.jobs, MAX_JOBS);
@@ -345,6 +458,11 @@ impl SessionRecord {
         }
         self.calls_made += 1;
         self.updated_ms = self.updated_ms.max(call.started_ms);
+        if let Some(turn) = call.turn {
+            if let Some(turn) = self.turns.iter_mut().rev().find(|t| t.number == turn) {
+                turn.calls += 1;
+            }
+        }
         self.history.push(CallRecord {
             prompt: keep_text(&call.prompt, KEEP_TEXT),
             command: keep_text(&call.command, KEEP_TEXT),
@@ -382,6 +500,7 @@ mod tests {
 
     fn call(n: u64) -> CallRecord {
         CallRecord {
+            turn: None,
             prompt: format!("echo {n}"),
             call_id: format!("call-{n}"),
             command: format!("echo {n}"),
@@ -415,6 +534,7 @@ mod tests {
             after_calls: 0,
             end: None,
             ended_with_agent: false,
+            after_turns: None,
         }
     }
 

@@ -48,6 +48,7 @@ pub trait TurnPort: Send + Sync {
 }
 
 /// One turn of a session: the [`TurnHost`] its driver is handed.
+#[non_exhaustive]
 pub struct Turn<'a> {
     port: &'a dyn TurnPort,
     session: &'a Session,
@@ -57,6 +58,12 @@ pub struct Turn<'a> {
     cancel: CancellationToken,
     new_call_id: &'a (dyn Fn() -> String + Send + Sync),
     prompt: String,
+    /// The turn's number in the record, once it has recorded something (a turn that says and
+    /// runs nothing, a slash command, leaves no turn).
+    recorded: Option<u64>,
+    /// The agent's text not recorded yet: written before the next call and at the end, not on
+    /// every piece of a model's stream.
+    unrecorded_text: String,
 }
 
 impl<'a> Turn<'a> {
@@ -83,12 +90,35 @@ impl<'a> Turn<'a> {
             cancel,
             new_call_id,
             prompt,
+            recorded: None,
+            unrecorded_text: String::new(),
+        }
+    }
+
+    /// The turn's number in the record, recording the turn (its prompt) first if need be.
+    fn recorded(&mut self) -> u64 {
+        match self.recorded {
+            Some(number) => number,
+            None => *self.recorded.insert(self.log.turn_started(&self.prompt)),
+        }
+    }
+
+    /// Records the agent's text that came since the last call.
+    fn record_text(&mut self) {
+        if !self.unrecorded_text.is_empty() {
+            let turn = self.recorded();
+            self.log
+                .said(turn, &std::mem::take(&mut self.unrecorded_text));
         }
     }
 }
 
 impl TurnHost for Turn<'_> {
     fn say(&mut self, text: &str) {
+        // Bounded in the record (`KEEP_TURN_TEXT`); keep no more than that in memory either.
+        if self.unrecorded_text.len() < crate::store::record::KEEP_TURN_TEXT {
+            self.unrecorded_text.push_str(text);
+        }
         self.port.message(text);
     }
 
@@ -102,6 +132,8 @@ impl TurnHost for Turn<'_> {
 
     fn run_bash<'b>(&'b mut self, call: BashCall) -> BoxFuture<'b, BashResult> {
         async move {
+            self.record_text();
+            let turn = self.recorded();
             let call_id = (self.new_call_id)();
             let cwd = call
                 .request
@@ -109,7 +141,7 @@ impl TurnHost for Turn<'_> {
                 .clone()
                 .unwrap_or_else(|| self.session.cwd());
             let title = self.log.call_started(
-                &self.prompt,
+                turn,
                 &call_id,
                 call.command(),
                 call.description.as_deref(),
@@ -161,6 +193,7 @@ pub async fn run_turn(
         return Ok(StopReason::Cancelled);
     }
     let ended = driver.drive(prompt, &mut turn).await;
+    turn.record_text();
     if turn.cancel.is_cancelled() {
         return Ok(StopReason::Cancelled);
     }

@@ -9,6 +9,7 @@ mod modes;
 mod ordering;
 mod plain_clients;
 mod protocol;
+mod records;
 mod robustness;
 mod sessions;
 mod sessions_jobs;

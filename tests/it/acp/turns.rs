@@ -11,6 +11,7 @@ use acp_bash::acp::{AcpBashAgent, LineTransport, TransportLimits};
 use acp_bash::driver::{AuthMethod, Driver, Prompt, StopReason, TurnError, TurnHost, Usage};
 use acp_bash::exec::{Engine, EngineConfig};
 use acp_bash::sandbox::Mode;
+use acp_bash::store::Store;
 use acp_bash::tool::BashCall;
 use agent_client_protocol::v1::schema::{SessionUpdate, StopReason as AcpStop, ToolCallStatus};
 use agent_client_protocol::ByteStreams;
@@ -28,13 +29,28 @@ async fn with_driver<R>(
         acp_bash::acp::client::Conversation,
     ) -> agent_client_protocol::Result<R>,
 ) -> R {
+    with_driver_and_store(driver, None, profile, conversation).await
+}
+
+/// Like [`with_driver`], keeping the sessions in `store` when given.
+async fn with_driver_and_store<R>(
+    driver: Arc<dyn Driver>,
+    store: Option<Store>,
+    profile: ClientProfile,
+    conversation: impl AsyncFnOnce(
+        acp_bash::acp::client::Conversation,
+    ) -> agent_client_protocol::Result<R>,
+) -> R {
     let (agent_end, client_end) = tokio::net::UnixStream::pair().expect("a socket pair");
     let (read, write) = agent_end.into_split();
     let transport = LineTransport::new(read, write, TransportLimits::default());
     let engine = Engine::new(EngineConfig::default().sandbox_mode(Mode::Full));
-    let agent = AcpBashAgent::new(engine)
+    let mut agent = AcpBashAgent::new(engine)
         .with_client_behind(transport.client_behind())
         .with_driver(driver);
+    if let Some(store) = store {
+        agent = agent.with_session_store(store);
+    }
     let serving = tokio::spawn(agent.serve(transport));
     let (read, write) = client_end.into_split();
     let client = ByteStreams::new(write.compat_write(), read.compat());
@@ -300,4 +316,83 @@ async fn a_driver_without_its_key_advertises_auth_and_the_prompt_says_auth_requi
     );
     assert_eq!(error.code, agent_client_protocol::ErrorCode::AUTH_REQUIRED);
     assert_eq!(error.data, Some(serde_json::json!("set EXAMPLE_API_KEY")));
+}
+
+/// The store keeps the turn (the prompt once, the agent's text, both calls with their ends), and
+/// a later agent replays it in that order: the prompt once, then the text and calls as they came.
+async fn replayed_for(profile: ClientProfile) {
+    let (_temp, dir) = temp_dir();
+    let (_state, state_dir) = temp_dir();
+    let driver = || {
+        Arc::new(Scripted {
+            read: Mutex::new(Vec::new()),
+        })
+    };
+    let session = with_driver_and_store(
+        driver(),
+        Some(Store::new(&state_dir)),
+        profile,
+        async |mut conversation| {
+            let session = conversation.new_session(&dir).await?;
+            conversation.prompt(&session, "the tree").await?;
+            Ok(session)
+        },
+    )
+    .await;
+    let replayed = with_driver_and_store(
+        driver(),
+        Some(Store::new(&state_dir)),
+        profile,
+        async |mut conversation| Ok(conversation.load_session(&session, &dir).await?.1),
+    )
+    .await;
+    let sub = dir.join("sub").canonicalize().unwrap();
+    let shown: Vec<String> = replayed
+        .iter()
+        .filter_map(|update| match update {
+            SessionUpdate::UserMessageChunk(chunk) => {
+                Some(format!("user: {}", text_of(&chunk.content)))
+            }
+            SessionUpdate::AgentMessageChunk(_) => {
+                message_text(update).map(|t| format!("agent: {t}"))
+            }
+            SessionUpdate::ToolCall(call) => Some(format!("call: {}", call.title)),
+            SessionUpdate::ToolCallUpdate(update) => update
+                .fields
+                .status
+                .map(|status| format!("end: {status:?}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "user: the tree".to_string(),
+            "agent: Looking at the tree".into(),
+            "call: mkdir -p sub && cd sub && echo one".into(),
+            "end: Completed".into(),
+            "agent: Now where am I?".into(),
+            "call: pwd".into(),
+            "end: Completed".into(),
+            format!("agent: I am in {}", sub.display()),
+        ],
+        "{replayed:#?}"
+    );
+}
+
+fn text_of(content: &agent_client_protocol::v1::schema::ContentBlock) -> String {
+    match content {
+        agent_client_protocol::v1::schema::ContentBlock::Text(text) => text.text.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_driver_turn_is_recorded_and_replayed_in_order_for_a_card_client() {
+    replayed_for(ClientProfile::Zed).await;
+}
+
+#[tokio::test]
+async fn a_driver_turn_is_recorded_and_replayed_in_order_for_a_plain_client() {
+    replayed_for(ClientProfile::Plain).await;
 }
