@@ -275,7 +275,7 @@ async fn the_session_store_never_holds_the_key() {
 }
 
 /// `session/load` in another agent process: the next prompt sends the earlier conversation
-/// (the prompt, the call, its result) to the model.
+/// (the prompt, the call, its result, the model's text) to the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_load_in_another_process_the_model_sees_the_earlier_turns() {
     let (_tmp, dir) = temp_dir();
@@ -299,27 +299,48 @@ async fn after_a_load_in_another_process_the_model_sees_the_earlier_turns() {
         .env("ANTHROPIC_API_KEY", KEY)
     };
     let first = FakeModel::start(vec![
-        anthropic::reply(&[], &[("toolu_1", "bash", &["{\"command\": \"echo remembered\"}"])]),
+        anthropic::reply(
+            &[],
+            &[("toolu_1", "bash", &["{\"command\": \"echo remembered\"}"])],
+        ),
         anthropic::reply(&["Noted."], &[]),
     ])
     .await;
-    let (session, _) = converse_with(serve(first.base.clone()), "the first process", async |mut c| {
-        let session = c.new_session(&dir).await?;
-        c.prompt(&session, "remember this").await?;
-        Ok(session)
-    })
+    let (session, _) = converse_with(
+        serve(first.base.clone()),
+        "the first process",
+        async |mut c| {
+            let session = c.new_session(&dir).await?;
+            c.prompt(&session, "remember this").await?;
+            Ok(session)
+        },
+    )
     .await;
     let second = FakeModel::start(vec![anthropic::reply(&["You ran echo."], &[])]).await;
-    let (turn, _) = converse_with(serve(second.base.clone()), "the second process", async |mut c| {
-        c.load_session(&session, &dir).await?;
-        c.prompt(&session, "what did I ask?").await
-    })
+    let (turn, _) = converse_with(
+        serve(second.base.clone()),
+        "the second process",
+        async |mut c| {
+            c.load_session(&session, &dir).await?;
+            c.prompt(&session, "what did I ask?").await
+        },
+    )
     .await;
     assert_eq!(turn.stop_reason, StopReason::EndTurn);
     let messages = second.requests()[0].body["messages"].clone();
     assert_eq!(messages[0]["content"][0]["text"], "remember this");
     assert_eq!(messages[1]["content"][0]["type"], "tool_use");
-    assert_eq!(messages[1]["content"][0]["input"]["command"], "echo remembered");
-    assert_eq!(messages[2]["content"][0]["content"], "remembered\n[exit code: 0]");
-    assert_eq!(messages[2]["content"][1]["text"], "what did I ask?");
+    assert_eq!(
+        messages[1]["content"][0]["input"]["command"],
+        "echo remembered"
+    );
+    assert_eq!(
+        messages[2]["content"][0]["content"],
+        "remembered\n[exit code: 0]"
+    );
+    // The model's own text of that turn is sent too, then the new prompt.
+    assert_eq!(messages[3]["role"], "assistant");
+    assert_eq!(messages[3]["content"][0]["text"], "Noted.");
+    assert_eq!(messages[4]["content"][0]["text"], "what did I ask?");
+    assert_eq!(messages.as_array().unwrap().len(), 5);
 }
