@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use agent_client_protocol::v1::schema::{
     AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionId,
@@ -20,13 +19,13 @@ use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::{self, ClientFeatures};
+use super::tool_call::drain_live;
 use crate::driver::commands::{self, SlashCommand, COMMANDS};
 use crate::exec::Session;
 use crate::jobs::{Job, JobId, JobRegistry, LiveOutput};
-use crate::present::stream::{self, Coalescer, StreamLimits};
-use crate::present::{present_call, present_result, CallView};
+use crate::present::stream::{self, Live, LiveUpdate, StreamLimits};
+use crate::present::{present_call, present_ended, CallView};
 use crate::store::SessionLog;
-use crate::tool::markers::render_result;
 use crate::tool::BashCall;
 
 /// The `available_commands_update` sent right after a session is made: every slash command
@@ -194,48 +193,37 @@ impl JobCard {
     }
 
     async fn follow(mut self, limits: StreamLimits) {
-        let send = |update| send(&self.cx, &self.session_id, update);
-        let mut coalescer = Coalescer::new(limits);
-        loop {
-            let deadline = coalescer.deadline();
-            tokio::select! {
-                chunk = self.live.next() => match chunk {
-                    Some(chunk) if self.features.card() => {
-                        if let Some(data) = coalescer.push(&chunk, Instant::now()) {
-                            send(SessionUpdate::ToolCallUpdate(bridge::output_update(&self.call_id, &data)));
-                        }
-                    }
-                    Some(_) => {}
-                    None => break,
-                },
-                () = sleep_until(deadline), if deadline.is_some() => {
-                    if let Some(data) = coalescer.poll(Instant::now()) {
-                        send(SessionUpdate::ToolCallUpdate(bridge::output_update(&self.call_id, &data)));
-                    }
-                }
-            }
-        }
-        if let Some(data) = coalescer.finish(Instant::now()) {
-            send(SessionUpdate::ToolCallUpdate(bridge::output_update(
-                &self.call_id,
-                &data,
-            )));
-        }
+        let (cx, session_id, call_id, view) =
+            (&self.cx, &self.session_id, &self.call_id, &self.view);
+        let send = |update| send(cx, session_id, update);
+        // The same live output as a turn's call: the card's batches, or a console view of the
+        // last lines for clients without the card.
+        let mut live = Live::new(self.features.card(), limits, "");
+        let mut emit = |data: LiveUpdate| {
+            send(SessionUpdate::ToolCallUpdate(bridge::live_update(
+                call_id, view, &data,
+            )))
+        };
+        // A job is stopped by /kill or with its session, not by a turn's cancel.
+        let never = tokio_util::sync::CancellationToken::new();
+        drain_live(&mut self.live, &mut live, &mut emit, &never, || {}).await;
         let outcome = self.job.wait().await;
         // Recorded before the final update goes out: a client that saw the job end can load
         // the session and see the same end.
         self.log.job_finished(&self.call_id.0, &outcome);
-        if coalescer.capped() {
+        if live.capped() {
             let truncation = outcome.status.truncation.as_ref();
             if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
-                send(SessionUpdate::ToolCallUpdate(bridge::output_update(
-                    &self.call_id,
-                    &stream::full_output_notice(path),
-                )));
+                emit(LiveUpdate::Append(stream::full_output_notice(path)));
             }
         }
-        let text = render_result(&outcome.output, &outcome.status);
-        let presented = present_result(self.job.cwd(), &text);
+        let presented = present_ended(
+            self.job.cwd(),
+            "",
+            &outcome.output,
+            &outcome.status,
+            Some(outcome.duration),
+        );
         send(SessionUpdate::ToolCallUpdate(bridge::final_update(
             &self.call_id,
             &self.view,
@@ -244,12 +232,5 @@ impl JobCard {
         )));
         tracing::info!(call = %self.call_id.0, job = %self.job.id(), "job's call finished");
         self.done.send_replace(true);
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
-        None => std::future::pending().await,
     }
 }

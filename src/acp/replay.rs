@@ -14,9 +14,8 @@
 use agent_client_protocol::v1::schema::{ContentChunk, SessionUpdate, ToolCallId};
 
 use super::bridge::{self, ClientFeatures};
-use crate::present::{ansi, console_block, present_call, present_result, CallView, ResultView};
+use crate::present::{ansi, console_block, present_call, present_ended, CallView, ResultView};
 use crate::store::{CallEnd, CallRecord, JobRecord, SessionRecord, TurnRecord};
-use crate::tool::markers::render_result;
 use crate::tool::BashCall;
 
 /// What a replayed call that its agent never finished says.
@@ -188,13 +187,7 @@ fn replay_one(
         )));
     }
     let presented = match ending {
-        Ending::Ended(end) => {
-            let mut presented = present_result(&view.cwd, &render_result(&output, &end.status()));
-            if let ResultView::Terminal { terminal, .. } = &mut presented {
-                terminal.duration = end.duration();
-            }
-            presented
-        }
+        Ending::Ended(end) => present_ended(&view.cwd, "", &output, &end.status(), end.duration()),
         // The card already shows the output; a console block must show it too.
         Ending::WithTheAgent { said, .. } if features.card() || output.is_empty() => {
             ResultView::Text {

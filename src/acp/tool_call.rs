@@ -186,24 +186,15 @@ impl ToolCallRunner {
                 sink.send_live(SessionUpdate::ToolCallUpdate(update));
             }
         };
-        let mut cancelled = false;
-        loop {
-            let deadline = coalescer.deadline();
-            tokio::select! {
-                chunk = handle.next_output() => match chunk {
-                    Some(chunk) => live(sink, coalescer.push(&chunk, Instant::now())),
-                    None => break,
-                },
-                () = sleep_until(deadline), if deadline.is_some() => {
-                    live(sink, coalescer.poll(Instant::now()));
-                }
-                () = cancel.cancelled(), if !cancelled => {
-                    cancelled = true;
-                    handle.cancel();
-                }
-            }
-        }
-        live(sink, coalescer.finish(Instant::now()));
+        let control = handle.cancellation_token();
+        drain_live(
+            &mut handle,
+            &mut coalescer,
+            &mut |data| live(sink, Some(data)),
+            cancel,
+            || control.cancel(),
+        )
+        .await;
 
         let result = BashResult::of(handle.wait().await);
         if coalescer.capped() {
@@ -238,6 +229,41 @@ pub async fn run_tool_call(
         .limits(limits)
         .run(session, call_id, call, sink, cancel)
         .await
+}
+
+/// The one drain loop of a call on the wire (a turn's call, a job's card): reads `output` until
+/// it ends, feeding `live` and handing each update it makes to `emit`, flushing on `live`'s
+/// deadlines; the first time `cancel` fires, `on_cancel` runs (and reading goes on until the
+/// output ends). Ends with `live`'s last update.
+pub(crate) async fn drain_live<S>(
+    output: &mut S,
+    live: &mut Live,
+    emit: &mut (dyn FnMut(LiveUpdate) + Send),
+    cancel: &CancellationToken,
+    on_cancel: impl FnOnce(),
+) where
+    S: futures::Stream<Item = String> + Unpin,
+{
+    use futures::StreamExt;
+    let mut on_cancel = Some(on_cancel);
+    loop {
+        let deadline = live.deadline();
+        tokio::select! {
+            chunk = output.next() => match chunk {
+                Some(chunk) => live.push(&chunk, Instant::now()).into_iter().for_each(&mut *emit),
+                None => break,
+            },
+            () = sleep_until(deadline), if deadline.is_some() => {
+                live.poll(Instant::now()).into_iter().for_each(&mut *emit);
+            }
+            () = cancel.cancelled(), if on_cancel.is_some() => {
+                if let Some(on_cancel) = on_cancel.take() {
+                    on_cancel();
+                }
+            }
+        }
+    }
+    live.finish(Instant::now()).into_iter().for_each(emit);
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

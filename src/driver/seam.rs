@@ -121,6 +121,11 @@ pub struct Prompt {
 }
 
 impl Prompt {
+    /// A prompt of `blocks`.
+    pub fn new(blocks: Vec<PromptBlock>) -> Self {
+        Prompt { blocks }
+    }
+
     /// A prompt of one text block.
     pub fn text_only(text: impl Into<String>) -> Self {
         Prompt {

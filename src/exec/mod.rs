@@ -5,64 +5,35 @@
 //! that never split a UTF-8 character or an escape sequence ([`chunk`]), bounded head + tail
 //! retention with a full log on disk ([`capture`]), timeouts and cancellation that kill the whole
 //! process group. Must not touch: presentation, markers text, ACP.
+//!
+//! Files: this one (the [`Engine`]), `config` ([`EngineConfig`]), `request` ([`RunRequest`],
+//! [`RunOutcome`]), `session` ([`Session`]), `run` (one run from start to outcome), `handle`
+//! ([`RunHandle`]), `process` (spawning and the process group).
 
 pub mod capture;
 pub mod chunk;
+mod config;
 pub mod env;
 mod handle;
 pub mod logdir;
 mod prelude;
 mod process;
+mod request;
 mod run;
+mod session;
 pub mod status;
 
+pub use config::EngineConfig;
 pub use handle::RunHandle;
+pub use request::{RunOutcome, RunRequest};
+pub use session::{Session, SessionError};
 pub use status::{signal_name, signal_number, Exit, RunStatus, Truncation};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
-
-use tokio_util::sync::CancellationToken;
 
 use crate::sandbox;
-
-/// Settings shared by every session of one engine.
-///
-/// Start from [`EngineConfig::default`] and change the fields you need (the struct is
-/// `#[non_exhaustive]`: it may gain fields without breaking you).
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct EngineConfig {
-    /// Timeout for a run whose request names none.
-    pub default_timeout: Duration,
-    /// What the environment scrub removes, keeps and sets.
-    pub env: env::EnvPolicy,
-    /// Bytes of output kept from the start and from the end of a run; the middle is dropped
-    /// (and the full output written to a log file) once a run prints more than both together.
-    pub keep_head_bytes: usize,
-    /// Bytes of output kept from the end of a run (see `keep_head_bytes`).
-    pub keep_tail_bytes: usize,
-    /// Where full logs of truncated runs are written (created on demand).
-    pub log_dir: PathBuf,
-    /// A log stops at this many bytes; the result then says it holds only the first part.
-    pub max_log_bytes: u64,
-    /// The most the logs in `log_dir` may take together: the oldest go first.
-    pub log_budget_bytes: u64,
-    /// No log is started while the disk holding `log_dir` has less than this free (`None`:
-    /// the smaller of 1 GiB and 5% of the disk), and a log never eats into it.
-    pub log_disk_reserve: Option<u64>,
-    /// After SIGTERM, how long the process group has before SIGKILL.
-    pub kill_grace: Duration,
-    /// After the shell exits, how long to keep reading from grandchildren that still hold the
-    /// output pipe before killing what is left of the group.
-    pub pipe_grace: Duration,
-    /// The sandbox mode a new session starts in.
-    pub sandbox_mode: sandbox::Mode,
-    /// Per-command resource limits (processes, memory).
-    pub limits: sandbox::Limits,
-}
-
+use session::SessionInner;
 /// Runs commands; cheap to clone (shared state behind an `Arc`).
 #[derive(Clone)]
 #[non_exhaustive]
@@ -115,153 +86,6 @@ fn find_bash(vars: &[(std::ffi::OsString, std::ffi::OsString)]) -> PathBuf {
                 .find(|p| p.is_file())
         })
         .unwrap_or_else(|| PathBuf::from("bash"))
-}
-
-/// One working context: a root directory and the current directory that `cd` moves.
-///
-/// Cheap to clone: clones share the session (its cwd, its mode). Runs of one session may overlap
-/// ([`Session::start`] never waits for another run); see [`Session::start`] for what that does
-/// to the working directory.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct Session {
-    inner: Arc<SessionInner>,
-}
-
-struct SessionInner {
-    engine: Engine,
-    root: PathBuf,
-    cwd: Mutex<PathBuf>,
-    mode: Mutex<sandbox::Mode>,
-    /// The mode whose sandbox notices the session's output last showed: what a mode does not
-    /// enforce is said on the first run in that mode, not on every run.
-    announced_mode: Mutex<Option<sandbox::Mode>>,
-}
-
-impl std::fmt::Debug for Session {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session")
-            .field("root", &self.inner.root)
-            .field("cwd", &self.cwd())
-            .field("mode", &self.mode())
-            .finish_non_exhaustive()
-    }
-}
-
-/// What to run: the script, plus per-run overrides of the session's and engine's settings.
-///
-/// Build it with [`RunRequest::new`] and the builder methods; every field set is honoured.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RunRequest {
-    /// The bash script, passed to `bash -c` unchanged.
-    pub script: String,
-    /// Overrides the engine's default timeout for this run.
-    pub timeout: Option<Duration>,
-    /// Runs in this directory instead of the session's cwd, without moving the session: a `cd`
-    /// inside this run is not remembered. Relative paths are taken from the session's cwd.
-    pub cwd: Option<PathBuf>,
-    /// Runs in this sandbox mode instead of the session's.
-    pub sandbox_mode: Option<sandbox::Mode>,
-    /// Variables kept from the engine's source environment for this run even though the scrub
-    /// removed them (exact names; a name the source does not have is ignored).
-    pub env_keep: Vec<String>,
-    /// Variables set for this run (they win over every other value).
-    pub env_set: Vec<(String, String)>,
-    /// Bytes of output kept for the outcome (half from the start, half from the end) instead of
-    /// the engine's `keep_head_bytes` + `keep_tail_bytes`.
-    pub output_limit: Option<usize>,
-    /// Bytes of output sent to the run's live stream ([`RunHandle`]) before it stops (the chunk
-    /// that crosses the limit is still sent, so a reader can tell); all of it when `None`.
-    pub live_limit: Option<usize>,
-}
-
-impl RunRequest {
-    /// A request to run `script` with every setting taken from the session and engine.
-    pub fn new(script: impl Into<String>) -> Self {
-        RunRequest {
-            script: script.into(),
-            ..RunRequest::default()
-        }
-    }
-
-    /// Sets [`RunRequest::timeout`].
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Sets [`RunRequest::cwd`] (not persisted).
-    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
-        self.cwd = Some(cwd.into());
-        self
-    }
-
-    /// Sets [`RunRequest::sandbox_mode`].
-    pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
-        self.sandbox_mode = Some(mode);
-        self
-    }
-
-    /// Adds a name to [`RunRequest::env_keep`].
-    pub fn keep_env(mut self, name: impl Into<String>) -> Self {
-        self.env_keep.push(name.into());
-        self
-    }
-
-    /// Adds a variable to [`RunRequest::env_set`].
-    pub fn set_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.env_set.push((name.into(), value.into()));
-        self
-    }
-
-    /// Sets [`RunRequest::output_limit`].
-    pub fn output_limit(mut self, bytes: usize) -> Self {
-        self.output_limit = Some(bytes);
-        self
-    }
-
-    /// Sets [`RunRequest::live_limit`].
-    pub fn live_limit(mut self, bytes: usize) -> Self {
-        self.live_limit = Some(bytes);
-        self
-    }
-}
-
-/// What a run produced.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[non_exhaustive]
-pub struct RunOutcome {
-    /// The output kept for the result: all of it, or head + tail around a gap line.
-    pub output: String,
-    /// How the run ended (exit, timeout, cancellation, truncation).
-    pub status: RunStatus,
-    /// The directory the command started in.
-    pub cwd: PathBuf,
-    /// The directory the next command of the session will start in (as this run left it).
-    pub next_cwd: PathBuf,
-    /// Everything the engine said about the run that is not the command's output
-    /// (a deleted cwd, a sandbox layer that is off): also written into `output`.
-    pub notices: Vec<String>,
-    /// How long the run took, start to reaped.
-    pub duration: Duration,
-}
-
-impl RunOutcome {
-    /// The exit code, when the shell exited (rather than being killed by a signal).
-    pub fn exit_code(&self) -> Option<i32> {
-        self.status.exit_code()
-    }
-
-    /// The signal that killed the shell, by name (`SIGKILL`), when one did.
-    pub fn signal(&self) -> Option<String> {
-        self.status.signal()
-    }
-
-    /// Exit code 0, and neither cancelled nor timed out.
-    pub fn success(&self) -> bool {
-        self.status.success()
-    }
 }
 
 impl Engine {
@@ -347,202 +171,5 @@ impl Engine {
             })
             .as_ref()
             .map_err(Clone::clone)
-    }
-}
-
-/// Why a session could not be made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SessionError {
-    /// The root is a relative path.
-    NotAbsolute(PathBuf),
-    /// The root does not exist or is not a directory.
-    NotADirectory(PathBuf),
-}
-
-impl std::fmt::Display for SessionError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SessionError::NotAbsolute(path) => {
-                write!(f, "cwd must be an absolute path, got {:?}", path)
-            }
-            SessionError::NotADirectory(path) => {
-                write!(
-                    f,
-                    "cwd must be an existing directory, {:?} is not one",
-                    path
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for SessionError {}
-
-impl Session {
-    /// The directory the session was made for (its workspace).
-    pub fn root(&self) -> &Path {
-        &self.inner.root
-    }
-
-    /// Where the next command starts.
-    pub fn cwd(&self) -> PathBuf {
-        self.inner.cwd.lock().unwrap().clone()
-    }
-
-    /// Moves where the next command starts (a restored session's directory). The engine checks
-    /// it before each run, as it does for one a `cd` left: a directory that is gone is reported.
-    pub fn restore_cwd(&self, cwd: PathBuf) {
-        *self.inner.cwd.lock().unwrap() = cwd;
-    }
-
-    /// The sandbox mode of the session's next commands.
-    pub fn mode(&self) -> sandbox::Mode {
-        *self.inner.mode.lock().unwrap()
-    }
-
-    /// Sets the sandbox mode for the session's next commands.
-    pub fn set_mode(&self, mode: sandbox::Mode) {
-        *self.inner.mode.lock().unwrap() = mode;
-    }
-
-    /// The engine this session runs on.
-    pub fn engine(&self) -> &Engine {
-        &self.inner.engine
-    }
-
-    /// Starts `request` on a task of the current tokio runtime and returns at once.
-    ///
-    /// The [`RunHandle`] streams the output, cancels, and waits for the [`RunOutcome`]; dropping
-    /// it (or any future that owns it) kills the command's whole process group. The run's own
-    /// timeout applies whether or not anyone reads the output or waits.
-    ///
-    /// Concurrent runs of one session run side by side (nothing waits): each starts in the
-    /// session's cwd as it is when it starts; a run whose command changed directory moves the
-    /// session's cwd when it ends, so of two runs that `cd`, the one that ends last wins; a run
-    /// that did not change directory (or ran with [`RunRequest::cwd`]) leaves the cwd alone.
-    ///
-    /// # Panics
-    /// Outside a tokio runtime.
-    pub fn start(&self, request: RunRequest) -> RunHandle {
-        run::start(self.clone(), request)
-    }
-
-    /// Runs `request` to the end, calling `on_output` with each chunk of output as it arrives
-    /// (valid UTF-8, never ending inside a character or an escape sequence). Cancelling `cancel`
-    /// kills the run. Never fails: a run that could not start reports why in its output.
-    ///
-    /// A thin wrapper over [`Session::start`]: dropping this future kills the command.
-    pub async fn run(
-        &self,
-        request: RunRequest,
-        on_output: &mut (dyn FnMut(&str) + Send),
-        cancel: &CancellationToken,
-    ) -> RunOutcome {
-        let mut handle = self.start(request);
-        let mut cancelled = false;
-        loop {
-            tokio::select! {
-                chunk = handle.next_output() => match chunk {
-                    Some(chunk) => on_output(&chunk),
-                    None => break,
-                },
-                () = cancel.cancelled(), if !cancelled => {
-                    cancelled = true;
-                    handle.cancel();
-                }
-            }
-        }
-        handle.wait().await
-    }
-}
-
-impl EngineConfig {
-    /// Sets [`EngineConfig::default_timeout`].
-    pub fn default_timeout(mut self, timeout: Duration) -> Self {
-        self.default_timeout = timeout;
-        self
-    }
-
-    /// Sets [`EngineConfig::env`].
-    pub fn env(mut self, env: env::EnvPolicy) -> Self {
-        self.env = env;
-        self
-    }
-
-    /// Sets [`EngineConfig::keep_head_bytes`] and [`EngineConfig::keep_tail_bytes`].
-    pub fn keep_bytes(mut self, head: usize, tail: usize) -> Self {
-        self.keep_head_bytes = head;
-        self.keep_tail_bytes = tail;
-        self
-    }
-
-    /// Sets [`EngineConfig::log_dir`].
-    pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.log_dir = dir.into();
-        self
-    }
-
-    /// Sets [`EngineConfig::max_log_bytes`].
-    pub fn max_log_bytes(mut self, bytes: u64) -> Self {
-        self.max_log_bytes = bytes;
-        self
-    }
-
-    /// Sets [`EngineConfig::log_budget_bytes`].
-    pub fn log_budget_bytes(mut self, bytes: u64) -> Self {
-        self.log_budget_bytes = bytes;
-        self
-    }
-
-    /// Sets [`EngineConfig::log_disk_reserve`].
-    pub fn log_disk_reserve(mut self, bytes: Option<u64>) -> Self {
-        self.log_disk_reserve = bytes;
-        self
-    }
-
-    /// Sets [`EngineConfig::limits`]: the per-command resource limits.
-    pub fn limits(mut self, limits: sandbox::Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Sets [`EngineConfig::kill_grace`].
-    pub fn kill_grace(mut self, grace: Duration) -> Self {
-        self.kill_grace = grace;
-        self
-    }
-
-    /// Sets [`EngineConfig::pipe_grace`].
-    pub fn pipe_grace(mut self, grace: Duration) -> Self {
-        self.pipe_grace = grace;
-        self
-    }
-
-    /// Sets [`EngineConfig::sandbox_mode`].
-    pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
-        self.sandbox_mode = mode;
-        self
-    }
-}
-
-impl Default for EngineConfig {
-    /// The agent's defaults: 10-minute timeout, 32 KiB head + 32 KiB tail kept, scrub on,
-    /// `workspace` sandbox, logs under the temp dir.
-    fn default() -> Self {
-        EngineConfig {
-            default_timeout: Duration::from_secs(600),
-            env: env::EnvPolicy::standard(),
-            keep_head_bytes: 32 * 1024,
-            keep_tail_bytes: 32 * 1024,
-            log_dir: logdir::default_dir(),
-            max_log_bytes: 256 << 20,
-            log_budget_bytes: 2 << 30,
-            log_disk_reserve: None,
-            kill_grace: Duration::from_secs(1),
-            pipe_grace: Duration::from_secs(1),
-            sandbox_mode: sandbox::Mode::default(),
-            limits: sandbox::Limits::default(),
-        }
     }
 }

@@ -77,11 +77,48 @@ pub fn signal_group(pgid: i32, signal: i32) {
     }
 }
 
-/// Whether the group `pgid` has no member left that this process may signal: not one that is
-/// still dying, nor a zombie not yet reaped.
+/// Whether the group `pgid` has no member left that still runs: none at all (`kill(-pgid, 0)`
+/// fails), or, on Linux, only zombies (a process that has exited and waits to be reaped, by an
+/// init that may be slow to do so, runs nothing).
 pub fn group_gone(pgid: i32) -> bool {
     // SAFETY: kill with signal 0 only checks; it has no memory-safety preconditions.
-    pgid <= 0 || unsafe { libc::kill(-pgid, 0) } == -1
+    pgid <= 0 || unsafe { libc::kill(-pgid, 0) } == -1 || only_zombies_in(pgid)
+}
+
+/// Whether every process of group `pgid` is a zombie (Linux: from `/proc/*/stat`). Elsewhere
+/// `false`: the wait is then for the group to be reaped, still bounded.
+#[cfg(target_os = "linux")]
+fn only_zombies_in(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`: comm may hold spaces and parentheses.
+        let Some(rest) = stat.rfind(')').map(|end| &stat[end + 1..]) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let (state, _ppid, pgrp) = (fields.next(), fields.next(), fields.next());
+        if pgrp.and_then(|p| p.parse::<i32>().ok()) == Some(pgid) && state != Some("Z") {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(not(target_os = "linux"))]
+fn only_zombies_in(_pgid: i32) -> bool {
+    false
 }
 
 /// Waits until the group `pgid` is gone ([`group_gone`]), at most `bound`: a SIGKILLed process

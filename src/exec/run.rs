@@ -454,11 +454,12 @@ async fn supervise(
             },
         }
     }
-    // Whatever the command left running in its group goes with the run, and is gone when the
-    // run ends: the outcome never comes while a process of the command still runs.
+    // Whatever the command left running in its group goes with the run. A run that was
+    // cancelled or timed out is also gone when its outcome comes: no process of the command
+    // still runs then (one `kill(-pgid, 0)` when the group is empty; a scan of /proc only
+    // when something of it is left, zombies not counting).
     drop(guard);
-    // (A zombie that nobody reaps, under an init that never does, would hold it: bounded.)
-    if !process::wait_until_group_gone(pgid, config.kill_grace).await {
+    if (cancelled || timed_out) && !process::wait_until_group_gone(pgid, config.kill_grace).await {
         tracing::warn!(pgid, grace = ?config.kill_grace, "the command's group was still there after it was killed");
     }
     output.flush();

@@ -392,6 +392,17 @@ impl LiveOutput {
     }
 }
 
+impl futures::Stream for LiveOutput {
+    type Item = String;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<String>> {
+        self.chunks.poll_recv(cx)
+    }
+}
+
 /// One background job: a handle to look at it, kill it, or wait for its end. Cheap to clone.
 #[derive(Clone)]
 #[non_exhaustive]

@@ -133,21 +133,47 @@ pub fn present_call(call: &BashCall, cwd: &Path) -> CallView {
     }
 }
 
-/// The view of a finished result that ran in `cwd`, from the result text (output + status
-/// line) alone.
+/// The view of a finished result that ran in `cwd`, from a result text (output + status line)
+/// alone: for foreign text, the only place the markers are parsed back. acp-bash's own results
+/// are presented from their structure ([`present_ended`]).
 pub fn present_result(cwd: &Path, result_text: &str) -> ResultView {
     present_result_after(cwd, "", result_text)
 }
 
-/// The view of a finished call, with what the engine reported beyond the text (how long the
-/// command ran). Its console block starts with the call's `$ ` lines ([`CallView::echo`]), then
-/// the output as plain text, then the status line.
+/// The view of a finished call, from what the engine reported ([`crate::exec::RunOutcome`]):
+/// its console block starts with the call's `$ ` lines ([`CallView::echo`]), then the output as
+/// plain text, then the status line; the terminal view has how long the command ran.
 pub fn present_run(view: &CallView, result: &BashResult) -> ResultView {
-    let mut presented = present_result_after(&result.outcome.cwd, &view.echo, &result.text);
-    if let ResultView::Terminal { terminal, .. } = &mut presented {
-        terminal.duration = Some(result.outcome.duration);
-    }
-    presented
+    let outcome = &result.outcome;
+    present_ended(
+        &outcome.cwd,
+        &view.echo,
+        &outcome.output,
+        &outcome.status,
+        Some(outcome.duration),
+    )
+}
+
+/// The view of a run that ended with `status` after printing `output` (the engine's outcome, or
+/// a stored record of it), in `cwd`; the console block starts with `echo`. The status line is
+/// rendered here, once, from the structure: nothing is parsed back from text.
+pub fn present_ended(
+    cwd: &Path,
+    echo: &str,
+    output: &str,
+    status: &crate::exec::RunStatus,
+    duration: Option<std::time::Duration>,
+) -> ResultView {
+    let plain = render_result(&ansi::to_plain_text(output), status);
+    let console = console_block(&format!("{echo}{plain}"));
+    let terminal = TerminalView {
+        cwd: cwd.to_path_buf(),
+        exit: ExitView::of(status),
+        output: output.to_string(),
+        status: status.clone(),
+        duration,
+    };
+    ResultView::Terminal { terminal, console }
 }
 
 /// [`present_result`], the console block starting with `echo`.

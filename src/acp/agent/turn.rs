@@ -323,9 +323,7 @@ pub fn prompt_of(blocks: &[ContentBlock]) -> Prompt {
             },
         })
         .collect();
-    let mut prompt = Prompt::default();
-    prompt.blocks = blocks;
-    prompt
+    Prompt::new(blocks)
 }
 
 /// The text of a prompt: its text blocks (and embedded text resources) joined by newlines.

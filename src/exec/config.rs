@@ -1,0 +1,134 @@
+//! The engine's settings: [`EngineConfig`] (timeouts, output and log bounds, the sandbox mode and
+//! limits, the environment policy). Must not touch: what uses them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{env, logdir};
+use crate::sandbox;
+
+/// Settings shared by every session of one engine.
+///
+/// Start from [`EngineConfig::default`] and change the fields you need (the struct is
+/// `#[non_exhaustive]`: it may gain fields without breaking you).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct EngineConfig {
+    /// Timeout for a run whose request names none.
+    pub default_timeout: Duration,
+    /// What the environment scrub removes, keeps and sets.
+    pub env: env::EnvPolicy,
+    /// Bytes of output kept from the start and from the end of a run; the middle is dropped
+    /// (and the full output written to a log file) once a run prints more than both together.
+    pub keep_head_bytes: usize,
+    /// Bytes of output kept from the end of a run (see `keep_head_bytes`).
+    pub keep_tail_bytes: usize,
+    /// Where full logs of truncated runs are written (created on demand).
+    pub log_dir: PathBuf,
+    /// A log stops at this many bytes; the result then says it holds only the first part.
+    pub max_log_bytes: u64,
+    /// The most the logs in `log_dir` may take together: the oldest go first.
+    pub log_budget_bytes: u64,
+    /// No log is started while the disk holding `log_dir` has less than this free (`None`:
+    /// the smaller of 1 GiB and 5% of the disk), and a log never eats into it.
+    pub log_disk_reserve: Option<u64>,
+    /// After SIGTERM, how long the process group has before SIGKILL.
+    pub kill_grace: Duration,
+    /// After the shell exits, how long to keep reading from grandchildren that still hold the
+    /// output pipe before killing what is left of the group.
+    pub pipe_grace: Duration,
+    /// The sandbox mode a new session starts in.
+    pub sandbox_mode: sandbox::Mode,
+    /// Per-command resource limits (processes, memory).
+    pub limits: sandbox::Limits,
+}
+
+impl EngineConfig {
+    /// Sets [`EngineConfig::default_timeout`].
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.default_timeout = timeout;
+        self
+    }
+
+    /// Sets [`EngineConfig::env`].
+    pub fn env(mut self, env: env::EnvPolicy) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// Sets [`EngineConfig::keep_head_bytes`] and [`EngineConfig::keep_tail_bytes`].
+    pub fn keep_bytes(mut self, head: usize, tail: usize) -> Self {
+        self.keep_head_bytes = head;
+        self.keep_tail_bytes = tail;
+        self
+    }
+
+    /// Sets [`EngineConfig::log_dir`].
+    pub fn log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.log_dir = dir.into();
+        self
+    }
+
+    /// Sets [`EngineConfig::max_log_bytes`].
+    pub fn max_log_bytes(mut self, bytes: u64) -> Self {
+        self.max_log_bytes = bytes;
+        self
+    }
+
+    /// Sets [`EngineConfig::log_budget_bytes`].
+    pub fn log_budget_bytes(mut self, bytes: u64) -> Self {
+        self.log_budget_bytes = bytes;
+        self
+    }
+
+    /// Sets [`EngineConfig::log_disk_reserve`].
+    pub fn log_disk_reserve(mut self, bytes: Option<u64>) -> Self {
+        self.log_disk_reserve = bytes;
+        self
+    }
+
+    /// Sets [`EngineConfig::limits`]: the per-command resource limits.
+    pub fn limits(mut self, limits: sandbox::Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets [`EngineConfig::kill_grace`].
+    pub fn kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// Sets [`EngineConfig::pipe_grace`].
+    pub fn pipe_grace(mut self, grace: Duration) -> Self {
+        self.pipe_grace = grace;
+        self
+    }
+
+    /// Sets [`EngineConfig::sandbox_mode`].
+    pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
+        self.sandbox_mode = mode;
+        self
+    }
+}
+
+impl Default for EngineConfig {
+    /// The agent's defaults: 10-minute timeout, 32 KiB head + 32 KiB tail kept, scrub on,
+    /// `workspace` sandbox, logs under the temp dir.
+    fn default() -> Self {
+        EngineConfig {
+            default_timeout: Duration::from_secs(600),
+            env: env::EnvPolicy::standard(),
+            keep_head_bytes: 32 * 1024,
+            keep_tail_bytes: 32 * 1024,
+            log_dir: logdir::default_dir(),
+            max_log_bytes: 256 << 20,
+            log_budget_bytes: 2 << 30,
+            log_disk_reserve: None,
+            kill_grace: Duration::from_secs(1),
+            pipe_grace: Duration::from_secs(1),
+            sandbox_mode: sandbox::Mode::default(),
+            limits: sandbox::Limits::default(),
+        }
+    }
+}
