@@ -344,3 +344,64 @@ async fn after_a_load_in_another_process_the_model_sees_the_earlier_turns() {
     assert_eq!(messages[4]["content"][0]["text"], "what did I ask?");
     assert_eq!(messages.as_array().unwrap().len(), 5);
 }
+
+/// `OPENAI_BASE_URL` is honoured without `--base-url`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_base_url_from_the_environment_is_honoured() {
+    let fake = FakeModel::start(vec![openai::reply(&["From the env."], &[])]).await;
+    let (_tmp, dir) = temp_dir();
+    let client = AcpClient::new(
+        binary(),
+        [
+            "serve",
+            "--sandbox",
+            "full",
+            "--no-history",
+            "--model",
+            "openai:fake",
+        ],
+    )
+    .profile(ClientProfile::Plain)
+    .env("OPENAI_BASE_URL", format!("{}/v1", fake.base))
+    .env("OPENAI_API_KEY", KEY);
+    let (turn, _) = converse_with(client, "OPENAI_BASE_URL", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "hi").await
+    })
+    .await;
+    assert_eq!(turn.stop_reason, StopReason::EndTurn);
+    assert_eq!(fake.requests()[0].path, "/v1/chat/completions");
+}
+
+/// The model flags work as `zed-config` arguments; the model's other flags need `--model`.
+#[test]
+fn zed_config_repeats_the_model_flags() {
+    let output = std::process::Command::new(binary())
+        .args([
+            "--model",
+            "anthropic:claude-x",
+            "--base-url",
+            "http://127.0.0.1:9",
+        ])
+        .args(["--api-key-env", "MY_KEY", "--max-steps", "7", "zed-config"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let snippet: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let args = snippet["agent_servers"]["acp-bash"]["args"].to_string();
+    assert!(
+        args.ends_with(r#""--model","anthropic:claude-x","--base-url","http://127.0.0.1:9","--api-key-env","MY_KEY","--max-steps","7"]"#),
+        "{args}"
+    );
+    let orphan = std::process::Command::new(binary())
+        .args(["--max-steps", "7", "zed-config"])
+        .output()
+        .unwrap();
+    assert!(!orphan.status.success());
+    let bad = std::process::Command::new(binary())
+        .args(["--model", "gpt-4", "zed-config"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("openai:NAME"));
+}
