@@ -36,10 +36,14 @@ fn main() -> ExitCode {
         }
     };
     let code = match invocation {
-        Invocation::Serve(args) => runtime.block_on(cli::serve::serve(&args.engine, &args.store)),
+        Invocation::Serve(args) => {
+            runtime.block_on(cli::serve::serve(&args.engine, &args.store, &args.model))
+        }
         Invocation::Demo(engine) => runtime.block_on(cli::demo::demo(&engine, log_level)),
         Invocation::Run(args) => runtime.block_on(cli::run::run(log_level, args)),
-        Invocation::ZedConfig(args) => cli::zed_config::zed_config(&args.engine, &args.store),
+        Invocation::ZedConfig(args) => {
+            cli::zed_config::zed_config(&args.engine, &args.store, &args.model)
+        }
         Invocation::Doctor(args) => cli::doctor::doctor(&args),
     };
     // Commands were cancelled and reaped before we got here; don't wait for stray blocking

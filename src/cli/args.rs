@@ -11,6 +11,7 @@
 use clap::{Args, Parser, Subcommand};
 
 use super::flags::{EngineArgs, EnvArgs, ProtectionArgs, StoreArgs};
+use super::model::ModelArgs;
 
 /// An ACP agent whose tool is a sandboxed bash: every prompt is a bash script, run by the agent
 /// itself and shown as a live terminal card in Zed (a console block in other ACP clients).
@@ -83,6 +84,9 @@ pub struct ServeArgs {
     /// Where sessions are kept.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// Which model drives the turns (none: every prompt is a bash script).
+    #[command(flatten)]
+    pub model: ModelArgs,
 }
 
 /// The flags of `demo`: the engine flags of its child agent.
@@ -161,16 +165,19 @@ impl Cli {
             Some(Command::Serve(args)) => Invocation::Serve(merge(&top, &args)),
             Some(Command::ZedConfig(args)) => Invocation::ZedConfig(merge(&top, &args)),
             Some(Command::Demo(args)) => {
-                refuse("demo", top.store.to_args())?;
+                refuse("demo", [top.store.to_args(), top.model.to_args()].concat())?;
                 Invocation::Demo(merge_engine(&top.engine, &args.engine))
             }
             Some(Command::Run(mut args)) => {
-                refuse("run", top.store.to_args())?;
+                refuse("run", [top.store.to_args(), top.model.to_args()].concat())?;
                 args.engine = merge_engine(&top.engine, &args.engine);
                 Invocation::Run(args)
             }
             Some(Command::Doctor(args)) => {
-                refuse("doctor", top.store.to_args())?;
+                refuse(
+                    "doctor",
+                    [top.store.to_args(), top.model.to_args()].concat(),
+                )?;
                 let mut engine_only = top.engine.clone();
                 let env = std::mem::take(&mut engine_only.env);
                 let protection = std::mem::take(&mut engine_only.protection);
@@ -208,8 +215,10 @@ fn merge(before: &ServeArgs, after: &ServeArgs) -> ServeArgs {
     let args = [
         before.engine.to_args(),
         before.store.to_args(),
+        before.model.to_args(),
         after.engine.to_args(),
         after.store.to_args(),
+        after.model.to_args(),
     ]
     .concat();
     match Reparse::try_parse_from(&args) {
@@ -223,7 +232,7 @@ fn merge(before: &ServeArgs, after: &ServeArgs) -> ServeArgs {
 fn merge_engine(before: &EngineArgs, after: &EngineArgs) -> EngineArgs {
     let wrap = |engine: &EngineArgs| ServeArgs {
         engine: engine.clone(),
-        store: StoreArgs::default(),
+        ..ServeArgs::default()
     };
     merge(&wrap(before), &wrap(after)).engine
 }

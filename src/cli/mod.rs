@@ -12,6 +12,7 @@ pub mod child;
 pub mod demo;
 pub mod doctor;
 pub mod flags;
+pub mod model;
 pub mod parse;
 pub mod run;
 pub mod serve;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use acp_bash::acp::{AcpBashAgent, TransportLimits};
 use acp_bash::exec::Engine;
 
+use super::model::ModelArgs;
 use super::{EngineArgs, StoreArgs};
 
 /// The line a bare `acp-bash` prints on stderr when its stdin is a terminal.
@@ -20,14 +21,14 @@ pub const FIRST_CONTACT: &str = "acp-bash: an ACP agent that your editor starts;
 /// The connection runs as a task on the runtime's worker, not in `block_on` on the main thread:
 /// the protocol's tasks and the commands' tasks then wake each other on one thread, without a
 /// hand-off to a parked main thread for every message (0.1–0.2 ms per prompt here).
-pub async fn serve(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
+pub async fn serve(engine: &EngineArgs, store: &StoreArgs, model: &ModelArgs) -> ExitCode {
     if std::io::stdin().is_terminal() {
         // Someone typed `acp-bash` in a terminal: say what this is (on stderr; stdout stays
         // protocol only) and keep serving, in case they meant it.
         eprintln!("{FIRST_CONTACT}");
     }
-    let (engine, store) = (engine.clone(), store.clone());
-    match tokio::spawn(async move { serve_on_worker(&engine, &store).await }).await {
+    let (engine, store, model) = (engine.clone(), store.clone(), model.clone());
+    match tokio::spawn(async move { serve_on_worker(&engine, &store, &model).await }).await {
         Ok(code) => code,
         Err(error) => {
             eprintln!("acp-bash: the agent failed: {error}");
@@ -36,7 +37,7 @@ pub async fn serve(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
     }
 }
 
-async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
+async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs, model: &ModelArgs) -> ExitCode {
     acp_bash::sandbox::protect_agent_process();
     let max_prompt_bytes = engine.max_prompt_bytes();
     let transport =
@@ -48,13 +49,26 @@ async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
     if let Some(dir) = store.log_dir() {
         config = config.log_dir(dir);
     }
-    let mut agent = AcpBashAgent::new(Engine::new(config))
+    // With --model, the key's variable never reaches a command; without, nothing changes.
+    let (commands_engine, driver) = match model.key_env() {
+        None => (Engine::new(config), None),
+        Some(_) => {
+            let env: Vec<_> = std::env::vars_os().collect();
+            let driver = model.driver(&env);
+            let env = model.commands_env(env);
+            (Engine::with_environment(config, env), driver)
+        }
+    };
+    let mut agent = AcpBashAgent::new(commands_engine)
         .with_stream_limits(engine.stream_limits())
         .with_max_prompt_bytes(max_prompt_bytes)
         .with_client_behind(transport.client_behind())
         .with_job_limits(engine.job_limits());
     if let Some(store) = store.store() {
         agent = agent.with_session_store(store);
+    }
+    if let Some(driver) = driver {
+        agent = agent.with_driver(driver);
     }
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {

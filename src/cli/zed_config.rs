@@ -1,11 +1,12 @@
 //! `acp-bash zed-config`: the settings.json snippet that adds this binary to Zed's agents, with
-//! the same engine and store flags as this invocation.
+//! the same engine, store and model flags as this invocation.
 
 use std::process::ExitCode;
 
+use super::model::ModelArgs;
 use super::{EngineArgs, StoreArgs};
 
-pub fn zed_config(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
+pub fn zed_config(engine: &EngineArgs, store: &StoreArgs, model: &ModelArgs) -> ExitCode {
     let exe = match std::env::current_exe() {
         Ok(exe) => exe,
         Err(error) => {
@@ -18,7 +19,7 @@ pub fn zed_config(engine: &EngineArgs, store: &StoreArgs) -> ExitCode {
             "acp-bash": {
                 "type": "custom",
                 "command": exe.to_string_lossy(),
-                "args": ([engine.to_args(), store.to_args()].concat()),
+                "args": ([engine.to_args(), store.to_args(), model.to_args()].concat()),
                 "env": {}
             }
         }

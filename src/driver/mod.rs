@@ -11,6 +11,8 @@
 //! drive the session's background jobs instead of running as bash.
 
 pub mod commands;
+#[cfg(feature = "model")]
+pub mod model;
 pub mod seam;
 pub mod shell;
 

@@ -8,6 +8,7 @@
 //! - [`present`]: the provider-neutral presentation, checked against the ACP schema and Zed's rules.
 //! - [`acp`]: the agent over real pipes with the real SDK: protocol, streaming, modes, transcripts.
 //! - [`cli`]: the `acp-bash` subcommands.
+//! - [`model`]: the model driver against a fake provider on loopback.
 //!
 //! [`support`] holds what several layers share: a client for the real binary, the schema checker
 //! (with the vendored ACP schema), the Zed card replay, and engine and sandbox helpers.
@@ -15,6 +16,7 @@
 mod acp;
 mod cli;
 mod exec;
+mod model;
 mod present;
 mod sandbox;
 mod support;

@@ -2,6 +2,7 @@
 //!
 //! - [`acp`]: a client for the real binary, hang guards, readers for a turn's updates.
 //! - [`engine`]: runs scripts through the engine's `Session::run`.
+//! - [`fake_model`]: a fake OpenAI / Anthropic provider on 127.0.0.1 streaming scripted SSE.
 //! - [`sandbox`]: spawns confined commands and watches for processes that escape.
 //! - [`schema`]: checks ACP wire lines against the vendored ACP v1 JSON schema.
 //! - [`skip`]: [`skip_unless`], the ONE way a test skips for lack of a capability. Use it at
@@ -14,6 +15,7 @@
 
 pub mod acp;
 pub mod engine;
+pub mod fake_model;
 #[cfg(target_os = "linux")]
 pub mod sandbox;
 pub mod schema;

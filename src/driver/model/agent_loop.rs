@@ -1,0 +1,241 @@
+//! The loop: one prompt to a finished turn, in model requests and tool calls.
+//!
+//! Owns [`run_loop`]: add the prompt to the conversation, ask the model (its text and thinking
+//! streamed to the turn as they arrive), run each tool call it made (each answered with its own
+//! id), and ask again, until a reply without tool calls, the step limit, a cancel or an error
+//! that retrying cannot cure. Failed requests are retried by the [`RetryPolicy`]; a context
+//! overflow trims old tool output once, then says so. Every error ends the turn with a message
+//! the user can act on and leaves the conversation usable. Must not touch: HTTP details (the
+//! client's), ACP.
+
+use std::time::Duration;
+
+use super::api::{ApiError, Delta, Finish, Message, ModelRequest, ToolSpec};
+use super::client::{ApiKey, ModelClient};
+use super::retry::RetryPolicy;
+use super::tools::run_tool_call;
+use crate::driver::{StopReason, TurnHost, Usage};
+
+/// What a tool result becomes when it is trimmed to fit the context window.
+const TRIMMED: &str = "[output removed to fit the context window]";
+
+/// The settings the loop runs with.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct LoopSettings<'a> {
+    /// The model's name.
+    pub model: &'a str,
+    /// The system prompt.
+    pub system: &'a str,
+    /// The tools.
+    pub tools: &'a [ToolSpec],
+    /// Most model requests per turn.
+    pub max_steps: u32,
+    /// Most tokens per reply.
+    pub max_tokens: u32,
+    /// Bytes of a command's output the model reads.
+    pub budget: usize,
+    /// The model's context window (for usage reports).
+    pub context_window: u64,
+    /// Retries.
+    pub retry: RetryPolicy,
+}
+
+/// Runs the turn for the conversation whose last message is the user's prompt.
+pub async fn run_loop(
+    client: &ModelClient,
+    key: &ApiKey,
+    settings: &LoopSettings<'_>,
+    conversation: &mut Vec<Message>,
+    turn: &mut dyn TurnHost,
+) -> StopReason {
+    let cancel = turn.cancellation();
+    for _step in 0..settings.max_steps {
+        let reply = match request(client, key, settings, conversation, turn).await {
+            Ok(reply) => reply,
+            Err(message) => {
+                if !cancel.is_cancelled() {
+                    turn.say(&message);
+                }
+                return StopReason::EndTurn;
+            }
+        };
+        let used = reply.usage.input + reply.usage.output;
+        if used > 0 {
+            turn.usage(Usage::new(used, settings.context_window));
+        }
+        if cancel.is_cancelled() {
+            // What was said stays; calls the model had not finished asking for never run.
+            if !reply.text.is_empty() {
+                conversation.push(Message::Assistant {
+                    text: reply.text,
+                    tool_calls: Vec::new(),
+                });
+            }
+            return StopReason::Cancelled;
+        }
+        let calls = reply.tool_calls.clone();
+        conversation.push(Message::Assistant {
+            text: reply.text,
+            tool_calls: reply.tool_calls,
+        });
+        if calls.is_empty() {
+            return match reply.finish {
+                Some(Finish::Length) => StopReason::MaxTokens,
+                Some(Finish::Refused) => StopReason::Refusal,
+                _ => StopReason::EndTurn,
+            };
+        }
+        for call in &calls {
+            let answer = if cancel.is_cancelled() {
+                super::tools::ToolAnswer {
+                    content: "[not run: the user cancelled the turn]".into(),
+                    is_error: true,
+                }
+            } else {
+                run_tool_call(turn, call, settings.budget).await
+            };
+            conversation.push(Message::ToolResult {
+                call_id: call.id.clone(),
+                content: answer.content,
+                is_error: answer.is_error,
+            });
+        }
+        if cancel.is_cancelled() {
+            return StopReason::Cancelled;
+        }
+    }
+    turn.say(&format!(
+        "\n\nStopped: this turn made {} model requests, the most allowed (`--max-steps`). Send \
+         another prompt to go on.",
+        settings.max_steps
+    ));
+    StopReason::MaxTurnRequests
+}
+
+/// One model request with its retries and the overflow trim; `Err` is the message for the user.
+async fn request(
+    client: &ModelClient,
+    key: &ApiKey,
+    settings: &LoopSettings<'_>,
+    conversation: &mut [Message],
+    turn: &mut dyn TurnHost,
+) -> Result<super::api::Reply, String> {
+    let cancel = turn.cancellation();
+    let mut retry = 0;
+    let mut trimmed = false;
+    loop {
+        let request = ModelRequest {
+            model: settings.model,
+            system: settings.system,
+            messages: conversation,
+            tools: settings.tools,
+            max_tokens: settings.max_tokens,
+        };
+        let mut on_delta = |delta: &Delta| match delta {
+            Delta::Text(text) => turn.say(text),
+            Delta::Thinking(text) => turn.think(text),
+            _ => {}
+        };
+        let error = match client.stream(&request, key, &mut on_delta, &cancel).await {
+            Ok(reply) => return Ok(reply),
+            Err(error) => error,
+        };
+        if let ApiError::ContextOverflow(_) = error {
+            if !trimmed && trim_old_output(conversation) {
+                trimmed = true;
+                tracing::warn!(
+                    "the conversation overflowed the context window: old tool output trimmed"
+                );
+                continue;
+            }
+        }
+        match settings.retry.delay(retry, &error) {
+            Some(delay) => {
+                retry += 1;
+                tracing::warn!(
+                    "model request failed ({error}); retry {retry} of {} in {:.1}s",
+                    settings.retry.max_retries,
+                    delay.as_secs_f64()
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    () = cancel.cancelled() => return Err(String::new()),
+                }
+            }
+            None => return Err(user_message(client, key, &error, retry, &settings.retry)),
+        }
+    }
+}
+
+/// Replaces the content of every tool result but the last two with a note; `false` if there
+/// was nothing worth trimming.
+fn trim_old_output(conversation: &mut [Message]) -> bool {
+    let results: Vec<usize> = conversation
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m, Message::ToolResult { content, .. } if content != TRIMMED && content.len() > TRIMMED.len()))
+        .map(|(i, _)| i)
+        .collect();
+    let keep = results.len().saturating_sub(2);
+    for &i in &results[..keep] {
+        if let Message::ToolResult { content, .. } = &mut conversation[i] {
+            *content = TRIMMED.to_string();
+        }
+    }
+    keep > 0
+}
+
+/// What the user reads when a request failed for good.
+fn user_message(
+    client: &ModelClient,
+    key: &ApiKey,
+    error: &ApiError,
+    retries: u32,
+    policy: &RetryPolicy,
+) -> String {
+    let provider = client.provider().id();
+    let text = match error {
+        ApiError::Auth { status, message } => format!(
+            "The {provider} API refused the key (HTTP {status}): {message}. The key comes from \
+             ${}: set it to a valid key for {provider}, or pass `--api-key-env NAME` to read \
+             another variable, then restart the agent.",
+            key.source
+        ),
+        ApiError::ContextOverflow(message) => format!(
+            "The conversation no longer fits the model's context window ({message}), even \
+             with old command output removed. Start a new session, or ask for less output \
+             (e.g. pipe long commands through `tail`)."
+        ),
+        error
+            if error.is_retryable()
+                && error
+                    .retry_after()
+                    .is_some_and(|w| w > policy.max_retry_after) =>
+        {
+            format!(
+                "The {provider} API asked to wait {} before the next request ({error}); that is \
+             longer than acp-bash waits ({}s). Try again later.",
+                human(error.retry_after().unwrap_or_default()),
+                policy.max_retry_after.as_secs()
+            )
+        }
+        error if error.is_retryable() => format!(
+            "The {provider} API failed {} times in a row ({error}) at {}. Try again later, or \
+             check `--base-url`.",
+            retries + 1,
+            client.url()
+        ),
+        error => format!(
+            "The {provider} API rejected the request ({error}). Check `--model` and \
+             `--base-url` ({}).",
+            client.url()
+        ),
+    };
+    // The provider may echo the key; never show it.
+    text.replace(key.expose(), "[redacted]")
+}
+
+fn human(duration: Duration) -> String {
+    format!("{}s", duration.as_secs())
+}

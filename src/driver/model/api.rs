@@ -1,0 +1,458 @@
+//! The provider-neutral interface: the conversation's messages, the tools, one request, the
+//! stream of deltas a reply arrives in, and the errors a provider answers with, classified.
+//!
+//! Owns the vocabulary both providers ([`super::openai`], [`super::anthropic`]) translate to and
+//! from, and [`ReplyBuilder`], which joins a stream of deltas into one reply (text, tool calls
+//! joined by index, usage, finish reason). Must not touch: HTTP, the wire formats, ACP.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// One message of a conversation, in the order the model saw them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Message {
+    /// What the user said (or a command the user ran with `!`, and its output).
+    User(String),
+    /// What the model answered: its text and the tool calls it made.
+    Assistant {
+        /// The text (may be empty).
+        text: String,
+        /// The tool calls, in order.
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The answer to one tool call.
+    ToolResult {
+        /// The call's id, as the model gave it.
+        call_id: String,
+        /// The result text.
+        content: String,
+        /// Whether the call failed to run (bad arguments, unknown tool).
+        is_error: bool,
+    },
+}
+
+/// A tool call as the model made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ToolCall {
+    /// The provider's id of the call, answered with the result.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as JSON text, joined from the pieces the stream carried.
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// A call `id` of tool `name` with `arguments` (JSON text).
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolSpec {
+    /// Its name.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON schema of its arguments object.
+    pub parameters: Value,
+}
+
+/// One request to a model: everything a provider needs to build its body.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ModelRequest<'a> {
+    /// The model's name at the provider.
+    pub model: &'a str,
+    /// The system prompt.
+    pub system: &'a str,
+    /// The conversation so far.
+    pub messages: &'a [Message],
+    /// The tools it may call.
+    pub tools: &'a [ToolSpec],
+    /// The most tokens a reply may have.
+    pub max_tokens: u32,
+}
+
+/// Why a reply ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Finish {
+    /// The model finished its answer.
+    Stop,
+    /// It asked for tool calls.
+    ToolCalls,
+    /// It hit the token limit.
+    Length,
+    /// The provider filtered or the model refused.
+    Refused,
+    /// Another reason, as the provider named it.
+    Other(String),
+}
+
+/// Tokens of one request and reply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TokenUsage {
+    /// Tokens read (the prompt, the conversation).
+    pub input: u64,
+    /// Tokens written.
+    pub output: u64,
+}
+
+/// A piece of a streamed reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Delta {
+    /// A piece of the answer's text.
+    Text(String),
+    /// A piece of reasoning (thinking).
+    Thinking(String),
+    /// A piece of tool call `index`: its id and name come in the first piece, its arguments in
+    /// pieces to be joined.
+    ToolCall {
+        /// Which call of the reply (the provider's index).
+        index: usize,
+        /// The call's id, in its first piece.
+        id: Option<String>,
+        /// The tool's name, in its first piece.
+        name: Option<String>,
+        /// A piece of the arguments' JSON text.
+        arguments: String,
+    },
+    /// Token counts (a provider may send them in several pieces; later counts replace earlier
+    /// non-zero ones).
+    Usage(TokenUsage),
+    /// Why the reply ended.
+    Finish(Finish),
+}
+
+/// A whole reply, joined from its deltas.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reply {
+    /// The answer's text.
+    pub text: String,
+    /// The tool calls, in index order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Token counts.
+    pub usage: TokenUsage,
+    /// Why it ended, when the provider said.
+    pub finish: Option<Finish>,
+}
+
+/// Joins deltas into a [`Reply`].
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ReplyBuilder {
+    text: String,
+    calls: BTreeMap<usize, ToolCall>,
+    usage: TokenUsage,
+    finish: Option<Finish>,
+}
+
+impl ReplyBuilder {
+    /// Adds one delta.
+    pub fn push(&mut self, delta: &Delta) {
+        match delta {
+            Delta::Text(text) => self.text.push_str(text),
+            Delta::Thinking(_) => {}
+            Delta::ToolCall {
+                index,
+                id,
+                name,
+                arguments,
+            } => {
+                let call = self
+                    .calls
+                    .entry(*index)
+                    .or_insert_with(|| ToolCall::new("", "", ""));
+                if let Some(id) = id {
+                    call.id.clone_from(id);
+                }
+                if let Some(name) = name {
+                    call.name.push_str(name);
+                }
+                call.arguments.push_str(arguments);
+            }
+            Delta::Usage(usage) => {
+                if usage.input > 0 {
+                    self.usage.input = usage.input;
+                }
+                if usage.output > 0 {
+                    self.usage.output = usage.output;
+                }
+            }
+            Delta::Finish(finish) => self.finish = Some(finish.clone()),
+        }
+    }
+
+    /// The reply so far. A call the provider gave no id gets `call_N` (N its index).
+    pub fn finish(self) -> Reply {
+        let tool_calls = self
+            .calls
+            .into_iter()
+            .map(|(index, mut call)| {
+                if call.id.is_empty() {
+                    call.id = format!("call_{index}");
+                }
+                call
+            })
+            .collect();
+        Reply {
+            text: self.text,
+            tool_calls,
+            usage: self.usage,
+            finish: self.finish,
+        }
+    }
+}
+
+/// What went wrong with a request, classified by what the caller should do about it. Messages
+/// never hold the key (the client removes it from whatever the provider echoed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// 401 or 403: the key was refused.
+    Auth {
+        /// The HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
+    /// 429: too many requests; try again after `retry_after` if it said.
+    RateLimited {
+        /// The provider's `Retry-After`.
+        retry_after: Option<Duration>,
+        /// What the provider said.
+        message: String,
+    },
+    /// 5xx (and Anthropic's 529 or an `overloaded_error` event): try again.
+    Server {
+        /// The HTTP status (0 for an error event in the stream).
+        status: u16,
+        /// The provider's `Retry-After`.
+        retry_after: Option<Duration>,
+        /// What the provider said.
+        message: String,
+    },
+    /// The connection failed or dropped before the reply ended.
+    Connection(String),
+    /// The conversation does not fit the model's context window.
+    ContextOverflow(String),
+    /// Any other refusal (400, 404, …): the request itself is wrong; retrying will not help.
+    BadRequest {
+        /// The HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
+    /// The stream was not in the provider's format.
+    Protocol(String),
+}
+
+impl ApiError {
+    /// Whether trying again may succeed (429, 5xx, a dropped connection).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ApiError::RateLimited { .. } | ApiError::Server { .. } | ApiError::Connection(_)
+        )
+    }
+
+    /// How long the provider asked us to wait before trying again.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ApiError::RateLimited { retry_after, .. } | ApiError::Server { retry_after, .. } => {
+                *retry_after
+            }
+            _ => None,
+        }
+    }
+
+    /// Classifies an HTTP error answer: `status`, the `Retry-After` header, the body's message.
+    pub fn from_status(status: u16, retry_after: Option<Duration>, message: String) -> Self {
+        match status {
+            401 | 403 => ApiError::Auth { status, message },
+            429 => ApiError::RateLimited {
+                retry_after,
+                message,
+            },
+            500..=599 => ApiError::Server {
+                status,
+                retry_after,
+                message,
+            },
+            _ if is_context_overflow(&message) => ApiError::ContextOverflow(message),
+            _ => ApiError::BadRequest { status, message },
+        }
+    }
+
+    /// The same error with every occurrence of `secret` replaced.
+    pub fn redact(self, secret: &str) -> Self {
+        let clean = |text: String| {
+            if secret.is_empty() {
+                text
+            } else {
+                text.replace(secret, "[redacted]")
+            }
+        };
+        match self {
+            ApiError::Auth { status, message } => ApiError::Auth {
+                status,
+                message: clean(message),
+            },
+            ApiError::RateLimited {
+                retry_after,
+                message,
+            } => ApiError::RateLimited {
+                retry_after,
+                message: clean(message),
+            },
+            ApiError::Server {
+                status,
+                retry_after,
+                message,
+            } => ApiError::Server {
+                status,
+                retry_after,
+                message: clean(message),
+            },
+            ApiError::Connection(message) => ApiError::Connection(clean(message)),
+            ApiError::ContextOverflow(message) => ApiError::ContextOverflow(clean(message)),
+            ApiError::BadRequest { status, message } => ApiError::BadRequest {
+                status,
+                message: clean(message),
+            },
+            ApiError::Protocol(message) => ApiError::Protocol(clean(message)),
+        }
+    }
+}
+
+/// Whether a provider's error message says the conversation is too long for the model.
+pub fn is_context_overflow(message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    [
+        "context_length_exceeded",
+        "maximum context length",
+        "context window",
+        "prompt is too long",
+        "too many tokens",
+        "exceeds the context",
+    ]
+    .iter()
+    .any(|needle| message.contains(needle))
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApiError::Auth { status, message } => write!(f, "HTTP {status}: {message}"),
+            ApiError::RateLimited { message, .. } => write!(f, "HTTP 429: {message}"),
+            ApiError::Server {
+                status: 0, message, ..
+            } => write!(f, "the provider reported an error: {message}"),
+            ApiError::Server {
+                status, message, ..
+            } => write!(f, "HTTP {status}: {message}"),
+            ApiError::Connection(message) => write!(f, "connection failed: {message}"),
+            ApiError::ContextOverflow(message) => {
+                write!(f, "the conversation is too long for the model: {message}")
+            }
+            ApiError::BadRequest { status, message } => write!(f, "HTTP {status}: {message}"),
+            ApiError::Protocol(message) => write!(f, "unreadable stream: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_call_pieces_join_by_index_in_order() {
+        let mut reply = ReplyBuilder::default();
+        let piece =
+            |index, id: Option<&str>, name: Option<&str>, arguments: &str| Delta::ToolCall {
+                index,
+                id: id.map(str::to_string),
+                name: name.map(str::to_string),
+                arguments: arguments.to_string(),
+            };
+        reply.push(&piece(1, Some("b"), Some("bash"), "{\"comm"));
+        reply.push(&piece(0, Some("a"), Some("bash"), ""));
+        reply.push(&piece(0, None, None, "{\"command\":\"ls\"}"));
+        reply.push(&piece(1, None, None, "and\":\"pwd\"}"));
+        reply.push(&Delta::Text("Hi".into()));
+        reply.push(&Delta::Usage(TokenUsage {
+            input: 10,
+            output: 0,
+        }));
+        reply.push(&Delta::Usage(TokenUsage {
+            input: 0,
+            output: 3,
+        }));
+        let reply = reply.finish();
+        assert_eq!(
+            reply.tool_calls,
+            [
+                ToolCall::new("a", "bash", "{\"command\":\"ls\"}"),
+                ToolCall::new("b", "bash", "{\"command\":\"pwd\"}"),
+            ]
+        );
+        assert_eq!(
+            reply.usage,
+            TokenUsage {
+                input: 10,
+                output: 3
+            }
+        );
+        assert_eq!(reply.text, "Hi");
+    }
+
+    #[test]
+    fn statuses_are_classified() {
+        let retry = Some(Duration::from_secs(2));
+        assert!(matches!(
+            ApiError::from_status(401, None, "no".into()),
+            ApiError::Auth { status: 401, .. }
+        ));
+        assert_eq!(
+            ApiError::from_status(429, retry, "slow".into()).retry_after(),
+            retry
+        );
+        assert!(ApiError::from_status(529, None, "overloaded".into()).is_retryable());
+        assert!(matches!(
+            ApiError::from_status(
+                400,
+                None,
+                "This model's maximum context length is 8192".into()
+            ),
+            ApiError::ContextOverflow(_)
+        ));
+        assert!(!ApiError::from_status(400, None, "bad".into()).is_retryable());
+        let error = ApiError::from_status(401, None, "Incorrect API key sk-secret1".into());
+        assert!(!error
+            .redact("sk-secret1")
+            .to_string()
+            .contains("sk-secret1"));
+    }
+}

@@ -1,0 +1,243 @@
+//! One streamed model request over HTTP: the provider's endpoint and headers, the error
+//! answers classified, the SSE stream read into [`Delta`]s as they arrive.
+//!
+//! Owns [`Provider`], [`ApiKey`] (whose `Debug` never shows the key) and [`ModelClient`], on
+//! `reqwest` (rustls, no OpenSSL) and `eventsource-stream`
+//! (`notes/2026-12-01-model-driver.md`). The client is built on the first request, so an agent
+//! that never asks a model does no HTTP work. Cancelling stops reading the stream at once (the
+//! connection is dropped). Must not touch: retries, the loop, ACP.
+
+use std::fmt;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use super::api::{ApiError, Delta, ModelRequest, Reply, ReplyBuilder};
+use super::retry::parse_retry_after;
+use super::{anthropic, openai};
+
+/// Which API a model speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Provider {
+    /// OpenAI chat completions (and every OpenAI-compatible server).
+    OpenAi,
+    /// Anthropic messages.
+    Anthropic,
+}
+
+impl Provider {
+    /// `openai` or `anthropic`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    /// The base URL used when none is given.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "https://api.openai.com/v1",
+            Provider::Anthropic => "https://api.anthropic.com",
+        }
+    }
+
+    /// The variable the base URL is read from (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`).
+    pub fn base_url_env(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "OPENAI_BASE_URL",
+            Provider::Anthropic => "ANTHROPIC_BASE_URL",
+        }
+    }
+
+    /// The variable the key is read from unless told otherwise.
+    pub fn key_env(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "OPENAI_API_KEY",
+            Provider::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+}
+
+/// An API key and the variable it came from. `Debug` and `Display` show the variable only.
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ApiKey {
+    value: String,
+    /// The variable it was read from (named in error messages).
+    pub source: String,
+}
+
+impl ApiKey {
+    /// The key `value`, read from `source`.
+    pub fn new(value: impl Into<String>, source: impl Into<String>) -> Self {
+        ApiKey {
+            value: value.into(),
+            source: source.into(),
+        }
+    }
+
+    /// The key itself (for the request's header only).
+    pub fn expose(&self) -> &str {
+        &self.value
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ApiKey(from {})", self.source)
+    }
+}
+
+/// Sends requests to one provider's base URL.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ModelClient {
+    provider: Provider,
+    base_url: String,
+    http: OnceLock<reqwest::Client>,
+}
+
+impl ModelClient {
+    /// A client of `provider` at `base_url` (nothing is built or connected yet).
+    pub fn new(provider: Provider, base_url: impl Into<String>) -> Self {
+        ModelClient {
+            provider,
+            base_url: base_url.into(),
+            http: OnceLock::new(),
+        }
+    }
+
+    /// The provider.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// The endpoint requests go to.
+    pub fn url(&self) -> String {
+        match self.provider {
+            Provider::OpenAi => openai::url(&self.base_url),
+            Provider::Anthropic => anthropic::url(&self.base_url),
+        }
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, ApiError> {
+        if let Some(client) = self.http.get() {
+            return Ok(client);
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .read_timeout(Duration::from_secs(300))
+            .user_agent(concat!("acp-bash/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|error| {
+                ApiError::Connection(format!("cannot build the HTTP client: {error}"))
+            })?;
+        Ok(self.http.get_or_init(|| client))
+    }
+
+    /// Sends `request` and reads its streamed reply, handing each delta to `on_delta` as it
+    /// arrives. Cancelling `cancel` stops at once and returns what came so far. Errors never
+    /// hold the key.
+    pub async fn stream(
+        &self,
+        request: &ModelRequest<'_>,
+        key: &ApiKey,
+        on_delta: &mut (dyn FnMut(&Delta) + Send),
+        cancel: &CancellationToken,
+    ) -> Result<Reply, ApiError> {
+        self.stream_inner(request, key, on_delta, cancel)
+            .await
+            .map_err(|error| error.redact(key.expose()))
+    }
+
+    async fn stream_inner(
+        &self,
+        request: &ModelRequest<'_>,
+        key: &ApiKey,
+        on_delta: &mut (dyn FnMut(&Delta) + Send),
+        cancel: &CancellationToken,
+    ) -> Result<Reply, ApiError> {
+        let http = self.http()?;
+        let builder = http
+            .post(self.url())
+            .header("accept", "text/event-stream")
+            .header("content-type", "application/json");
+        let builder = match self.provider {
+            Provider::OpenAi => builder
+                .bearer_auth(key.expose())
+                .body(openai::body(request).to_string()),
+            Provider::Anthropic => builder
+                .header("x-api-key", key.expose())
+                .header("anthropic-version", anthropic::VERSION)
+                .body(anthropic::body(request).to_string()),
+        };
+        let mut reply = ReplyBuilder::default();
+        let response = tokio::select! {
+            response = builder.send() => response.map_err(connection_error)?,
+            () = cancel.cancelled() => return Ok(reply.finish()),
+        };
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| parse_retry_after(value, std::time::SystemTime::now()));
+            let body = tokio::select! {
+                body = response.text() => body.unwrap_or_default(),
+                () = cancel.cancelled() => return Ok(reply.finish()),
+            };
+            let message = match self.provider {
+                Provider::OpenAi => openai::error_message(&body),
+                Provider::Anthropic => anthropic::error_message(&body),
+            };
+            let status = if status == 529 { 503 } else { status };
+            return Err(ApiError::from_status(status, retry_after, message));
+        }
+        let mut events = response.bytes_stream().eventsource();
+        let mut reader = anthropic::EventReader::default();
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event,
+                () = cancel.cancelled() => return Ok(reply.finish()),
+            };
+            let event = match event {
+                None => {
+                    return Err(ApiError::Connection(
+                        "the stream ended before the reply did".into(),
+                    ))
+                }
+                Some(Err(error)) => return Err(ApiError::Connection(error.to_string())),
+                Some(Ok(event)) => event,
+            };
+            let deltas = match self.provider {
+                Provider::OpenAi => openai::parse_event(&event.data)?,
+                Provider::Anthropic => reader.read(&event.event, &event.data)?,
+            };
+            let Some(deltas) = deltas else {
+                return Ok(reply.finish());
+            };
+            for delta in &deltas {
+                reply.push(delta);
+                on_delta(delta);
+            }
+        }
+    }
+}
+
+fn connection_error(error: reqwest::Error) -> ApiError {
+    // reqwest's message names the URL, never a header.
+    let mut message = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    ApiError::Connection(message)
+}

@@ -1,0 +1,114 @@
+//! The conversation rebuilt from a session's record, for a session this driver has not seen in
+//! this process (after `session/load` or `session/resume` in a new agent).
+//!
+//! Owns [`conversation_from_record`]: each recorded prompt as a user message, each call as a
+//! `bash` tool call answered with its kept output and status, the agent's text between them.
+//! Thinking is not recorded, so it is not sent again. Must not touch: HTTP, ACP.
+
+use serde_json::json;
+
+use super::api::{Message, ToolCall};
+use crate::driver::commands;
+use crate::store::{CallRecord, SessionRecord};
+use crate::tool::markers::render_result;
+
+/// The conversation that `record` holds, each result cut to its last `budget` bytes: each turn's
+/// prompt, the agent's text placed among its calls, each call answered with its result. A turn
+/// of a slash command is left out (it never reached the model); a `!COMMAND` turn is a user
+/// message with the command's result.
+pub fn conversation_from_record(record: &SessionRecord, budget: usize) -> Vec<Message> {
+    let mut conversation = Vec::new();
+    // Format 1: calls without turns, grouped by their prompt.
+    let mut last_prompt: Option<&str> = None;
+    for call in record.history.iter().filter(|call| call.turn.is_none()) {
+        if let Some(command) = call.prompt.trim_start().strip_prefix('!') {
+            conversation.push(bang(command, call, budget));
+            last_prompt = None;
+            continue;
+        }
+        if last_prompt != Some(call.prompt.as_str()) {
+            conversation.push(Message::User(call.prompt.clone()));
+            last_prompt = Some(call.prompt.as_str());
+        }
+        push_call(&mut conversation, String::new(), call, budget);
+    }
+    for turn in &record.turns {
+        if commands::parse(&turn.prompt).is_some() {
+            continue;
+        }
+        let calls: Vec<&CallRecord> = record
+            .history
+            .iter()
+            .filter(|call| call.turn == Some(turn.number))
+            .collect();
+        if let Some(command) = turn.prompt.trim_start().strip_prefix('!') {
+            if let Some(call) = calls.first() {
+                conversation.push(bang(command, call, budget));
+            }
+            continue;
+        }
+        conversation.push(Message::User(turn.prompt.clone()));
+        let said = |after: usize| -> String {
+            turn.said
+                .iter()
+                .filter(|piece| piece.after_calls == after as u64)
+                .map(|piece| piece.text.as_str())
+                .collect()
+        };
+        for (i, call) in calls.iter().enumerate() {
+            push_call(&mut conversation, said(i), call, budget);
+        }
+        let last = said(calls.len());
+        if !last.is_empty() {
+            conversation.push(Message::Assistant {
+                text: last,
+                tool_calls: Vec::new(),
+            });
+        }
+    }
+    conversation
+}
+
+fn result_of(call: &CallRecord, budget: usize) -> String {
+    match &call.end {
+        Some(end) => render_result(&tail(&end.output(), budget), &end.status()),
+        None => "[the agent stopped before this command ended]".to_string(),
+    }
+}
+
+fn bang(command: &str, call: &CallRecord, budget: usize) -> Message {
+    Message::User(format!(
+        "I ran this command myself:\n$ {}\n{}",
+        command.trim(),
+        result_of(call, budget)
+    ))
+}
+
+fn push_call(conversation: &mut Vec<Message>, text: String, call: &CallRecord, budget: usize) {
+    let mut arguments = json!({ "command": call.command });
+    if let Some(description) = &call.description {
+        arguments["description"] = json!(description);
+    }
+    conversation.push(Message::Assistant {
+        text,
+        tool_calls: vec![ToolCall::new(&call.call_id, "bash", arguments.to_string())],
+    });
+    conversation.push(Message::ToolResult {
+        call_id: call.call_id.clone(),
+        content: result_of(call, budget),
+        is_error: false,
+    });
+}
+
+/// The last `budget` bytes of `text` (at a character boundary), with a line saying more came
+/// before.
+fn tail(text: &str, budget: usize) -> String {
+    if text.len() <= budget {
+        return text.to_string();
+    }
+    let mut cut = text.len() - budget;
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    format!("[… earlier output left out …]\n{}", &text[cut..])
+}

@@ -1,0 +1,312 @@
+//! The model driver: a language model drives the turn, with bash as its only tool.
+//!
+//! [`ModelDriver`] is a [`Driver`]: for each prompt it runs the loop ([`agent_loop`]) against
+//! one provider (OpenAI chat completions, [`openai`]; Anthropic messages, [`anthropic`]) behind
+//! one provider-neutral interface ([`api`]: messages, tools, a stream of deltas, classified
+//! errors), over HTTP ([`client`], with retries from [`retry`]). Tool calls run through the
+//! turn like typed commands ([`tools`]); the model is told its environment ([`system`]).
+//!
+//! The user stays in control: slash commands run as with the shell driver and never reach the
+//! model; `!COMMAND` runs COMMAND directly, without a model request, and enters the
+//! conversation. The conversation of each session is kept in memory for the driver's life;
+//! a session first seen after `session/load` or `session/resume` starts from what its record
+//! holds ([`history`]: the prompts, the calls and their results).
+//!
+//! Without a key the driver advertises an auth method and answers every prompt with an
+//! auth-required error naming the variable to set. The key never appears in an error, a log
+//! line or a debug print ([`ApiKey`]). Must not touch: ACP, the engine (commands run through
+//! [`TurnHost`]).
+
+pub mod agent_loop;
+pub mod anthropic;
+pub mod api;
+pub mod client;
+pub mod history;
+pub mod openai;
+pub mod retry;
+pub mod system;
+pub mod tools;
+
+pub use api::{
+    ApiError, Delta, Finish, Message, ModelRequest, Reply, TokenUsage, ToolCall, ToolSpec,
+};
+pub use client::{ApiKey, ModelClient, Provider};
+pub use retry::RetryPolicy;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::commands;
+use super::{AuthMethod, Driver, Prompt, PromptBlock, StopReason, TurnError, TurnHost};
+use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
+use crate::tool::BashCall;
+
+/// The id of the auth method advertised when no key is found.
+pub const AUTH_METHOD_ID: &str = "api-key-env";
+
+/// What the model driver is told to use.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ModelConfig {
+    /// The API.
+    pub provider: Provider,
+    /// The model's name at the provider.
+    pub model: String,
+    /// The base URL (OpenAI's form ends in `/v1`; Anthropic's does not).
+    pub base_url: String,
+    /// The key, when one was found.
+    pub key: Option<ApiKey>,
+    /// The variable the key is (or would be) read from.
+    pub key_env: String,
+    /// Most model requests per turn (default 50).
+    pub max_steps: u32,
+    /// Most tokens per reply (default 8192).
+    pub max_tokens: u32,
+    /// Bytes of a command's output the model reads (default 16 KiB).
+    pub budget: usize,
+    /// The context window reported in usage (default 200 000 tokens for Anthropic, 128 000
+    /// for OpenAI).
+    pub context_window: u64,
+    /// Retries of failed requests.
+    pub retry: RetryPolicy,
+}
+
+/// The default `--max-steps`.
+pub const DEFAULT_MAX_STEPS: u32 = 50;
+
+impl ModelConfig {
+    /// `provider`'s `model` at `base_url`, with `key` (read from `key_env`) and the defaults.
+    pub fn new(
+        provider: Provider,
+        model: impl Into<String>,
+        base_url: impl Into<String>,
+        key: Option<ApiKey>,
+        key_env: impl Into<String>,
+    ) -> Self {
+        ModelConfig {
+            provider,
+            model: model.into(),
+            base_url: base_url.into(),
+            key,
+            key_env: key_env.into(),
+            max_steps: DEFAULT_MAX_STEPS,
+            max_tokens: 8192,
+            budget: DEFAULT_MODEL_BUDGET,
+            context_window: match provider {
+                Provider::Anthropic => 200_000,
+                Provider::OpenAi => 128_000,
+            },
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// Reads the model spec `openai:NAME` or `anthropic:NAME`.
+    pub fn parse_spec(spec: &str) -> Result<(Provider, String), String> {
+        let (provider, name) = spec.split_once(':').unwrap_or(("", spec));
+        let provider = match provider {
+            "openai" => Provider::OpenAi,
+            "anthropic" => Provider::Anthropic,
+            _ => {
+                return Err(format!(
+                    "{spec:?} names no provider: write openai:NAME (any OpenAI-compatible \
+                     server) or anthropic:NAME, e.g. openai:gpt-4.1 or \
+                     anthropic:claude-sonnet-4-5"
+                ))
+            }
+        };
+        if name.trim().is_empty() {
+            return Err(format!(
+                "{spec:?} names no model: write {}:NAME",
+                provider.id()
+            ));
+        }
+        Ok((provider, name.to_string()))
+    }
+}
+
+/// A [`Driver`] that hands each prompt to a language model.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ModelDriver {
+    config: ModelConfig,
+    client: ModelClient,
+    conversations: Mutex<HashMap<String, Vec<Message>>>,
+}
+
+impl ModelDriver {
+    /// A driver with `config` (no connection is made until the first prompt).
+    pub fn new(config: ModelConfig) -> Self {
+        let client = ModelClient::new(config.provider, config.base_url.clone());
+        ModelDriver {
+            config,
+            client,
+            conversations: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// A copy of session `session_id`'s conversation.
+    pub fn conversation(&self, session_id: &str) -> Vec<Message> {
+        self.conversations
+            .lock()
+            .unwrap()
+            .get(session_id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn missing_key(&self) -> String {
+        format!(
+            "No API key for {}: set the environment variable {} to your key (or pass \
+             `--api-key-env NAME` to read another variable) where the editor starts acp-bash, \
+             then restart the agent.",
+            self.config.provider.id(),
+            self.config.key_env
+        )
+    }
+
+    async fn drive_turn(
+        &self,
+        prompt: &Prompt,
+        turn: &mut dyn TurnHost,
+        conversation: &mut Vec<Message>,
+    ) -> Result<StopReason, TurnError> {
+        let text = prompt.text();
+        // The user's own commands never reach the model.
+        match commands::parse(&text) {
+            Some(Ok(command)) => {
+                turn.run_command(command).await;
+                return Ok(StopReason::EndTurn);
+            }
+            Some(Err(message)) => {
+                turn.say(&message);
+                return Ok(StopReason::EndTurn);
+            }
+            None => {}
+        }
+        if let Some(command) = text.trim_start().strip_prefix('!') {
+            if command.trim().is_empty() {
+                turn.say("Nothing to run: write the command after the `!`, like `!ls -la`.");
+                return Ok(StopReason::EndTurn);
+            }
+            let result = turn.run_bash(BashCall::new(command.trim())).await;
+            conversation.push(Message::User(format!(
+                "I ran this command myself:\n$ {}\n{}",
+                command.trim(),
+                model_result(&result.outcome, self.config.budget)
+            )));
+            return Ok(StopReason::EndTurn);
+        }
+        let Some(key) = &self.config.key else {
+            return Err(TurnError::AuthRequired(self.missing_key()));
+        };
+        let content = user_content(prompt, turn);
+        if content.trim().is_empty() {
+            turn.say("The prompt is empty: write what you want done.");
+            return Ok(StopReason::EndTurn);
+        }
+        conversation.push(Message::User(content));
+        let system = system::system_prompt(turn.session(), self.config.budget);
+        let tools = tools::specs();
+        let settings = agent_loop::LoopSettings {
+            model: &self.config.model,
+            system: &system,
+            tools: &tools,
+            max_steps: self.config.max_steps,
+            max_tokens: self.config.max_tokens,
+            budget: self.config.budget,
+            context_window: self.config.context_window,
+            retry: self.config.retry,
+        };
+        Ok(agent_loop::run_loop(&self.client, key, &settings, conversation, turn).await)
+    }
+}
+
+/// The prompt as the model reads it: its text, the text of embedded resources (@-mentioned
+/// files) with their URIs, and a line for each link. Parts that cannot be sent (images, a
+/// resource without text) are named to the user, never dropped silently.
+fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> String {
+    let mut parts = Vec::new();
+    for block in &prompt.blocks {
+        match block {
+            PromptBlock::Text(text) => parts.push(text.clone()),
+            PromptBlock::Resource {
+                uri,
+                text: Some(text),
+                ..
+            } => parts.push(format!("<resource uri=\"{uri}\">\n{text}\n</resource>")),
+            PromptBlock::Resource {
+                uri, text: None, ..
+            } => {
+                turn.say(&format!(
+                    "Not sent to the model: {uri} has no text content (the model can read files \
+                     with bash).\n\n"
+                ));
+                parts.push(format!("(The user attached {uri}, which is not text.)"));
+            }
+            PromptBlock::Link { uri, name } => {
+                parts.push(format!("(The user points at {name}: {uri})"))
+            }
+            PromptBlock::Other { kind } => turn.say(&format!(
+                "Not sent to the model: an {kind} block (acp-bash sends text only).\n\n"
+            )),
+        }
+    }
+    parts.join("\n\n")
+}
+
+impl Driver for ModelDriver {
+    fn name(&self) -> &str {
+        "model"
+    }
+
+    fn drive<'a>(
+        &'a self,
+        prompt: &'a Prompt,
+        turn: &'a mut dyn TurnHost,
+    ) -> BoxFuture<'a, Result<StopReason, TurnError>> {
+        async move {
+            let id = turn.session_id().to_string();
+            let mut conversation = self
+                .conversations
+                .lock()
+                .unwrap()
+                .remove(&id)
+                // A session of another process (loaded, resumed): what its record holds.
+                .unwrap_or_else(|| {
+                    history::conversation_from_record(&turn.record(), self.config.budget)
+                });
+            let ended = self.drive_turn(prompt, turn, &mut conversation).await;
+            self.conversations.lock().unwrap().insert(id, conversation);
+            ended
+        }
+        .boxed()
+    }
+
+    fn auth_methods(&self) -> Vec<AuthMethod> {
+        if self.config.key.is_some() {
+            return Vec::new();
+        }
+        vec![
+            AuthMethod::new(AUTH_METHOD_ID, format!("Set {}", self.config.key_env))
+                .description(self.missing_key()),
+        ]
+    }
+
+    fn authenticate(&self, method_id: &str) -> Result<(), TurnError> {
+        match (&self.config.key, method_id) {
+            (Some(_), _) => Ok(()),
+            (None, AUTH_METHOD_ID) => Err(TurnError::AuthRequired(self.missing_key())),
+            (None, other) => Err(TurnError::Failed(format!(
+                "no auth method {other:?}: the one method is {AUTH_METHOD_ID:?}"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The model driver (`acp_bash::driver::model`) against a fake provider on loopback
+//! (`support::fake_model`), through the real turn layer (`acp_bash::turn::Turn`) and real bash
+//! on the engine: the loop, both wire formats, tool calls, failures, cancel, the key.
+//!
+//! - [`binary`]: the same through the built binary (`serve --model`): transcripts, key, auth, cancel.
+//! - [`harness`]: a `TurnPort` that runs calls on a real engine session and records events.
+//! - [`turns`]: text, thinking, tool calls (several per reply, arguments in pieces), step limit.
+//! - [`failures`]: retries with `Retry-After`, bounded retries, 401, context overflow, cancel.
+//! - [`control`]: slash commands and `!COMMAND` never reach the model; no key; the env scrub;
+//!   background jobs; embedded resources.
+
+mod binary;
+mod control;
+mod failures;
+mod harness;
+mod turns;

@@ -1,0 +1,328 @@
+//! A fake model provider on 127.0.0.1: a few dozen lines of HTTP/1.1 that record each request
+//! and answer with scripted responses, streamed in each API's real SSE format (text deltas,
+//! reasoning, tool calls whose arguments arrive in pieces, usage), or an error status with
+//! `Retry-After`, or a stream that drops, or one that never ends (to test cancel). Never
+//! reaches beyond loopback.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// 200 with these SSE events (each written and flushed on its own), then close.
+    Sse(Vec<String>),
+    /// 200 with these events, then the connection closes before the reply ended.
+    Drop(Vec<String>),
+    /// 200 with these events, then nothing: the stream stays open until the client leaves.
+    Hang(Vec<String>),
+    /// An error status with headers and a JSON body.
+    Status(u16, Vec<(String, String)>, String),
+}
+
+/// A request the server got.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The request's path (`/v1/chat/completions`).
+    pub path: String,
+    /// Its headers, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// Its JSON body.
+    pub body: Value,
+}
+
+impl Recorded {
+    /// The value of header `name`.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The server: answers in order, one per request; a request past the script gets a 500 that
+/// says so (the loop then fails the turn, and the test sees it).
+pub struct FakeModel {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    closed: tokio::sync::Mutex<mpsc::UnboundedReceiver<()>>,
+}
+
+impl FakeModel {
+    /// Starts a server with `answers`.
+    pub async fn start(answers: Vec<Answer>) -> FakeModel {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let answers = Arc::new(Mutex::new(answers.into_iter()));
+        let (closed_tx, closed) = mpsc::unbounded_channel();
+        let recorded = requests.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let (recorded, answers, closed) =
+                    (recorded.clone(), answers.clone(), closed_tx.clone());
+                tokio::spawn(async move {
+                    serve(socket, recorded, answers, closed).await;
+                });
+            }
+        });
+        FakeModel {
+            base,
+            requests,
+            closed: tokio::sync::Mutex::new(closed),
+        }
+    }
+
+    /// The requests so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// Waits until the client has closed a `Hang` stream.
+    pub async fn client_left(&self) {
+        self.closed.lock().await.recv().await;
+    }
+}
+
+async fn serve(
+    mut socket: TcpStream,
+    recorded: Arc<Mutex<Vec<Recorded>>>,
+    answers: Arc<Mutex<std::vec::IntoIter<Answer>>>,
+    closed: mpsc::UnboundedSender<()>,
+) {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        match socket.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&data[..head_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let path = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap_or("")
+        .to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = data[head_end + 4..].to_vec();
+    while body.len() < length {
+        match socket.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => body.extend_from_slice(&buf[..n]),
+        }
+    }
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    recorded.lock().unwrap().push(Recorded {
+        path,
+        headers,
+        body,
+    });
+    let answer = answers.lock().unwrap().next().unwrap_or_else(|| {
+        Answer::Status(
+            500,
+            Vec::new(),
+            json!({"error": {"message": "the fake model has no scripted answer left"}}).to_string(),
+        )
+    });
+    let sse_head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
+    match answer {
+        Answer::Status(code, extra, body) => {
+            let mut head = format!(
+                "HTTP/1.1 {code} Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+                body.len()
+            );
+            for (name, value) in extra {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str("\r\n");
+            let _ = socket.write_all(head.as_bytes()).await;
+            let _ = socket.write_all(body.as_bytes()).await;
+        }
+        Answer::Sse(events) | Answer::Drop(events) => {
+            let _ = socket.write_all(sse_head.as_bytes()).await;
+            for event in events {
+                let _ = socket.write_all(event.as_bytes()).await;
+                let _ = socket.flush().await;
+            }
+        }
+        Answer::Hang(events) => {
+            let _ = socket.write_all(sse_head.as_bytes()).await;
+            for event in events {
+                let _ = socket.write_all(event.as_bytes()).await;
+                let _ = socket.flush().await;
+            }
+            // Wait for the client to hang up (read returns 0 or fails).
+            while let Ok(n) = socket.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+            }
+            let _ = closed.send(());
+        }
+    }
+    let _ = socket.shutdown().await;
+}
+
+/// A tool call as a test scripts it: its id, its tool and its arguments' JSON text in pieces.
+pub type Call<'a> = (&'a str, &'a str, &'a [&'a str]);
+
+/// Streams in the OpenAI chat-completions format.
+pub mod openai {
+    use super::*;
+
+    fn chunk(choices: Value) -> String {
+        let chunk = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+                           "model": "fake", "choices": choices});
+        format!("data: {chunk}\n\n")
+    }
+
+    /// Reasoning, then text, then tool calls (arguments in pieces), the finish reason, usage
+    /// and `[DONE]`.
+    pub fn events(reasoning: &[&str], text: &[&str], calls: &[Call<'_>]) -> Vec<String> {
+        let mut events = vec![chunk(
+            json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
+        )];
+        for piece in reasoning {
+            events.push(chunk(
+                json!([{"index": 0, "delta": {"reasoning_content": piece}, "finish_reason": null}]),
+            ));
+        }
+        for piece in text {
+            events.push(chunk(
+                json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}]),
+            ));
+        }
+        for (index, (id, name, pieces)) in calls.iter().enumerate() {
+            events.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}, "finish_reason": null}])));
+            for piece in *pieces {
+                events.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, "finish_reason": null}])));
+            }
+        }
+        let finish = if calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        events.push(chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": finish}]),
+        ));
+        let usage = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake",
+                           "choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}});
+        events.push(format!("data: {usage}\n\n"));
+        events.push("data: [DONE]\n\n".to_string());
+        events
+    }
+
+    /// A whole reply.
+    pub fn reply(text: &[&str], calls: &[Call<'_>]) -> Answer {
+        Answer::Sse(events(&[], text, calls))
+    }
+
+    /// An error answer in OpenAI's shape.
+    pub fn error(status: u16, headers: &[(&str, &str)], message: &str, code: &str) -> Answer {
+        let body = json!({"error": {"message": message, "type": "error", "code": code}});
+        let headers = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        Answer::Status(status, headers, body.to_string())
+    }
+}
+
+/// Streams in the Anthropic messages format.
+pub mod anthropic {
+    use super::*;
+
+    fn event(name: &str, data: Value) -> String {
+        format!("event: {name}\ndata: {data}\n\n")
+    }
+
+    /// Thinking, then text, then tool uses (input in pieces), the stop reason, usage and
+    /// `message_stop`.
+    pub fn events(thinking: &[&str], text: &[&str], calls: &[Call<'_>]) -> Vec<String> {
+        let mut events = vec![
+            event(
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "fake", "stop_reason": null, "usage": {"input_tokens": 100, "output_tokens": 1}}}),
+            ),
+            event("ping", json!({"type": "ping"})),
+        ];
+        let mut index = 0;
+        if !thinking.is_empty() {
+            events.push(event("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": ""}})));
+            for piece in thinking {
+                events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": piece}})));
+            }
+            events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": "c2ln"}})));
+            events.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+            index += 1;
+        }
+        if !text.is_empty() {
+            events.push(event("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})));
+            for piece in text {
+                events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}})));
+            }
+            events.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+            index += 1;
+        }
+        for (id, name, pieces) in calls {
+            events.push(event("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})));
+            for piece in *pieces {
+                events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}})));
+            }
+            events.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+            index += 1;
+        }
+        let stop = if calls.is_empty() {
+            "end_turn"
+        } else {
+            "tool_use"
+        };
+        events.push(event("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 20}})));
+        events.push(event("message_stop", json!({"type": "message_stop"})));
+        events
+    }
+
+    /// A whole reply.
+    pub fn reply(text: &[&str], calls: &[Call<'_>]) -> Answer {
+        Answer::Sse(events(&[], text, calls))
+    }
+
+    /// An error answer in Anthropic's shape.
+    pub fn error(status: u16, headers: &[(&str, &str)], kind: &str, message: &str) -> Answer {
+        let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+        let headers = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        Answer::Status(status, headers, body.to_string())
+    }
+}
