@@ -31,6 +31,7 @@ pub mod driver;
 pub mod exec;
 pub mod jobs;
 pub mod present;
+mod random;
 pub mod sandbox;
 pub mod store;
 pub mod text;

@@ -2,8 +2,9 @@
 //! and how a script of any size reaches bash. Out of every command's reach.
 //!
 //! bash reads the file named by `BASH_ENV` before a non-interactive script, so the prelude runs
-//! without shifting the user's line numbers or touching their script. It is a sealed memfd (no
-//! one can change it, not even through `/proc/<pid>/fd`) passed as fd [`PRELUDE_FD`], which the
+//! without shifting the user's line numbers or touching their script. It is a sealed file from
+//! the sandbox's backend ([`crate::sandbox::sealed_file`]: a sealed memfd on Linux; no one can
+//! change it, not even through `/proc/<pid>/fd`) passed as fd [`PRELUDE_FD`], which the
 //! prelude closes first. Its EXIT action writes `pwd -P` to fd [`CWD_FD`], the write end of a
 //! pipe made for this run alone, so no command can move another run's directory. It chains a
 //! trap the user sets on EXIT instead of letting it replace ours; nothing it does is visible in
@@ -15,8 +16,7 @@
 //! Must not touch: spawning.
 
 use std::ffi::OsString;
-use std::io::Write as _;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 
 /// The fd the prelude is read from (closed by the prelude itself).
@@ -79,35 +79,15 @@ trap() {{ builtin eval "$__acp_bash_trap_wrapper"; }}
     )
 }
 
-/// A sealed memfd holding `contents` (read-only for everyone, forever), or a plain error.
-fn sealed_memfd(name: &std::ffi::CStr, contents: &[u8]) -> std::io::Result<OwnedFd> {
-    // SAFETY: memfd_create with a valid name; the fd is ours.
-    let fd =
-        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a new fd we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut file = std::fs::File::from(fd);
-    file.write_all(contents)?;
-    let seals = libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-    // SAFETY: fcntl on our fd.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(file.into())
-}
-
 /// The engine's prelude, made once.
 pub struct Prelude {
-    memfd: OwnedFd,
+    file: OwnedFd,
 }
 
 impl Prelude {
     pub fn new() -> std::io::Result<Prelude> {
         Ok(Prelude {
-            memfd: sealed_memfd(c"acp-bash-prelude", prelude_text().as_bytes())?,
+            file: crate::sandbox::sealed_file(c"acp-bash-prelude", prelude_text().as_bytes())?,
         })
     }
 
@@ -121,14 +101,14 @@ impl Prelude {
             libc::fcntl(cwd_read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK);
         }
         let mut pass = vec![
-            (self.memfd.try_clone()?, PRELUDE_FD),
+            (self.file.try_clone()?, PRELUDE_FD),
             (OwnedFd::from(cwd_write), CWD_FD),
         ];
         let args: Vec<OsString> = if script.len() <= LONGEST_ARGUMENT {
             vec!["-c".into(), script.into()]
         } else {
             pass.push((
-                sealed_memfd(c"acp-bash-script", script.as_bytes())?,
+                crate::sandbox::sealed_file(c"acp-bash-script", script.as_bytes())?,
                 SCRIPT_FD,
             ));
             let boot = format!(

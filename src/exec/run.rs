@@ -287,9 +287,7 @@ async fn run(
     let started = match process::start(confined, env, cwd.clone(), shell.pass).await {
         Ok(started) => started,
         Err(error) => {
-            let step = error
-                .get_ref()
-                .is_some_and(|inner| inner.is::<sandbox::StepError>());
+            let step = sandbox::is_setup_failure(&error);
             let code = if error.kind() == std::io::ErrorKind::NotFound && !step {
                 127
             } else {

@@ -40,18 +40,21 @@
 //! signal the process group (as the engine does), not that pid, and SIGKILL the group when the
 //! run is over. Call [`protect_agent_process`] early in `main`.
 
-// The platform's backend: everything that knows a kernel. A new platform (macOS's Seatbelt) is
-// one new module with the same items: `support::Support`, `child_process::SpawnedChild`, `Prepared`, `probe_support`,
-// `confine::confine_with`, `report::{describe, layers}`, `spawn_confined`, `on_spawner_thread`,
-// `protect_agent_process`.
+// The platform's backend: everything that knows a kernel, reached only through the `Backend`
+// trait (`backend.rs`), implemented by one unit struct per platform and chosen here by `cfg`.
+mod backend;
 #[cfg(target_os = "linux")]
 mod linux;
-#[cfg(target_os = "linux")]
-use linux as platform;
 #[cfg(not(target_os = "linux"))]
 mod unsupported;
+
+use backend::Backend;
+/// This build's backend.
+#[cfg(target_os = "linux")]
+type Platform = linux::Linux;
+/// This build's backend.
 #[cfg(not(target_os = "linux"))]
-use unsupported as platform;
+type Platform = unsupported::Unsupported;
 
 mod masks;
 
@@ -61,10 +64,15 @@ pub use masks::{
     find_git_repos, is_ssh_private_key, masked_paths, Protection, GIT_SCAN_DEPTH, GIT_SCAN_ENTRIES,
     GIT_SCAN_REPOS, HOME_CREDENTIALS,
 };
-pub(crate) use platform::child_process::SpawnedChild;
-pub use platform::support::Support;
+// The one nominal path into the backend: a public type needs one (and an inherent impl).
+// `Support::probe` returns `Platform::probe_support()`, so it must be `Backend::Support`.
+#[cfg(target_os = "linux")]
+pub use linux::support::Support;
+#[cfg(not(target_os = "linux"))]
+pub use unsupported::Support;
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 /// How much a command may do. Offered to ACP clients as session modes.
@@ -240,7 +248,9 @@ pub struct Confined {
     /// What to execute (possibly wrapped).
     pub launch: Launch,
     /// What the platform does for this command between fork and exec (`None`: nothing but exec).
-    plan: Option<platform::Prepared>,
+    // Read by a backend that starts commands (not the unsupported one, which refuses).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    plan: Option<<Platform as Backend>::Prepared>,
     /// What this mode promises but this launch does not enforce, in words a person can act on.
     /// Empty when everything the mode promises is enforced.
     pub notices: Vec<String>,
@@ -250,7 +260,7 @@ impl Support {
     /// Probes every layer for real (on Linux it forks children that try each one, a few
     /// milliseconds); [`Support::current`] caches it.
     pub fn probe() -> Support {
-        platform::probe_support()
+        Platform::probe_support()
     }
 
     /// This machine's support, probed once per process.
@@ -273,7 +283,7 @@ pub fn confine_with(
     limits: Limits,
     support: &Support,
 ) -> Confined {
-    platform::confine::confine_with(launch, mode, roots, limits, support)
+    Platform::confine_with(launch, mode, roots, limits, support)
 }
 
 /// What [`spawn`] starts besides the program: the exact environment, the directory, where
@@ -317,12 +327,40 @@ impl<'a> SpawnRequest<'a> {
 /// Starts `confined` in a new session and process group (no controlling terminal), stdin from
 /// /dev/null, with the parent-death
 /// signal armed, and returns the pid to wait for (and whose group to signal) once the shell has
-/// exec'd. A sandbox step that fails comes back as an error wrapping a [`StepError`] (which
-/// step, which errno; Linux); the command did not run. Blocks until the shell has exec'd: the engine
+/// exec'd. A sandbox step that fails comes back as an error for which [`is_setup_failure`] is
+/// true (on Linux it wraps a `StepError`: which step, which errno); the command did not run. Blocks until the shell has exec'd: the engine
 /// calls it on a thread of its own, which must outlive the command (the parent-death signal
 /// is tied to the thread that forks).
 pub fn spawn(confined: &Confined, request: &SpawnRequest) -> std::io::Result<i32> {
-    platform::spawn_confined(confined, request)
+    Platform::spawn_confined(confined, request)
+}
+
+/// Whether `error`, from [`spawn`], says that the sandbox could not be set up (a step between
+/// fork and exec failed; its text says which and what to do) rather than that the program
+/// could not be started. Either way the command did not run.
+pub fn is_setup_failure(error: &std::io::Error) -> bool {
+    Platform::is_setup_failure(error)
+}
+
+/// A read-only, close-on-exec fd holding `contents`, which no one can change (the engine's
+/// shell prelude and long scripts; `name` shows in `/proc/<pid>/fd` where there is one).
+pub(crate) fn sealed_file(name: &std::ffi::CStr, contents: &[u8]) -> std::io::Result<OwnedFd> {
+    Platform::sealed_file(name, contents)
+}
+
+/// Waiting for the process [`spawn`] started; dropped before the exit, it still reaps it.
+pub(crate) struct SpawnedChild(<Platform as Backend>::SpawnedChild);
+
+impl SpawnedChild {
+    /// Starts waiting for `pid`, which [`spawn`] returned.
+    pub(crate) fn new(pid: i32) -> std::io::Result<SpawnedChild> {
+        Platform::watch_child(pid).map(SpawnedChild)
+    }
+
+    /// Waits until the process has exited and is reaped.
+    pub(crate) async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        Platform::wait_child(&mut self.0).await
+    }
 }
 
 /// Makes this process non-dumpable (`PR_SET_DUMPABLE 0`): a command running as the same user
@@ -331,12 +369,12 @@ pub fn spawn(confined: &Confined, request: &SpawnRequest) -> std::io::Result<i32
 /// agent and lets only root attach a debugger. Root commands (holding CAP_SYS_PTRACE) are not
 /// stopped by it: that is what the user namespace of the confined modes is for.
 pub fn protect_agent_process() {
-    platform::protect_agent_process()
+    Platform::protect_agent_process()
 }
 
 /// Runs `job` on the thread that starts commands (see [`spawn`]).
 pub fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
-    platform::on_spawner_thread(job)
+    Platform::on_spawner_thread(job)
 }
 
 /// What `mode` lets commands do, then what this machine does not enforce of it (if anything):
@@ -347,7 +385,7 @@ pub fn describe(mode: Mode) -> String {
 
 /// [`describe`] for a given [`Support`].
 pub fn describe_with(mode: Mode, support: &Support) -> String {
-    platform::report::describe(mode, support)
+    Platform::describe(mode, support)
 }
 
 /// One layer of the sandbox and whether it works here (a line of [`DoctorReport`]; callers only
@@ -382,7 +420,7 @@ impl DoctorReport {
 
     /// The report for `support`.
     pub fn from_support(support: &Support) -> DoctorReport {
-        let layers = platform::report::layers(support);
+        let layers = Platform::layers(support);
         let modes = Mode::ALL
             .into_iter()
             .chain([Mode::Off])
@@ -414,7 +452,7 @@ impl std::fmt::Display for DoctorReport {
 /// see on this machine now, each with the one path kept visible inside it (if any). Empty
 /// where the platform has no filesystem view.
 pub fn masked_host_sockets() -> Vec<(PathBuf, Option<PathBuf>)> {
-    platform::masked_host_sockets()
+    Platform::masked_host_sockets()
 }
 
 /// What `doctor` lists after the layers: what workspace and read-only commands do not see on

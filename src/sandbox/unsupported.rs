@@ -1,46 +1,58 @@
 //! The backend for platforms without a kernel sandbox (anything but Linux, until a backend such
-//! as `macos.rs` exists): every layer is reported missing, commands run unconfined in `off`'s
-//! sense, and `doctor` and the mode descriptions say so. Not compiled on Linux.
+//! as `macos.rs` exists): every layer is reported missing, commands are refused rather than run
+//! unconfined by surprise, and `doctor` and the mode descriptions say so. Not compiled on Linux
+//! (checked with `cargo check --lib --no-default-features --target x86_64-apple-darwin` and
+//! `x86_64-unknown-freebsd`). Portable std only: no platform call.
 
-use crate::sandbox::{Confined, SpawnRequest};
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::ExitStatus;
 
-/// Nothing between fork and exec here.
-pub(crate) struct Prepared;
+use super::backend::Backend;
+use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SpawnRequest};
 
-/// This machine's support: none, and why.
-pub(crate) fn probe_support() -> support::Support {
-    support::Support::none(&format!(
-        "the kernel sandbox is Linux-only and this is {}",
-        std::env::consts::OS
-    ))
+/// Which sandbox layers work on this machine: none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Support {
+    /// Why there is no kernel sandbox.
+    pub reason: String,
 }
 
-pub(crate) mod support {
-    //! [`Support`] where no layer exists.
-    /// Which sandbox layers work on this machine: none.
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    #[non_exhaustive]
-    pub struct Support {
-        /// Why there is no kernel sandbox.
-        pub reason: String,
-    }
-
-    impl Support {
-        /// No layer works, for `reason`.
-        pub fn none(reason: &str) -> Support {
-            Support {
-                reason: reason.to_string(),
-            }
+impl Support {
+    /// No layer works, for `reason`.
+    pub fn none(reason: &str) -> Support {
+        Support {
+            reason: reason.to_string(),
         }
     }
 }
 
-pub(crate) mod confine {
-    //! No confinement: the launch as it is, with a notice for the modes that promise one.
-    use crate::sandbox::{Confined, Launch, Limits, Mode, Roots, Support};
+/// Nothing between fork and exec here.
+pub(crate) struct Prepared;
+
+/// A started command: none can exist on this platform.
+pub(crate) enum NoChild {}
+
+/// The backend that enforces nothing (see [`Backend`]).
+pub(crate) struct Unsupported;
+
+impl Backend for Unsupported {
+    type Support = Support;
+    type Prepared = Prepared;
+    type SpawnedChild = NoChild;
+
+    fn probe_support() -> Support {
+        Support::none(&format!(
+            "the kernel sandbox is Linux-only and this is {}",
+            std::env::consts::OS
+        ))
+    }
 
     /// `launch` unchanged; every mode but `off` says what it does not enforce.
-    pub(crate) fn confine_with(
+    fn confine_with(
         launch: Launch,
         mode: Mode,
         _roots: &Roots,
@@ -62,14 +74,9 @@ pub(crate) mod confine {
             notices,
         }
     }
-}
-
-pub(crate) mod report {
-    //! The descriptions and doctor's table where nothing is enforced.
-    use crate::sandbox::{LayerReport, Mode, Support};
 
     /// The mode's promise, then that none of it is enforced here.
-    pub(crate) fn describe(mode: Mode, support: &Support) -> String {
+    fn describe(mode: Mode, support: &Support) -> String {
         format!(
             "{} Not enforced on this machine: any of it ({}) — run `acp-bash doctor`.",
             match mode {
@@ -83,56 +90,79 @@ pub(crate) mod report {
     }
 
     /// One row: the kernel sandbox, missing.
-    pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
+    fn layers(support: &Support) -> Vec<LayerReport> {
         vec![LayerReport {
             name: "kernel sandbox",
             purpose: "every mode: confinement of writes, network, processes and resources",
             status: Err(support.reason.clone()),
         }]
     }
-}
 
-/// No sandbox to start commands in: refuses, so that nothing runs unconfined by surprise.
-pub(crate) fn spawn_confined(
-    _confined: &Confined,
-    _request: &SpawnRequest,
-) -> std::io::Result<i32> {
-    Err(std::io::Error::new(
-        std::io::ErrorKind::Unsupported,
-        format!(
-            "acp-bash starts commands only on Linux so far; this is {}",
-            std::env::consts::OS
-        ),
-    ))
-}
-
-pub(crate) mod child_process {
-    //! No process is ever started here, so there is none to wait for.
-
-    /// A started command: none can exist on this platform.
-    pub(crate) enum SpawnedChild {}
-
-    impl SpawnedChild {
-        /// Refuses: nothing was started.
-        pub(crate) fn new(_pid: i32) -> std::io::Result<SpawnedChild> {
-            Err(std::io::ErrorKind::Unsupported.into())
-        }
-
-        /// Never called: no value exists.
-        pub(crate) async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-            match *self {}
-        }
+    /// No sandbox to start commands in: refuses, so that nothing runs unconfined by surprise.
+    fn spawn_confined(_confined: &Confined, _request: &SpawnRequest) -> io::Result<i32> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "acp-bash starts commands only on Linux so far; this is {}",
+                std::env::consts::OS
+            ),
+        ))
     }
-}
 
-/// Runs `job` right away.
-pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
-    job()
-}
+    /// The refusal above is not a failed step: no sandbox was set up.
+    fn is_setup_failure(_error: &io::Error) -> bool {
+        false
+    }
 
-/// Nothing to do here.
-pub(crate) fn protect_agent_process() {}
+    /// Refuses: nothing was started.
+    fn watch_child(_pid: i32) -> io::Result<NoChild> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
 
-pub(crate) fn masked_host_sockets() -> Vec<(std::path::PathBuf, Option<std::path::PathBuf>)> {
-    Vec::new()
+    async fn wait_child(child: &mut NoChild) -> io::Result<ExitStatus> {
+        match *child {}
+    }
+
+    /// Runs `job` right away.
+    fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
+        job()
+    }
+
+    /// Nothing to do here.
+    fn protect_agent_process() {}
+
+    /// No view, so nothing hidden.
+    fn masked_host_sockets() -> Vec<(PathBuf, Option<PathBuf>)> {
+        Vec::new()
+    }
+
+    /// The portable stand-in for a sealed memfd: a new file in the temp dir (mode 0600,
+    /// `create_new` so nothing planted there is followed), opened again read-only and removed
+    /// at once. Until the removal another process of the same user could open it.
+    fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut bytes = [0u8; 8];
+        crate::random::random_bytes(&mut bytes);
+        let path = std::env::temp_dir().join(format!(
+            "{}-{}-{}-{:016x}",
+            name.to_string_lossy(),
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            u64::from_ne_bytes(bytes)
+        ));
+        let mut writer = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        let reader = writer
+            .write_all(contents)
+            .and_then(|()| std::fs::File::open(&path));
+        let removed = std::fs::remove_file(&path);
+        let reader = reader?;
+        removed?;
+        Ok(reader.into())
+    }
 }

@@ -90,22 +90,11 @@ impl Connection {
     }
 }
 
-/// A new session id: 128 random bits from the kernel, so that ids never repeat across
+/// A new session id: 128 random bits from the operating system, so that ids never repeat across
 /// processes (clients such as acpx key their records by it).
 pub(super) fn random_session_id() -> SessionId {
     let mut bytes = [0u8; 16];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        // SAFETY: getrandom writes at most the given length into the buffer we own.
-        let n = unsafe {
-            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
-        };
-        if n > 0 {
-            filled += n as usize;
-        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            panic!("getrandom failed: {}", std::io::Error::last_os_error());
-        }
-    }
+    crate::random::random_bytes(&mut bytes);
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     SessionId::new(format!("sess-{hex}"))
 }

@@ -1,7 +1,8 @@
 //! Linux layers: Landlock rulesets built in the parent ([`landlock`]), namespaces and the
 //! filesystem view entered in the child ([`child`], started by [`spawn`]; the view planned in
 //! [`view_plan`]), read-only mode's network namespaces ([`netns`]), and real probes of what this
-//! kernel allows ([`probe`]). This file ties them into the per-command [`Prepared`] plan.
+//! kernel allows ([`probe`]). This file ties them into the per-command [`Prepared`] plan and
+//! implements the sandbox's platform contract for Linux ([`Linux`]).
 
 mod cgroup;
 pub(crate) mod child;
@@ -11,31 +12,25 @@ mod landlock;
 mod netns;
 mod probe;
 pub(crate) mod report;
+mod sealed;
 pub(crate) mod seccomp;
 pub(crate) mod spawn;
 pub mod step;
 pub(crate) mod support;
 mod view_plan;
 
+use std::ffi::CStr;
+use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::ExitStatus;
 
-use super::{Confined, Limits, Mode, Roots, SpawnRequest};
+use super::backend::Backend;
+use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SpawnRequest, Support};
 use child::ChildPlan;
 pub(crate) use landlock::{handled_write_rights, ruleset};
 use netns::prepared_network_namespace;
-pub(crate) use probe::probe_support;
 pub(crate) use view_plan::view_for;
-
-/// The host daemons' sockets the view hides on this machine now: `(path, what is kept inside)`.
-pub(crate) fn masked_host_sockets() -> Vec<(std::path::PathBuf, Option<std::path::PathBuf>)> {
-    view_plan::hidden_sockets()
-        .into_iter()
-        .map(|hidden| match hidden {
-            view_plan::Hidden::Dir(dir, keep) => (dir, keep),
-            view_plan::Hidden::File(file) => (file, None),
-        })
-        .collect()
-}
 
 /// `[env_start, env_end)` of this process, from /proc/self/stat (fields 50 and 51); fixed for
 /// the life of the process, so read once.
@@ -52,33 +47,91 @@ pub(crate) fn env_region() -> Option<(usize, usize)> {
     })
 }
 
-/// Starts `confined` as [`crate::sandbox::spawn`] documents.
-pub(crate) fn spawn_confined(confined: &Confined, request: &SpawnRequest) -> std::io::Result<i32> {
-    let pass: Vec<(i32, i32)> = request
-        .pass
-        .iter()
-        .map(|(fd, number)| (fd.as_raw_fd(), *number))
-        .collect();
-    let raw = spawn::Request {
-        launch: &confined.launch,
-        env: request.env,
-        cwd: request.cwd,
-        output: request.output.as_raw_fd(),
-        pass: &pass,
-    };
-    spawn::spawn(&raw, confined.plan.as_ref().map(|p| &p.plan), false)
-}
+/// The Linux backend (see [`crate::sandbox::backend::Backend`]).
+pub(crate) struct Linux;
 
-/// Runs `job` on the thread that starts commands.
-pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
-    spawn::on_spawner_thread(job)
-}
+impl Backend for Linux {
+    type Support = support::Support;
+    type Prepared = Prepared;
+    type SpawnedChild = child_process::SpawnedChild;
 
-/// `PR_SET_DUMPABLE 0` for this process.
-pub(crate) fn protect_agent_process() {
-    // SAFETY: prctl on this process.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    fn probe_support() -> Support {
+        probe::probe_support()
+    }
+
+    fn confine_with(
+        launch: Launch,
+        mode: Mode,
+        roots: &Roots,
+        limits: Limits,
+        support: &Support,
+    ) -> Confined {
+        confine::confine_with(launch, mode, roots, limits, support)
+    }
+
+    fn describe(mode: Mode, support: &Support) -> String {
+        report::describe(mode, support)
+    }
+
+    fn layers(support: &Support) -> Vec<LayerReport> {
+        report::layers(support)
+    }
+
+    fn spawn_confined(confined: &Confined, request: &SpawnRequest) -> io::Result<i32> {
+        let pass: Vec<(i32, i32)> = request
+            .pass
+            .iter()
+            .map(|(fd, number)| (fd.as_raw_fd(), *number))
+            .collect();
+        let raw = spawn::Request {
+            launch: &confined.launch,
+            env: request.env,
+            cwd: request.cwd,
+            output: request.output.as_raw_fd(),
+            pass: &pass,
+        };
+        spawn::spawn(&raw, confined.plan.as_ref().map(|p| &p.plan), false)
+    }
+
+    /// A failed step comes back from [`spawn::spawn`] wrapping a [`step::StepError`].
+    fn is_setup_failure(error: &io::Error) -> bool {
+        error
+            .get_ref()
+            .is_some_and(|inner| inner.is::<step::StepError>())
+    }
+
+    fn watch_child(pid: i32) -> io::Result<child_process::SpawnedChild> {
+        child_process::SpawnedChild::new(pid)
+    }
+
+    async fn wait_child(child: &mut child_process::SpawnedChild) -> io::Result<ExitStatus> {
+        child.wait().await
+    }
+
+    fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
+        spawn::on_spawner_thread(job)
+    }
+
+    /// `PR_SET_DUMPABLE 0` for this process.
+    fn protect_agent_process() {
+        // SAFETY: prctl on this process.
+        unsafe {
+            libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        }
+    }
+
+    fn masked_host_sockets() -> Vec<(PathBuf, Option<PathBuf>)> {
+        view_plan::hidden_sockets()
+            .into_iter()
+            .map(|hidden| match hidden {
+                view_plan::Hidden::Dir(dir, keep) => (dir, keep),
+                view_plan::Hidden::File(file) => (file, None),
+            })
+            .collect()
+    }
+
+    fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd> {
+        sealed::sealed_memfd(name, contents)
     }
 }
 

@@ -106,6 +106,12 @@ fn a_sandbox_step_that_fails_is_a_typed_error_naming_the_step_and_errno() {
         .copied()
         .expect("a StepError");
     assert_eq!((step.step, step.errno), (Step::WritablePlace, libc::ENOENT));
+    // The platform-neutral question the engine asks (it shows this text, exit 126), and not
+    // for an error that merely has the same kind (a program that is not there: 127).
+    assert!(acp_bash::sandbox::is_setup_failure(&error));
+    assert!(!acp_bash::sandbox::is_setup_failure(&std::io::Error::from(
+        std::io::ErrorKind::NotFound
+    )));
     assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
     let text = error.to_string();
     assert!(

@@ -1,0 +1,70 @@
+//! The contract between `sandbox/mod.rs` and a platform's backend, as a trait the compiler
+//! checks: `sandbox/mod.rs` reaches the backend only through [`Backend`], on the one
+//! implementation chosen by `cfg` (`Platform`), so a backend that lacks an item does not
+//! compile. Static dispatch: one backend per build, no trait object.
+//!
+//! Owns: the list of what a platform provides. Must not touch: any platform's code.
+
+use std::ffi::CStr;
+use std::future::Future;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SpawnRequest};
+
+/// What a platform's backend provides (Linux: `linux::Linux`; elsewhere
+/// `unsupported::Unsupported`). Implemented by a unit struct; every item is called by
+/// `sandbox/mod.rs` only.
+pub(crate) trait Backend {
+    /// Which layers work on this machine. `sandbox::Support` is this type (its fields are the
+    /// backend's own); `Support::probe` returning [`Backend::probe_support`] makes the compiler
+    /// check that the two are the same.
+    type Support;
+    /// What happens for one command between fork and exec, carried in [`Confined`] from
+    /// [`Backend::confine_with`] to [`Backend::spawn_confined`].
+    type Prepared: Send;
+    /// Waiting for what [`Backend::spawn_confined`] started (an empty enum where nothing can be
+    /// started).
+    type SpawnedChild: Send;
+
+    /// Probes every layer for real.
+    fn probe_support() -> Self::Support;
+    /// Applies `mode` to `launch` with only the layers `support` says work; what the mode
+    /// promises but this launch does not enforce goes in [`Confined::notices`].
+    fn confine_with(
+        launch: Launch,
+        mode: Mode,
+        roots: &Roots,
+        limits: Limits,
+        support: &Self::Support,
+    ) -> Confined;
+    /// The mode's promise, then what of it `support` does not enforce.
+    fn describe(mode: Mode, support: &Self::Support) -> String;
+    /// Doctor's table: every layer and whether it works.
+    fn layers(support: &Self::Support) -> Vec<LayerReport>;
+    /// Starts `confined` as `sandbox::spawn` documents (or refuses with an error saying why).
+    fn spawn_confined(confined: &Confined, request: &SpawnRequest) -> io::Result<i32>;
+    /// Whether `error` (from [`Backend::spawn_confined`]) is a sandbox step that failed before
+    /// the command ran, rather than the program failing to start.
+    fn is_setup_failure(error: &io::Error) -> bool;
+    /// Starts waiting for `pid`, which [`Backend::spawn_confined`] returned.
+    fn watch_child(pid: i32) -> io::Result<Self::SpawnedChild>;
+    /// Waits until `child` has exited and is reaped.
+    fn wait_child(
+        child: &mut Self::SpawnedChild,
+    ) -> impl Future<Output = io::Result<ExitStatus>> + Send;
+    /// Runs `job` on the thread that starts commands.
+    fn on_spawner_thread(job: Box<dyn FnOnce() + Send>);
+    /// Hardens the agent's own process against commands of the same user.
+    fn protect_agent_process();
+    /// The host daemons' sockets the view hides now, each with what is kept inside.
+    fn masked_host_sockets() -> Vec<(PathBuf, Option<PathBuf>)>;
+    /// A read-only, close-on-exec fd holding `contents`, which no one can change (the shell
+    /// prelude, long scripts). The engine passes one prelude fd to every run, so opening
+    /// `/dev/fd/N` must read from the start each time: true of Linux's memfd; where
+    /// `/dev/fd/N` duplicates the fd (macOS), the offset is shared and a backend that runs
+    /// commands must change that (see `notes/2026-12-01-sandbox-platform-backends.md`).
+    fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd>;
+}
