@@ -125,11 +125,15 @@ fn a_command_swapping_the_log_directory_for_a_link_gets_nothing_written_outside(
 #[test]
 fn the_default_log_directory_is_in_the_state_directory() {
     let dir = acp_bash::exec::logdir::default_dir();
-    let temp = std::env::temp_dir();
-    if std::env::var_os("HOME").is_some_and(|h| Path::new(&h).is_absolute())
-        || std::env::var_os("XDG_STATE_HOME").is_some()
-    {
-        assert!(!dir.starts_with(&temp), "{}", dir.display());
+    let env = |name| std::env::var_os(name).map(std::path::PathBuf::from);
+    // The oracle is the store's own rule for the state directory, not the temp dir: a clone
+    // may itself live under the temp dir (and with it `XDG_STATE_HOME`, see .cargo/config.toml).
+    if let Some(state) = acp_bash::store::state_dir(
+        None,
+        env("XDG_STATE_HOME").as_deref(),
+        env("HOME").as_deref(),
+    ) {
+        assert_eq!(dir, state.join("logs"), "{}", dir.display());
         assert!(dir.ends_with("acp-bash/logs"), "{}", dir.display());
     }
 }
