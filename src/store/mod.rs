@@ -146,14 +146,32 @@ impl SessionLog {
         description: Option<&str>,
         cwd: &Path,
     ) -> Option<String> {
+        self.turn_and_call_started(Err(turn), call_id, command, description, cwd)
+            .1
+    }
+
+    /// [`Self::call_started`] for turn `turn` (`Err(number)`), or for a new turn with prompt
+    /// `Ok(prompt)` recorded with it in one write. Returns the turn's number and the title.
+    pub fn turn_and_call_started(
+        &self,
+        turn: Result<&str, u64>,
+        call_id: &str,
+        command: &str,
+        description: Option<&str>,
+        cwd: &Path,
+    ) -> (u64, Option<String>) {
         self.change(|record| {
+            let turn = match turn {
+                Ok(prompt) => record.push_turn(prompt, now_ms()),
+                Err(number) => number,
+            };
             let untitled = record.title.is_none();
             record.push_call(
                 CallRecord::new("", call_id, command, cwd, now_ms())
                     .turn(turn)
                     .description(description.map(str::to_string)),
             );
-            record.title.clone().filter(|_| untitled)
+            (turn, record.title.clone().filter(|_| untitled))
         })
     }
 

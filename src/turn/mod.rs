@@ -133,20 +133,25 @@ impl TurnHost for Turn<'_> {
     fn run_bash<'b>(&'b mut self, call: BashCall) -> BoxFuture<'b, BashResult> {
         async move {
             self.record_text();
-            let turn = self.recorded();
             let call_id = (self.new_call_id)();
             let cwd = call
                 .request
                 .cwd
                 .clone()
                 .unwrap_or_else(|| self.session.cwd());
-            let title = self.log.call_started(
-                turn,
+            // A turn's first record is written with its first call (one write, not two).
+            let which = match self.recorded {
+                Some(number) => Err(number),
+                None => Ok(self.prompt.as_str()),
+            };
+            let (turn, title) = self.log.turn_and_call_started(
+                which,
                 &call_id,
                 call.command(),
                 call.description.as_deref(),
                 &cwd,
             );
+            self.recorded = Some(turn);
             let result = self.port.run_call(&call_id, &call, &self.cancel).await;
             self.log.call_finished(&call_id, &result.outcome);
             if let Some(title) = title {
