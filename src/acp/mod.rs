@@ -99,6 +99,7 @@
 
 mod agent;
 pub mod bridge;
+pub mod call_wire;
 #[cfg(feature = "cli")]
 pub mod client;
 pub mod commands;
@@ -111,6 +112,7 @@ pub mod transport;
 
 pub use agent::{prompt_of, prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
 pub use modes::{ModeChoice, SandboxModes};
+pub use call_wire::CallWire;
 pub use tool_call::{run_tool_call, ConnectionSink, ToolCallRunner, UpdateSink};
 
 /// The ACP SDK this layer is built on (`agent-client-protocol`), so that embedders name exactly
