@@ -11,7 +11,9 @@
 //! when live output is due (`present::stream`), how commands run (the engine), sending (the
 //! sink's).
 
-use agent_client_protocol::v1::schema::{SessionId, SessionNotification, SessionUpdate, ToolCallId};
+use agent_client_protocol::v1::schema::{
+    SessionId, SessionNotification, SessionUpdate, ToolCallId,
+};
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
 use std::time::Instant;

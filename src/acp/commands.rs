@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionId,
-    SessionUpdate, ToolCallId, UnstructuredCommandInput,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionId, SessionUpdate,
+    ToolCallId, UnstructuredCommandInput,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;

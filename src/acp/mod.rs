@@ -111,8 +111,8 @@ pub mod tool_call;
 pub mod transport;
 
 pub use agent::{prompt_of, prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
-pub use modes::{ModeChoice, SandboxModes};
 pub use call_wire::CallWire;
+pub use modes::{ModeChoice, SandboxModes};
 pub use tool_call::{run_tool_call, ConnectionSink, ToolCallRunner, UpdateSink};
 
 /// The ACP SDK this layer is built on (`agent-client-protocol`), so that embedders name exactly

@@ -5,7 +5,8 @@
 //!
 //! Owns: the order (turns and background jobs as they started; per turn: its prompt once as
 //! `user_message_chunk`, then the agent's text and the turn's calls in the order they came; per
-//! call or job: the `tool_call`, the kept output on the card path, the final update with the
+//! call or job, through the same sequencer as the live call (`call_wire`): the `tool_call`, the
+//! kept output on the card path (then the card's status line), the final update with the
 //! recorded duration; a format-1 record's calls are each a turn of their own, as their prompt
 //! was kept with them), and what is said instead of faked: calls and jobs the record no
 //! longer keeps, and calls and jobs whose agent ended while they ran (shown as ended with it,

@@ -123,8 +123,10 @@ impl RunHandle {
         cancel: &CancellationToken,
     ) {
         let control = self.control.cancel.clone();
-        super::drain::drain(&mut self.output_stream(), reader, cancel, move || control.cancel())
-            .await;
+        super::drain::drain(&mut self.output_stream(), reader, cancel, move || {
+            control.cancel()
+        })
+        .await;
     }
 
     fn output_stream(&mut self) -> impl futures::Stream<Item = String> + Unpin + '_ {

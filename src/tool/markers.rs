@@ -425,7 +425,10 @@ mod tests {
             "[output truncated: 7 bytes dropped, full output: \"/l/1.log\"]\n[exit code: 2]"
         );
         let plain = RunStatus::exited(0);
-        assert_eq!(render_console_result("hi\n", &plain), render_result("hi\n", &plain));
+        assert_eq!(
+            render_console_result("hi\n", &plain),
+            render_result("hi\n", &plain)
+        );
     }
 
     #[test]

@@ -174,7 +174,6 @@ impl Shared {
             .map(|line| serde_json::from_slice(line).unwrap())
             .collect()
     }
-
 }
 
 /// The SDK's sink: every line is accepted at once (see the module doc).

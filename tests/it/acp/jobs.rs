@@ -484,7 +484,10 @@ async fn a_job_card_has_the_live_view_duration_and_a_titled_end() {
                 _ => output_chunks(updates).concat().contains("first\n"),
             };
             let live = updates_until(&mut c, &session, shows_first).await;
-            assert!(!has_final(&live), "{profile:?}: the view came while the job ran");
+            assert!(
+                !has_final(&live),
+                "{profile:?}: the view came while the job ran"
+            );
             std::fs::write(dir.join("go"), "").unwrap();
             let after = updates_until(&mut c, &session, has_final).await;
             Ok((turn, live, after))

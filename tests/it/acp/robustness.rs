@@ -372,7 +372,9 @@ fn a_client_that_stops_reading_still_gets_every_notice_on_a_line_of_its_own() {
     let mut agent = RawAgent::start(&[]);
     agent.send_line(INITIALIZE_CARD);
     agent.until_response(json!(1));
-    let sessions: Vec<String> = (0..CALLS).map(|n| agent.new_session(100 + n as u64)).collect();
+    let sessions: Vec<String> = (0..CALLS)
+        .map(|n| agent.new_session(100 + n as u64))
+        .collect();
     for (n, session) in sessions.iter().enumerate() {
         let script = format!("yes '\"\"\"\"\"\"\"\"\"\"' | head -c 8000000; touch done-{n}");
         agent.send_line(&prompt(200 + n as u64, session, &script));
@@ -390,7 +392,10 @@ fn a_client_that_stops_reading_still_gets_every_notice_on_a_line_of_its_own() {
             continue;
         }
         let update = &message["params"]["update"];
-        let id = update["toolCallId"].as_str().unwrap_or_default().to_string();
+        let id = update["toolCallId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         match update["sessionUpdate"].as_str() {
             Some("tool_call") => calls += 1,
             Some("tool_call_update") if update["status"].is_string() => {
@@ -399,16 +404,25 @@ fn a_client_that_stops_reading_still_gets_every_notice_on_a_line_of_its_own() {
             }
             Some("tool_call_update") => {
                 if let Some(chunk) = update.pointer("/_meta/terminal_output/data") {
-                    data.entry(id).or_default().push_str(chunk.as_str().unwrap());
+                    data.entry(id)
+                        .or_default()
+                        .push_str(chunk.as_str().unwrap());
                 }
             }
             _ => {}
         }
     }
-    assert_eq!((calls, finals), (CALLS, CALLS), "every tool_call and final update");
+    assert_eq!(
+        (calls, finals),
+        (CALLS, CALLS),
+        "every tool_call and final update"
+    );
     assert_eq!(data.len(), CALLS);
     for (id, card) in &data {
-        for notice in ["[acp-bash: stopped streaming after 4 MiB", "[acp-bash: full output: "] {
+        for notice in [
+            "[acp-bash: stopped streaming after 4 MiB",
+            "[acp-bash: full output: ",
+        ] {
             assert_eq!(card.matches(notice).count(), 1, "{id}: {notice}");
             let at = card.find(notice).unwrap();
             assert!(

@@ -252,7 +252,11 @@ async fn a_model_call_with_bad_arguments_runs_nothing_and_says_what_to_fix() {
 
 /// Runs `call` on a card client as `call-1` with `cancel`; returns every update (the card's
 /// data joined) once the call has ended.
-async fn card_run(session: &Session, call: BashCall, cancel: CancellationToken) -> (String, Vec<SessionUpdate>) {
+async fn card_run(
+    session: &Session,
+    call: BashCall,
+    cancel: CancellationToken,
+) -> (String, Vec<SessionUpdate>) {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let session = session.clone();
     let task = tokio::spawn(async move {
@@ -260,10 +264,19 @@ async fn card_run(session: &Session, call: BashCall, cancel: CancellationToken) 
             let _ = tx.send(update);
         };
         ToolCallRunner::new(CARD)
-            .run(&session, &ToolCallId::new("call-1"), &call, &mut sink, &cancel)
+            .run(
+                &session,
+                &ToolCallId::new("call-1"),
+                &call,
+                &mut sink,
+                &cancel,
+            )
             .await
     });
-    tokio::time::timeout(HANG_GUARD, task).await.unwrap().unwrap();
+    tokio::time::timeout(HANG_GUARD, task)
+        .await
+        .unwrap()
+        .unwrap();
     let mut all = Vec::new();
     while let Ok(update) = rx.try_recv() {
         all.push(update);
@@ -281,10 +294,14 @@ async fn a_card_says_how_a_timed_out_cancelled_or_signalled_command_ended() {
     let session = full_session(dir.path());
 
     let timed_out = BashCall::from(
-        RunRequest::new("echo started; exec sleep 30").timeout(std::time::Duration::from_millis(300)),
+        RunRequest::new("echo started; exec sleep 30")
+            .timeout(std::time::Duration::from_millis(300)),
     );
     let (data, _) = card_run(&session, timed_out, CancellationToken::new()).await;
-    assert_eq!(data, "started\n[timed out after 0.3s] [killed by signal: SIGTERM]\r\n");
+    assert_eq!(
+        data,
+        "started\n[timed out after 0.3s] [killed by signal: SIGTERM]\r\n"
+    );
 
     // Cancelled once the command is known to run (its file is there): no timing.
     let cancel = CancellationToken::new();
@@ -300,8 +317,14 @@ async fn a_card_says_how_a_timed_out_cancelled_or_signalled_command_ended() {
     let cancelled = BashCall::new("printf 'no newline'; touch started; exec sleep 30");
     let (data, all) = card_run(&session, cancelled, cancel).await;
     canceller.await.unwrap();
-    assert_eq!(data, "no newline\r\n[cancelled] [killed by signal: SIGTERM]\r\n");
-    assert_eq!(final_status(all.last().unwrap()), Some(ToolCallStatus::Failed));
+    assert_eq!(
+        data,
+        "no newline\r\n[cancelled] [killed by signal: SIGTERM]\r\n"
+    );
+    assert_eq!(
+        final_status(all.last().unwrap()),
+        Some(ToolCallStatus::Failed)
+    );
 
     let signalled = BashCall::new("echo bye; kill -KILL $$");
     let (data, _) = card_run(&session, signalled, CancellationToken::new()).await;

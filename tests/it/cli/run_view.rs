@@ -183,6 +183,9 @@ fn run_prints_the_status_line_of_a_timed_out_or_signalled_command() {
     assert_eq!(output.status.code(), Some(143));
     let output = run("printf partial; kill -KILL $$");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(stdout, "partial\r\n[killed by signal: SIGKILL]\r\n", "{output:?}");
+    assert_eq!(
+        stdout, "partial\r\n[killed by signal: SIGKILL]\r\n",
+        "{output:?}"
+    );
     assert_eq!(output.status.code(), Some(137));
 }
