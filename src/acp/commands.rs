@@ -10,21 +10,22 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionId,
-    SessionNotification, SessionUpdate, ToolCallId, UnstructuredCommandInput,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionId, SessionUpdate,
+    ToolCallId, UnstructuredCommandInput,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
-use super::bridge::{self, ClientFeatures};
-use super::tool_call::drain_live;
+use super::bridge::ClientFeatures;
+use super::call_wire::{CallWire, ConnectionSink};
+use super::transport::ClientBehind;
 use crate::driver::commands::{self, SlashCommand, COMMANDS};
 use crate::exec::Session;
 use crate::jobs::{Job, JobId, JobRegistry, LiveOutput};
-use crate::present::stream::{self, Live, LiveUpdate, StreamLimits};
-use crate::present::{present_call, present_ended, CallView};
+use crate::present::stream::StreamLimits;
+use crate::present::{present_call, present_ended};
 use crate::store::SessionLog;
 use crate::tool::BashCall;
 
@@ -94,13 +95,18 @@ pub(super) struct CommandTurn<'a> {
     /// The session's record: a job is recorded when it starts, and its card records its end.
     pub log: &'a Arc<SessionLog>,
     pub features: ClientFeatures,
+    /// How live output is batched and capped (a job's card streams like a turn's call).
+    pub limits: StreamLimits,
+    /// Up while the client is behind on reading: the job's card then makes no live output.
+    pub behind: ClientBehind,
     /// Makes the tool-call id of a job's card (used by `/bg` only).
     pub new_call_id: &'a (dyn Fn() -> ToolCallId + Sync),
 }
 
 impl CommandTurn<'_> {
-    fn send(&self, update: SessionUpdate) {
-        send(self.cx, self.session_id, update);
+    fn sink(&self) -> ConnectionSink {
+        ConnectionSink::new(self.cx.clone(), self.session_id.clone())
+            .skip_live_while(self.behind.clone())
     }
 
     /// Runs `command`; returns its answer (for the caller to send as the agent's message) and,
@@ -137,25 +143,25 @@ impl CommandTurn<'_> {
         // replay of the session shows the job.
         self.log
             .job_started(job.id().0, &call_id.0, job.command(), job.cwd());
-        self.send(SessionUpdate::ToolCall(bridge::tool_call(
-            &call_id,
+        let mut sink = self.sink();
+        let wire = CallWire::open(
+            call_id.clone(),
             call.command(),
-            &view,
+            view,
             self.features,
-        )));
+            self.limits,
+            &mut sink,
+        );
         let answer = commands::bg::started(&job, self.features.card());
         let (done_tx, done_rx) = watch::channel(false);
         self.jobs
             .cards_done
             .lock()
             .unwrap()
-            .insert(job.id(), (call_id.clone(), done_rx));
+            .insert(job.id(), (call_id, done_rx));
         let card = JobCard {
-            cx: self.cx.clone(),
-            session_id: self.session_id.clone(),
-            call_id,
-            view,
-            features: self.features,
+            sink,
+            wire,
             job,
             live,
             log: self.log.clone(),
@@ -165,19 +171,10 @@ impl CommandTurn<'_> {
     }
 }
 
-fn send(cx: &ConnectionTo<Client>, session_id: &SessionId, update: SessionUpdate) {
-    if let Err(error) = cx.send_notification(SessionNotification::new(session_id.clone(), update)) {
-        tracing::debug!(%error, "could not send session/update");
-    }
-}
-
 /// A background job's tool call, from after the turn that started it until the job ends.
 pub(super) struct JobCard {
-    cx: ConnectionTo<Client>,
-    session_id: SessionId,
-    call_id: ToolCallId,
-    view: CallView,
-    features: ClientFeatures,
+    sink: ConnectionSink,
+    wire: CallWire,
     job: Job,
     live: LiveOutput,
     log: Arc<SessionLog>,
@@ -185,52 +182,36 @@ pub(super) struct JobCard {
 }
 
 impl JobCard {
-    /// Streams the job's output to its card (card clients) and, when it ends, records its end in
-    /// the session's record and sends the final update: status and `terminal_exit`, or the
-    /// console block with the status markers.
-    pub fn spawn(self, tasks: &TaskTracker, limits: StreamLimits) {
-        tasks.spawn(self.follow(limits));
+    /// Streams the job's output to its card (the card's batches, or a console view of the last
+    /// lines for clients without the card: what a turn's call gets) and, when it ends, records
+    /// its end in the session's record and sends the final update (status, `duration_ms`, the
+    /// card's notices and status line or the console block, and the title again: the end comes
+    /// after the turn that started the job).
+    pub fn spawn(self, tasks: &TaskTracker) {
+        tasks.spawn(self.follow());
     }
 
-    async fn follow(mut self, limits: StreamLimits) {
-        let (cx, session_id, call_id, view) =
-            (&self.cx, &self.session_id, &self.call_id, &self.view);
-        let send = |update| send(cx, session_id, update);
-        // The same live output as a turn's call: the card's batches, or a console view of the
-        // last lines for clients without the card.
-        let mut live = Live::new(self.features.card(), limits, "");
-        let mut emit = |data: LiveUpdate| {
-            send(SessionUpdate::ToolCallUpdate(bridge::live_update(
-                call_id, view, &data,
-            )))
-        };
+    async fn follow(mut self) {
         // A job is stopped by /kill or with its session, not by a turn's cancel.
         let never = tokio_util::sync::CancellationToken::new();
-        drain_live(&mut self.live, &mut live, &mut emit, &never, || {}).await;
+        self.wire
+            .follow(&mut self.live, &mut self.sink, &never, || {})
+            .await;
         let outcome = self.job.wait().await;
         // Recorded before the final update goes out: a client that saw the job end can load
         // the session and see the same end.
-        self.log.job_finished(&self.call_id.0, &outcome);
-        if live.capped() {
-            let truncation = outcome.status.truncation.as_ref();
-            if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
-                emit(LiveUpdate::Append(stream::full_output_notice(path)));
-            }
-        }
+        let call_id = self.wire.id().0.to_string();
+        self.log.job_finished(&call_id, &outcome);
         let presented = present_ended(
             self.job.cwd(),
-            "",
+            &self.wire.view().echo,
             &outcome.output,
             &outcome.status,
             Some(outcome.duration),
         );
-        send(SessionUpdate::ToolCallUpdate(bridge::final_update(
-            &self.call_id,
-            &self.view,
-            &presented,
-            self.features,
-        )));
-        tracing::info!(call = %self.call_id.0, job = %self.job.id(), "job's call finished");
+        self.wire
+            .end(&mut self.sink, Some(&outcome.status), &presented, true);
+        tracing::info!(call = %call_id, job = %self.job.id(), "job's call finished");
         self.done.send_replace(true);
     }
 }

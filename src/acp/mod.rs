@@ -99,6 +99,7 @@
 
 mod agent;
 pub mod bridge;
+pub mod call_wire;
 #[cfg(feature = "cli")]
 pub mod client;
 pub mod commands;
@@ -110,6 +111,7 @@ pub mod tool_call;
 pub mod transport;
 
 pub use agent::{prompt_of, prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
+pub use call_wire::CallWire;
 pub use modes::{ModeChoice, SandboxModes};
 pub use tool_call::{run_tool_call, ConnectionSink, ToolCallRunner, UpdateSink};
 

@@ -5,7 +5,8 @@
 //!
 //! Owns: the order (turns and background jobs as they started; per turn: its prompt once as
 //! `user_message_chunk`, then the agent's text and the turn's calls in the order they came; per
-//! call or job: the `tool_call`, the kept output on the card path, the final update with the
+//! call or job, through the same sequencer as the live call (`call_wire`): the `tool_call`, the
+//! kept output on the card path (then the card's status line), the final update with the
 //! recorded duration; a format-1 record's calls are each a turn of their own, as their prompt
 //! was kept with them), and what is said instead of faked: calls and jobs the record no
 //! longer keeps, and calls and jobs whose agent ended while they ran (shown as ended with it,
@@ -13,7 +14,9 @@
 
 use agent_client_protocol::v1::schema::{ContentChunk, SessionUpdate, ToolCallId};
 
-use super::bridge::{self, ClientFeatures};
+use super::bridge::ClientFeatures;
+use super::call_wire::CallWire;
+use crate::present::stream::StreamLimits;
 use crate::present::{ansi, console_block, present_call, present_ended, CallView, ResultView};
 use crate::store::{CallEnd, CallRecord, JobRecord, SessionRecord, TurnRecord};
 use crate::tool::BashCall;
@@ -168,9 +171,16 @@ fn replay_one(
             prompt.to_string().into(),
         )));
     }
-    updates.push(SessionUpdate::ToolCall(bridge::tool_call(
-        &id, command, view, features,
-    )));
+    // The same sequencer as the live call: a replayed call looks like the live one did.
+    let mut sink = |update| updates.push(update);
+    let mut wire = CallWire::open(
+        id,
+        command,
+        view.clone(),
+        features,
+        StreamLimits::default(),
+        &mut sink,
+    );
     // Only one that has not ended in the record: a live update may follow the recorded end,
     // but nothing would follow a skipped one.
     if !matches!(ending, Ending::Ended(_)) && running_here(call_id) {
@@ -181,30 +191,32 @@ fn replay_one(
         Ending::WithTheAgent { printed, .. } => *printed,
     };
     let output = printed.map(CallEnd::output).unwrap_or_default();
-    if features.card() && !output.is_empty() {
-        updates.push(SessionUpdate::ToolCallUpdate(bridge::output_update(
-            &id, &output,
-        )));
-    }
-    let presented = match ending {
-        Ending::Ended(end) => present_ended(&view.cwd, "", &output, &end.status(), end.duration()),
+    wire.recorded_output(&mut sink, &output);
+    let (status, presented) = match ending {
+        Ending::Ended(end) => {
+            let status = end.status();
+            let presented = present_ended(&view.cwd, &view.echo, &output, &status, end.duration());
+            (Some(status), presented)
+        }
         // The card already shows the output; a console block must show it too.
-        Ending::WithTheAgent { said, .. } if features.card() || output.is_empty() => {
+        Ending::WithTheAgent { said, .. } if features.card() || output.is_empty() => (
+            None,
             ResultView::Text {
                 console: console_block(said),
-            }
-        }
+            },
+        ),
         Ending::WithTheAgent { said, .. } => {
             let plain = ansi::to_plain_text(&output);
             let newline = if plain.ends_with('\n') { "" } else { "\n" };
-            ResultView::Text {
-                console: console_block(&format!("{plain}{newline}{said}")),
-            }
+            (
+                None,
+                ResultView::Text {
+                    console: console_block(&format!("{plain}{newline}{said}")),
+                },
+            )
         }
     };
-    updates.push(SessionUpdate::ToolCallUpdate(bridge::final_update(
-        &id, view, &presented, features,
-    )));
+    wire.end(&mut sink, status.as_ref(), &presented, false);
 }
 
 fn replay_call(

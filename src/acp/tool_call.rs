@@ -1,75 +1,24 @@
 //! One whole ACP tool call in one library call: [`run_tool_call`] / [`ToolCallRunner`].
 //!
-//! Owns the life of a call on the wire: the opening `tool_call`, the live output (the card's
-//! batches or a console view, [`Live`], each flushed on its deadline), the cap notice,
-//! the final update. The acp-bash agent's turns are exactly this call. Must not touch: what the
-//! updates look like (that is [`super::bridge`]), how batching decides ([`super::stream`]), how
-//! commands run (the engine).
+//! Owns: starting a turn's call on the engine and handing its life on the wire (the opening
+//! `tool_call`, the live output, the notices, the final update) to the one sequencer,
+//! [`super::call_wire::CallWire`]. The acp-bash agent's turns are exactly this call. Must not
+//! touch: what the updates look like (that is [`super::bridge`]), how batching decides
+//! ([`super::stream`]), how commands run (the engine), the order of a call's updates (the
+//! sequencer's).
 
-use std::time::Instant;
-
-use agent_client_protocol::v1::schema::{
-    ClientCapabilities, SessionId, SessionNotification, SessionUpdate, ToolCallId,
-};
-use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::Client;
+use agent_client_protocol::v1::schema::{ClientCapabilities, ToolCallId};
 use tokio_util::sync::CancellationToken;
 
 use super::bridge::{self, ClientFeatures};
+use super::call_wire::CallWire;
 use crate::exec::Session;
 use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
-use crate::present::stream::{self, Live, LiveUpdate, StreamLimits};
+use crate::present::stream::{Live, StreamLimits};
 use crate::present::{present_call, present_run};
 use crate::tool::{BashArgs, BashCall, BashResult};
 
-/// Where a tool call's updates go, in order, each as soon as it is made.
-///
-/// Any `FnMut(SessionUpdate) + Send` is a sink; [`ConnectionSink`] sends them as `session/update`
-/// notifications on an SDK connection.
-pub trait UpdateSink: Send {
-    /// Sends one update (a failure to send is the sink's to log; the run goes on).
-    fn send(&mut self, update: SessionUpdate);
-
-    /// Sends one update that only carries live output (a card's batch, a console view): the
-    /// only kind a sink may drop, when its client is behind on reading. The producer says so;
-    /// nothing inspects a built update to find out. By default it is sent like any other.
-    fn send_live(&mut self, update: SessionUpdate) {
-        self.send(update);
-    }
-}
-
-impl<F: FnMut(SessionUpdate) + Send> UpdateSink for F {
-    fn send(&mut self, update: SessionUpdate) {
-        self(update)
-    }
-}
-
-/// Sends updates as `session/update` notifications for one session on a connection.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct ConnectionSink {
-    connection: ConnectionTo<Client>,
-    session_id: SessionId,
-}
-
-impl ConnectionSink {
-    /// A sink for `session_id`'s updates on `connection`.
-    pub fn new(connection: ConnectionTo<Client>, session_id: SessionId) -> Self {
-        ConnectionSink {
-            connection,
-            session_id,
-        }
-    }
-}
-
-impl UpdateSink for ConnectionSink {
-    fn send(&mut self, update: SessionUpdate) {
-        let notification = SessionNotification::new(self.session_id.clone(), update);
-        if let Err(error) = self.connection.send_notification(notification) {
-            tracing::debug!(%error, "could not send session/update");
-        }
-    }
-}
+pub use super::call_wire::{ConnectionSink, UpdateSink};
 
 /// Runs bash tool calls over ACP for one client: what it renders, and how live output is batched.
 ///
@@ -171,46 +120,22 @@ impl ToolCallRunner {
         }
         let mut handle = session.start(request);
         let view = present_call(call, handle.cwd());
-        sink.send(SessionUpdate::ToolCall(bridge::tool_call(
-            call_id,
+        let mut wire = CallWire::open(
+            call_id.clone(),
             call.command(),
-            &view,
+            view,
             features,
-        )));
-
-        // Live output: the card, a console view, or nothing (see `stream::Live`).
-        let mut coalescer = Live::new(features.card(), self.limits, &view.echo);
-        let live = |sink: &mut dyn UpdateSink, data: Option<LiveUpdate>| {
-            if let Some(data) = data {
-                let update = bridge::live_update(call_id, &view, &data);
-                sink.send_live(SessionUpdate::ToolCallUpdate(update));
-            }
-        };
+            self.limits,
+            sink,
+        );
         let control = handle.cancellation_token();
-        drain_live(
-            &mut handle,
-            &mut coalescer,
-            &mut |data| live(sink, Some(data)),
-            cancel,
-            || control.cancel(),
-        )
-        .await;
-
+        wire.follow(&mut handle, sink, cancel, move || control.cancel())
+            .await;
         let result = BashResult::of(handle.wait().await);
-        if coalescer.capped() {
-            let truncation = result.outcome.status.truncation.as_ref();
-            if let Some(path) = truncation.and_then(|t| t.full_output.as_deref()) {
-                live(
-                    sink,
-                    Some(LiveUpdate::Append(stream::full_output_notice(path))),
-                );
-            }
-        }
-        let presented = present_run(&view, &result);
-        sink.send(SessionUpdate::ToolCallUpdate(bridge::final_update(
-            call_id, &view, &presented, features,
-        )));
-        tracing::info!(call = %call_id.0, status = ?bridge::final_status(&presented), "call finished");
+        let presented = present_run(wire.view(), &result);
+        let status = bridge::final_status(&presented);
+        wire.end(sink, Some(&result.outcome.status), &presented, false);
+        tracing::info!(call = %call_id.0, ?status, "call finished");
         result
     }
 }
@@ -229,46 +154,4 @@ pub async fn run_tool_call(
         .limits(limits)
         .run(session, call_id, call, sink, cancel)
         .await
-}
-
-/// The one drain loop of a call on the wire (a turn's call, a job's card): reads `output` until
-/// it ends, feeding `live` and handing each update it makes to `emit`, flushing on `live`'s
-/// deadlines; the first time `cancel` fires, `on_cancel` runs (and reading goes on until the
-/// output ends). Ends with `live`'s last update.
-pub(crate) async fn drain_live<S>(
-    output: &mut S,
-    live: &mut Live,
-    emit: &mut (dyn FnMut(LiveUpdate) + Send),
-    cancel: &CancellationToken,
-    on_cancel: impl FnOnce(),
-) where
-    S: futures::Stream<Item = String> + Unpin,
-{
-    use futures::StreamExt;
-    let mut on_cancel = Some(on_cancel);
-    loop {
-        let deadline = live.deadline();
-        tokio::select! {
-            chunk = output.next() => match chunk {
-                Some(chunk) => live.push(&chunk, Instant::now()).into_iter().for_each(&mut *emit),
-                None => break,
-            },
-            () = sleep_until(deadline), if deadline.is_some() => {
-                live.poll(Instant::now()).into_iter().for_each(&mut *emit);
-            }
-            () = cancel.cancelled(), if on_cancel.is_some() => {
-                if let Some(on_cancel) = on_cancel.take() {
-                    on_cancel();
-                }
-            }
-        }
-    }
-    live.finish(Instant::now()).into_iter().for_each(emit);
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
-        None => std::future::pending().await,
-    }
 }

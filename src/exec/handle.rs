@@ -114,6 +114,25 @@ impl RunHandle {
         self.output.recv().await
     }
 
+    /// Reads the output until it ends, feeding `reader` ([`super::drain`], the one drain loop);
+    /// the first time `cancel` fires the run is cancelled ([`RunHandle::cancel`]) and reading
+    /// goes on until the output ends. Then [`RunHandle::wait`] has the outcome.
+    pub async fn drain(
+        &mut self,
+        reader: &mut (dyn super::drain::DrainReader + Send),
+        cancel: &CancellationToken,
+    ) {
+        let control = self.control.cancel.clone();
+        super::drain::drain(&mut self.output_stream(), reader, cancel, move || {
+            control.cancel()
+        })
+        .await;
+    }
+
+    fn output_stream(&mut self) -> impl futures::Stream<Item = String> + Unpin + '_ {
+        futures::stream::poll_fn(move |cx| self.output.poll_recv(cx))
+    }
+
     /// Stops the live stream: the command's output is no longer held for a reader (it is still
     /// kept for the outcome), so the command never waits for one.
     pub fn discard_output(&mut self) {

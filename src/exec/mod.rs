@@ -13,6 +13,7 @@
 pub mod capture;
 pub mod chunk;
 mod config;
+pub mod drain;
 pub mod env;
 mod handle;
 pub mod logdir;

@@ -210,19 +210,9 @@ impl Session {
         cancel: &CancellationToken,
     ) -> RunOutcome {
         let mut handle = self.start(request);
-        let mut cancelled = false;
-        loop {
-            tokio::select! {
-                chunk = handle.next_output() => match chunk {
-                    Some(chunk) => on_output(&chunk),
-                    None => break,
-                },
-                () = cancel.cancelled(), if !cancelled => {
-                    cancelled = true;
-                    handle.cancel();
-                }
-            }
-        }
+        handle
+            .drain(&mut |chunk: String| on_output(&chunk), cancel)
+            .await;
         handle.wait().await
     }
 }

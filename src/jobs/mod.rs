@@ -299,22 +299,11 @@ impl JobRegistry {
         // handle's drop kills the job's process group.
         self.inner.tasks.spawn(async move {
             let kill = watched.shared.cancel.clone();
-            let mut killed = false;
-            loop {
-                tokio::select! {
-                    chunk = handle.next_output() => match chunk {
-                        Some(chunk) => {
-                            watched.shared.output.lock().unwrap().push(&chunk);
-                            let _ = live_tx.send(chunk);
-                        }
-                        None => break,
-                    },
-                    () = kill.cancelled(), if !killed => {
-                        killed = true;
-                        handle.cancel();
-                    }
-                }
-            }
+            let mut keep = |chunk: String| {
+                watched.shared.output.lock().unwrap().push(&chunk);
+                let _ = live_tx.send(chunk);
+            };
+            handle.drain(&mut keep, &kill).await;
             let outcome = handle.wait().await;
             tracing::info!(job = %watched.id(), status = ?outcome.status, "job ended");
             watched.shared.ended.send_replace(Some(Arc::new(outcome)));

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::exec::{signal_name, Exit, RunStatus};
-use crate::tool::markers::{parse_result, render_result};
+use crate::tool::markers::{parse_result, render_console_result};
 use crate::tool::{BashCall, BashResult};
 
 /// How a call looks before it has run. Made by [`present_call`]; callers only read it.
@@ -164,7 +164,7 @@ pub fn present_ended(
     status: &crate::exec::RunStatus,
     duration: Option<std::time::Duration>,
 ) -> ResultView {
-    let plain = render_result(&ansi::to_plain_text(output), status);
+    let plain = render_console_result(&ansi::to_plain_text(output), status);
     let console = console_block(&format!("{echo}{plain}"));
     let terminal = TerminalView {
         cwd: cwd.to_path_buf(),
@@ -180,7 +180,7 @@ pub fn present_ended(
 fn present_result_after(cwd: &Path, echo: &str, result_text: &str) -> ResultView {
     match parse_result(result_text) {
         Ok((output, status)) => {
-            let plain = render_result(&ansi::to_plain_text(&output), &status);
+            let plain = render_console_result(&ansi::to_plain_text(&output), &status);
             let console = console_block(&format!("{echo}{plain}"));
             let terminal = TerminalView {
                 cwd: cwd.to_path_buf(),

@@ -14,8 +14,9 @@
 //! - Otherwise it waits in a batch that goes out [`StreamLimits::min_interval`] after the previous
 //!   update (or sooner, once the batch holds [`StreamLimits::max_batch_bytes`]): a flood becomes at
 //!   most about 1 s / `min_interval` updates per second, not thousands of tiny ones.
-//! - After [`StreamLimits::max_streamed_bytes`] the call stops streaming; one last update says so
-//!   ([`cap_notice`]), and the full output stays in the result (and the engine's log).
+//! - After [`StreamLimits::max_streamed_bytes`] the call stops streaming; a notice says so
+//!   ([`cap_notice`]: the result keeps only the output's head and tail), and once the command
+//!   has ended a second one says where the full output is ([`ended_notice`]: the log).
 //!
 //! The console view (clients without the card) follows its own rules, since each update
 //! re-sends the whole view: the first goes out [`PlainLive::first_delay`] after the first output
@@ -233,25 +234,65 @@ impl Live {
     pub fn capped(&self) -> bool {
         matches!(self, Live::Card(coalescer) if coalescer.capped())
     }
+
+    /// The card's cap notice, once, after the update that hit the cap ([`Coalescer::take_notice`]).
+    pub fn take_notice(&mut self) -> Option<String> {
+        match self {
+            Live::Card(coalescer) => coalescer.take_notice(),
+            Live::Console(_) | Live::Off => None,
+        }
+    }
 }
 
 /// The line the card shows when a call's streamed output reached the cap.
 ///
-/// It starts with `\r\n` so that it stands on a line of its own in the terminal emulator, whatever
-/// the command printed last.
+/// It ends with `\r\n`; the call's sequencer puts it on a line of its own (it starts it with
+/// `\r\n` when what the card shows so far does not end a line). It says what is true at that
+/// moment: the result keeps only the head and tail of the output, and where the whole output
+/// is ([`ended_notice`]) is known only once the command has ended.
 pub fn cap_notice(limits: &StreamLimits) -> String {
     format!(
-        "\r\n[acp-bash: stopped streaming after {}; the full output is in the result and the log]\r\n",
+        "[acp-bash: stopped streaming after {}; the result keeps only the head and tail of the \
+         output; where the full output is follows when the command ends]\r\n",
         human_bytes(limits.max_streamed_bytes)
     )
 }
 
-/// The line that follows [`cap_notice`] once the command has ended and the engine saved its whole
-/// output to `path`: where to read what the card does not show.
-pub fn full_output_notice(path: &str) -> String {
-    format!("[acp-bash: full output: {path}]\r\n")
+/// The line that follows [`cap_notice`] once the command has ended: where the full output is,
+/// from the run's [`Truncation`] (the log file; a log that reached its own cap; no log at all;
+/// or nothing cut from the result). Ends with `\r\n`, starts a line like [`cap_notice`].
+pub fn ended_notice(truncation: Option<&Truncation>) -> String {
+    let said = match truncation {
+        None => "the result holds the whole output".to_string(),
+        Some(Truncation {
+            full_output: Some(path),
+            log_holds_first: None,
+            ..
+        }) => format!("full output: {path}"),
+        Some(Truncation {
+            full_output: Some(path),
+            log_holds_first: Some(bytes),
+            ..
+        }) => format!(
+            "the log holds only the first {} of the output: {path}",
+            human_bytes(usize::try_from(*bytes).unwrap_or(usize::MAX))
+        ),
+        Some(Truncation {
+            full_output: None, ..
+        }) => "the full output was not saved (no log); the result keeps only its head and tail"
+            .to_string(),
+    };
+    format!("[acp-bash: {said}]\r\n")
 }
 
+/// The line that follows [`cap_notice`] once the command has ended and the engine saved its whole
+/// output to `path`: where to read what the card does not show ([`ended_notice`] for a log that
+/// holds all of it).
+pub fn full_output_notice(path: &str) -> String {
+    ended_notice(Some(&Truncation::new(0, Some(path.to_string()))))
+}
+
+use crate::exec::Truncation;
 use crate::text::human_bytes;
 
 /// Per-call coalescing state. Feed it chunks with [`Coalescer::push`], flush it when
@@ -264,6 +305,8 @@ pub struct Coalescer {
     last_sent: Option<Instant>,
     streamed_bytes: usize,
     capped: bool,
+    /// The cap was hit and [`cap_notice`] has not been taken yet.
+    notice_due: bool,
     dropped_bytes: u64,
 }
 
@@ -276,11 +319,14 @@ impl Coalescer {
             last_sent: None,
             streamed_bytes: 0,
             capped: false,
+            notice_due: false,
             dropped_bytes: 0,
         }
     }
 
-    /// Adds one chunk of output. Returns the data to send now, if any.
+    /// Adds one chunk of output. Returns the data to send now, if any. The chunk that would
+    /// cross the cap is kept out whole; what waited goes out, and [`Coalescer::take_notice`]
+    /// then has the notice.
     pub fn push(&mut self, chunk: &str, now: Instant) -> Option<String> {
         if chunk.is_empty() {
             return None;
@@ -293,8 +339,8 @@ impl Coalescer {
             // Chunks are never split: the whole chunk that would cross the cap stays out of the
             // card, and the card says why instead.
             self.capped = true;
+            self.notice_due = true;
             self.dropped_bytes += chunk.len() as u64;
-            self.pending.push_str(&cap_notice(&self.limits));
             return self.take(now);
         }
         self.pending.push_str(chunk);
@@ -338,6 +384,12 @@ impl Coalescer {
         self.capped
     }
 
+    /// The cap notice, once, after the cap was hit (to send after the data, never dropped: it is
+    /// not live output but the card's account of it).
+    pub fn take_notice(&mut self) -> Option<String> {
+        std::mem::take(&mut self.notice_due).then(|| cap_notice(&self.limits))
+    }
+
     /// Bytes of output kept out of the card because of the cap.
     pub fn dropped_bytes(&self) -> u64 {
         self.dropped_bytes
@@ -349,9 +401,7 @@ impl Coalescer {
         }
         self.last_sent = Some(now);
         let data = std::mem::take(&mut self.pending);
-        if !self.capped {
-            self.streamed_bytes += data.len();
-        }
+        self.streamed_bytes += data.len();
         Some(data)
     }
 }
@@ -435,11 +485,13 @@ mod tests {
         };
         let mut c = Coalescer::new(limits);
         assert_eq!(c.push("123456", t0).as_deref(), Some("123456"));
-        // 6 + 6 > 10: the second chunk is kept out whole, and the notice goes out.
-        let sent = c.push("é\x1b[31m", t0 + ms(100)).unwrap();
-        assert_eq!(sent, cap_notice(&limits));
-        assert!(sent.contains("stopped streaming after 10 bytes"));
+        // 6 + 6 > 10: the second chunk is kept out whole, and the notice is due.
+        assert_eq!(c.push("é\x1b[31m", t0 + ms(100)), None);
         assert!(c.capped());
+        let notice = c.take_notice().unwrap();
+        assert_eq!(notice, cap_notice(&limits));
+        assert!(notice.contains("stopped streaming after 10 bytes"));
+        assert_eq!(c.take_notice(), None, "once");
         assert_eq!(c.push("more", t0 + ms(200)), None);
         assert_eq!(c.finish(t0 + ms(300)), None);
         assert_eq!(c.dropped_bytes(), 7 + 4);

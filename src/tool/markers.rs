@@ -56,6 +56,39 @@ pub fn render_result(output: &str, status: &RunStatus) -> String {
     text
 }
 
+/// The result text as a reader's console block shows it: [`render_result`], except that a
+/// truncation token (which holds the log's path) stands on a line of its own before the status
+/// line, so that a client that does not wrap long lines still shows how the run ended and where
+/// its full output is. The last line is still a status line [`parse_result`] reads (without the
+/// truncation, which is the line before it).
+pub fn render_console_result(output: &str, status: &RunStatus) -> String {
+    let Some(truncation) = &status.truncation else {
+        return render_result(output, status);
+    };
+    let rest = RunStatus {
+        truncation: None,
+        ..status.clone()
+    };
+    let text = render_result(output, &rest);
+    let (before, status_line) = match text.rfind('\n') {
+        Some(newline) => text.split_at(newline + 1),
+        None => ("", text.as_str()),
+    };
+    let alone = RunStatus {
+        truncation: Some(truncation.clone()),
+        ..RunStatus::exited(0)
+    };
+    let token = status_line_of(&alone)
+        .strip_suffix(" [exit code: 0]")
+        .map(str::to_string)
+        .unwrap_or_default();
+    format!("{before}{token}\n{status_line}")
+}
+
+fn status_line_of(status: &RunStatus) -> String {
+    status_line(false, status)
+}
+
 /// Splits a result text into the command's output and its status, undoing [`render_result`].
 ///
 /// Accepts exactly the texts [`render_result`] produces: a status line it would not have
@@ -378,6 +411,24 @@ mod tests {
             "rendered as {text:?}"
         );
         text
+    }
+
+    #[test]
+    fn a_console_result_puts_the_truncation_and_the_log_on_a_line_before_the_status() {
+        let status = RunStatus::exited(2).truncated(Truncation::new(7, Some("/l/1.log".into())));
+        assert_eq!(
+            render_console_result("head\ntail\n", &status),
+            "head\ntail\n[output truncated: 7 bytes dropped, full output: \"/l/1.log\"]\n[exit code: 2]"
+        );
+        assert_eq!(
+            render_console_result("", &status),
+            "[output truncated: 7 bytes dropped, full output: \"/l/1.log\"]\n[exit code: 2]"
+        );
+        let plain = RunStatus::exited(0);
+        assert_eq!(
+            render_console_result("hi\n", &plain),
+            render_result("hi\n", &plain)
+        );
     }
 
     #[test]

@@ -86,7 +86,7 @@ impl Connection {
             }
             // A job started by `/bg` streams to its card after the turn has been answered.
             if let Some(card) = card {
-                card.spawn(&self.runs, self.limits);
+                card.spawn(&self.runs);
             }
             Ok(())
         })
@@ -209,10 +209,11 @@ impl TurnPort for AcpTurn<'_> {
             // The call runs on a tracked tokio task, so that shutdown can wait for the kill.
             let run = {
                 let session = self.state.session.clone();
-                let mut sink = BehindSink {
-                    connection: self.sink(),
-                    behind: connection.client_behind.clone(),
-                };
+                // While the client is behind on reading, the call makes no live output;
+                // everything else (the final update above all) always goes.
+                let mut sink = self
+                    .sink()
+                    .skip_live_while(connection.client_behind.clone());
                 let token = cancel.clone();
                 let call_id = call_id.clone();
                 let call = call.clone();
@@ -257,6 +258,8 @@ impl TurnPort for AcpTurn<'_> {
                 jobs: &self.state.jobs,
                 log: &self.state.log,
                 features: self.features,
+                limits: self.connection.limits,
+                behind: self.connection.client_behind.clone(),
                 new_call_id: &new_call_id,
             };
             let (answer, card) = turn.run(command).await;
@@ -265,25 +268,6 @@ impl TurnPort for AcpTurn<'_> {
             answer
         }
         .boxed()
-    }
-}
-
-/// The call's sink: while the client is behind on reading, live output is dropped here, before
-/// the SDK even serializes it; everything else (the final update above all) always goes.
-struct BehindSink {
-    connection: ConnectionSink,
-    behind: crate::acp::ClientBehind,
-}
-
-impl UpdateSink for BehindSink {
-    fn send(&mut self, update: SessionUpdate) {
-        self.connection.send(update);
-    }
-
-    fn send_live(&mut self, update: SessionUpdate) {
-        if !self.behind.is_behind() {
-            self.connection.send(update);
-        }
     }
 }
 

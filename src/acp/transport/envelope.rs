@@ -77,40 +77,6 @@ impl Envelope {
     }
 }
 
-/// The top-level members of the JSON object that is the whole of `bytes`, as raw key and value
-/// bytes (`None` when `bytes` is not one whole object as far as this scan can tell). Strings are
-/// skipped with `memchr`, so a large string value costs little.
-pub fn members(bytes: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
-    let mut scan = Scanner { bytes, at: 0 };
-    let mut members = Vec::new();
-    scan.whitespace();
-    if !scan.eat(b'{') {
-        return None;
-    }
-    scan.whitespace();
-    if !scan.eat(b'}') {
-        loop {
-            scan.whitespace();
-            let key = scan.string()?;
-            scan.whitespace();
-            if !scan.eat(b':') {
-                return None;
-            }
-            scan.whitespace();
-            members.push((key, scan.value()?));
-            scan.whitespace();
-            if scan.eat(b'}') {
-                break;
-            }
-            if !scan.eat(b',') {
-                return None;
-            }
-        }
-    }
-    scan.whitespace();
-    (scan.at == bytes.len()).then_some(members)
-}
-
 /// Whether the object at the start of `bytes` has a top-level `method`, reading no further than
 /// that member (the SDK writes `method` before `params`, so a large notification is not scanned).
 pub fn has_method(bytes: &[u8]) -> bool {
@@ -272,18 +238,6 @@ mod tests {
     fn a_number_cut_at_the_end_is_not_guessed() {
         assert_eq!(Envelope::read(br#"{"id":12"#).id, None);
         assert_eq!(Envelope::read(br#"{"id":{"x":1},"method":"m"}"#).id, None);
-    }
-
-    #[test]
-    fn members_are_the_whole_object_or_nothing() {
-        let members = members(br#" {"a":1, "b":{"c":"}\""} ,"d":[1]} "#).unwrap();
-        let keys: Vec<&[u8]> = members.iter().map(|(k, _)| *k).collect();
-        assert_eq!(keys, [&b"a"[..], b"b", b"d"]);
-        assert_eq!(members[1].1, br#"{"c":"}\""}"#);
-        assert_eq!(super::members(br#"{"a":1} x"#), None);
-        assert_eq!(super::members(br#"{"a":1"#), None);
-        assert!(has_method(br#"{"jsonrpc":"2.0","method":"x","params":{"#));
-        assert!(!has_method(br#"{"jsonrpc":"2.0","id":1,"error":{}}"#));
     }
 
     #[test]

@@ -17,7 +17,6 @@
 
 mod envelope;
 mod incoming;
-pub mod live;
 mod outgoing;
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
@@ -39,15 +38,15 @@ pub struct TransportLimits {
     pub max_line_bytes: usize,
     /// The prompt limit the agent applies, named in the error for a line that is too long.
     pub max_prompt_bytes: usize,
-    /// Once this much waits to be written, lines that `droppable` accepts are dropped instead of
-    /// queued (4 MiB).
+    /// Once this much waits to be written, the client is behind ([`ClientBehind`]: an agent that
+    /// holds the flag makes no live output) until the queue is down to half of it (4 MiB). The
+    /// transport itself drops nothing: what may be left out is known where an update is made
+    /// ([`crate::acp::call_wire`]), not by reading lines back.
     pub live_output_budget: usize,
     /// Once this much waits to be written, no more input is read until the queue is down to
     /// half of it (16 MiB): a client that sends requests without reading the answers is slowed
     /// down instead of growing the agent.
     pub pause_reading_at: usize,
-    /// Which outgoing lines may be dropped while the client is behind ([`live::is_live_output`]).
-    pub droppable: fn(&str) -> bool,
 }
 
 impl TransportLimits {
@@ -60,7 +59,6 @@ impl TransportLimits {
             max_prompt_bytes,
             live_output_budget: 4 << 20,
             pause_reading_at: 16 << 20,
-            droppable: live::is_live_output,
         }
     }
 }
@@ -71,9 +69,10 @@ impl Default for TransportLimits {
     }
 }
 
-/// Whether the client is behind on reading: set by a [`LineTransport`] while live output is being
-/// dropped (its queue went over [`TransportLimits::live_output_budget`]), cleared once the queue
-/// is down to half of it. An agent that holds a clone can skip making live output meanwhile.
+/// Whether the client is behind on reading: set by a [`LineTransport`] once its queue went over
+/// [`TransportLimits::live_output_budget`], cleared once the queue is down to half of it. An
+/// agent that holds a clone makes no live output meanwhile (a call's sequencer asks its sink,
+/// [`crate::acp::UpdateSink::live_wanted`]); nothing else it sends is ever dropped.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct ClientBehind(Arc<AtomicBool>);

@@ -1,15 +1,16 @@
 //! The outgoing side of the line transport: a queue of lines that a writer task drains to the
 //! client, bounded by what may be dropped.
 //!
-//! Owns: the queue and its size, dropping lines that [`TransportLimits::droppable`] allows once the
-//! client stops reading, capping the data of large error responses, noticing the response to
+//! Owns: the queue and its size, raising [`super::ClientBehind`] while the client is not reading
+//! (every line is still queued: what may be left out is decided where updates are made, never
+//! by reading lines back), capping the data of large error responses, noticing the response to
 //! a pending `initialize`, and the writer. Must not touch: what the lines mean beyond their
 //! JSON-RPC envelope.
 //!
 //! The SDK hands over each line and waits for the sink to flush it; this sink accepts every line
 //! at once (so nothing piles up unseen in the SDK's own unbounded queues) and the writer writes
 //! them in order. The queue's size is known here, so the reader can stop taking requests and
-//! live output can be dropped while the client is not reading.
+//! the agent can stop making live output while the client is not reading.
 
 use std::collections::VecDeque;
 use std::io;
@@ -51,9 +52,8 @@ struct State {
     /// The id of an `initialize` request whose response has not been queued yet.
     awaiting: Option<Value>,
     reading_paused: bool,
-    dropping: bool,
-    dropped_lines: u64,
-    dropped_bytes: u64,
+    /// The queue went over the live-output budget and is not down to half of it yet.
+    behind: bool,
 }
 
 impl Shared {
@@ -62,7 +62,7 @@ impl Shared {
         Shared::with_flag(limits, super::ClientBehind::default())
     }
 
-    /// Like [`Shared::new`], raising `behind` while live output is being dropped.
+    /// Like [`Shared::new`], raising `behind` while the client is behind on reading.
     pub(super) fn with_flag(limits: TransportLimits, behind: super::ClientBehind) -> Arc<Shared> {
         Arc::new(Shared {
             state: Mutex::new(State::default()),
@@ -75,14 +75,22 @@ impl Shared {
 
     /// After the queue shrank: live output flows again once it is down to half the budget.
     fn caught_up(&self, state: &mut State) {
-        if state.dropping && state.queued <= self.limits.live_output_budget / 2 {
-            tracing::warn!(
-                lines = state.dropped_lines,
-                bytes = state.dropped_bytes,
-                "the client caught up: live output flows again"
-            );
-            state.dropping = false;
+        if state.behind && state.queued <= self.limits.live_output_budget / 2 {
+            tracing::warn!("the client caught up: live output flows again");
+            state.behind = false;
             self.behind.set(false);
+        }
+    }
+
+    /// After the queue grew: over the budget, the client is behind.
+    fn fell_behind(&self, state: &mut State) {
+        if !state.behind && state.queued > self.limits.live_output_budget {
+            tracing::warn!(
+                queued = state.queued,
+                "the client is not reading: no live output until it catches up"
+            );
+            state.behind = true;
+            self.behind.set(true);
         }
     }
 
@@ -102,20 +110,16 @@ impl Shared {
         state.queue.push_back(bytes);
     }
 
-    /// A line from the SDK: queued, unless it may be dropped and the client is behind.
+    /// A line from the SDK: always queued (nothing the SDK hands over is dropped).
     fn offer(&self, line: String) {
-        let (behind, awaiting) = {
+        let awaiting = {
             let state = self.state.lock().unwrap();
             if state.failure.is_some() {
                 return;
             }
-            (
-                state.queued > self.limits.live_output_budget,
-                state.awaiting.is_some(),
-            )
+            state.awaiting.is_some()
         };
         let line = cap_error_data(line);
-        let droppable = behind && (self.limits.droppable)(&line);
         let answers_initialize = awaiting.then(|| Envelope::read(line.as_bytes()));
         let mut state = self.state.lock().unwrap();
         if let (Some(envelope), Some(id)) = (answers_initialize, state.awaiting.as_ref()) {
@@ -124,21 +128,8 @@ impl Shared {
                 self.reader_wake.notify_one();
             }
         }
-        if droppable {
-            if !state.dropping {
-                tracing::warn!(
-                    queued = state.queued,
-                    "the client is not reading: dropping live output until it catches up"
-                );
-                state.dropping = true;
-                self.behind.set(true);
-            }
-            state.dropped_lines += 1;
-            state.dropped_bytes += line.len() as u64;
-            return;
-        }
-        self.caught_up(&mut state);
         Self::enqueue(&mut state, line);
+        self.fell_behind(&mut state);
         self.writer_wake.notify_one();
     }
 
@@ -182,13 +173,6 @@ impl Shared {
             .iter()
             .map(|line| serde_json::from_slice(line).unwrap())
             .collect()
-    }
-
-    /// What was dropped so far: (lines, bytes).
-    #[cfg(test)]
-    fn dropped(&self) -> (u64, u64) {
-        let state = self.state.lock().unwrap();
-        (state.dropped_lines, state.dropped_bytes)
     }
 }
 
@@ -344,30 +328,38 @@ mod tests {
     fn limits(live_output_budget: usize) -> TransportLimits {
         TransportLimits {
             live_output_budget,
-            droppable: |line| line.contains("live"),
             ..TransportLimits::default()
         }
     }
 
     #[test]
-    fn live_lines_are_dropped_only_while_the_queue_is_over_budget() {
+    fn over_budget_the_client_is_behind_and_every_line_is_still_queued() {
         let shared = Shared::new(limits(10));
         shared.offer("live 1".into());
+        assert!(!shared.behind.is_behind());
         shared.offer("live 2 over".into());
-        shared.offer("final".into());
-        shared.offer("live 3".into());
-        assert_eq!(shared.dropped(), (1, 6));
         assert!(
             shared.behind.is_behind(),
             "the agent is told to stop making live output"
         );
-        let state = shared.state.lock().unwrap();
-        let lines: Vec<_> = state
-            .queue
-            .iter()
-            .map(|l| String::from_utf8_lossy(l))
-            .collect();
+        shared.offer("final".into());
+        let lines: Vec<_> = {
+            let state = shared.state.lock().unwrap();
+            state
+                .queue
+                .iter()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .collect()
+        };
         assert_eq!(lines, ["live 1\n", "live 2 over\n", "final\n"]);
+        // Written down to half the budget: live output flows again.
+        let mut state = shared.state.lock().unwrap();
+        while state.queued > 5 {
+            let line = state.queue.pop_front().unwrap();
+            state.queued -= line.len();
+        }
+        shared.caught_up(&mut state);
+        assert!(!shared.behind.is_behind());
     }
 
     #[test]

@@ -460,3 +460,48 @@ async fn jobs_have_no_timeout_but_job_timeout_sets_one() {
         "{block}"
     );
 }
+
+/// Issue 20, point 2 (and 21's acpx finding): a job's card gets what a turn's card gets, from
+/// the same sequencer: for a plain client the live console view while the job runs (the job
+/// waits for a file the test writes only once it has seen the view), `duration_ms`, and a
+/// final update that carries the title again (it comes after the turn, and acpx shows an
+/// untitled update untitled); on the card too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_card_has_the_live_view_duration_and_a_titled_end() {
+    let script = "echo first; until [ -e go ]; do sleep 0.01; done; echo done";
+    for profile in [ClientProfile::Plain, ClientProfile::Zed] {
+        let (_tmp, dir) = temp_dir();
+        let (turn, live, after) = converse(profile, "a job's card", async |mut c| {
+            let session = c.new_session(&dir).await?;
+            let turn = ask(&mut c, &session, &format!("/bg {script}")).await;
+            let shows_first = |updates: &[SessionUpdate]| match profile {
+                ClientProfile::Plain => tool_call_updates(updates).iter().any(|u| {
+                    u.fields.status.is_none()
+                        && serde_json::to_string(&u.fields.content)
+                            .unwrap()
+                            .contains("```console\\nfirst\\n```")
+                }),
+                _ => output_chunks(updates).concat().contains("first\n"),
+            };
+            let live = updates_until(&mut c, &session, shows_first).await;
+            assert!(
+                !has_final(&live),
+                "{profile:?}: the view came while the job ran"
+            );
+            std::fs::write(dir.join("go"), "").unwrap();
+            let after = updates_until(&mut c, &session, has_final).await;
+            Ok((turn, live, after))
+        })
+        .await;
+        let last = final_update(&after);
+        let json = serde_json::to_value(last).unwrap();
+        assert_eq!(json["title"], tool_call(&turn).title, "{profile:?}: {json}");
+        assert_eq!(json["title"], script, "{profile:?}: {json}");
+        assert!(
+            json["rawOutput"]["duration_ms"].is_u64(),
+            "{profile:?}: {json}"
+        );
+        assert_eq!(status(last), "completed", "{profile:?}");
+        assert!(!live.is_empty());
+    }
+}

@@ -120,7 +120,11 @@ async fn transcript(profile: ClientProfile, name: &str) {
         }
         assert_eq!(zed.problems(), &[] as &[String]);
         let long = zed.card("call-1-1").expect("the first job's card");
-        assert_eq!(long.output, "line 1\nline 2\nline 3\n");
+        // Killed by /kill: the card ends with how (issue 21, point 4).
+        assert_eq!(
+            long.output,
+            "line 1\nline 2\nline 3\n[cancelled] [killed by signal: SIGTERM]\r\n"
+        );
         assert_eq!(long.signal.as_deref(), Some("SIGTERM"));
         let short = zed.card("call-1-2").expect("the second job's card");
         assert_eq!(

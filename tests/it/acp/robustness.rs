@@ -358,3 +358,90 @@ fn forty_flooding_prompts_to_a_client_that_stops_reading_stay_under_100_mib() {
     );
     assert!(grew < 100 * 1024, "the agent grew by {grew} KiB");
 }
+
+/// Issue 21, point 5: a client that stops reading while its calls flood past the card's cap
+/// gets, for every call, the cap notice and then where the full output is, each once and at
+/// the start of a line, although live output around them was left out; and every `tool_call`,
+/// final update and response. Lines of quotes double in JSON, so the 4 MiB the transport holds
+/// before the client counts as behind fill up before any card reaches its cap: leaving live
+/// output out is certain, not a matter of timing.
+#[test]
+fn a_client_that_stops_reading_still_gets_every_notice_on_a_line_of_its_own() {
+    const CALLS: usize = 4;
+    const CAP: usize = 4 << 20;
+    let mut agent = RawAgent::start(&[]);
+    agent.send_line(INITIALIZE_CARD);
+    agent.until_response(json!(1));
+    let sessions: Vec<String> = (0..CALLS)
+        .map(|n| agent.new_session(100 + n as u64))
+        .collect();
+    for (n, session) in sessions.iter().enumerate() {
+        let script = format!("yes '\"\"\"\"\"\"\"\"\"\"' | head -c 8000000; touch done-{n}");
+        agent.send_line(&prompt(200 + n as u64, session, &script));
+    }
+    for n in 0..CALLS {
+        wait_for(&agent.dir.join(format!("done-{n}")));
+    }
+    let mut data: std::collections::BTreeMap<String, String> = Default::default();
+    let (mut calls, mut finals, mut answers) = (0, 0, 0);
+    while answers < CALLS {
+        let message: Value = serde_json::from_str(&agent.raw_line()).unwrap();
+        if message.get("method").is_none() {
+            assert_eq!(message["result"]["stopReason"], "end_turn", "{message}");
+            answers += 1;
+            continue;
+        }
+        let update = &message["params"]["update"];
+        let id = update["toolCallId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match update["sessionUpdate"].as_str() {
+            Some("tool_call") => calls += 1,
+            Some("tool_call_update") if update["status"].is_string() => {
+                assert_eq!(update["status"], "completed", "{update}");
+                finals += 1;
+            }
+            Some("tool_call_update") => {
+                if let Some(chunk) = update.pointer("/_meta/terminal_output/data") {
+                    data.entry(id)
+                        .or_default()
+                        .push_str(chunk.as_str().unwrap());
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        (calls, finals),
+        (CALLS, CALLS),
+        "every tool_call and final update"
+    );
+    assert_eq!(data.len(), CALLS);
+    for (id, card) in &data {
+        for notice in [
+            "[acp-bash: stopped streaming after 4 MiB",
+            "[acp-bash: full output: ",
+        ] {
+            assert_eq!(card.matches(notice).count(), 1, "{id}: {notice}");
+            let at = card.find(notice).unwrap();
+            assert!(
+                at == 0 || card[..at].ends_with('\n'),
+                "{id}: {notice:?} is glued to {:?}",
+                &card[at.saturating_sub(40)..at]
+            );
+        }
+        let (streamed, _) = card.split_once("[acp-bash: stopped streaming").unwrap();
+        assert!(
+            streamed.len() < CAP - (320 << 10),
+            "{id}: {} bytes streamed: nothing was left out, the test proves nothing",
+            streamed.len()
+        );
+        let path = card
+            .split_once("[acp-bash: full output: ")
+            .and_then(|(_, rest)| rest.split_once("]\r\n"))
+            .map(|(path, _)| path)
+            .unwrap_or_else(|| panic!("{id}: where the full output is: {card:?}"));
+        assert_eq!(std::fs::metadata(path).unwrap().len(), 8_000_000, "{id}");
+    }
+}

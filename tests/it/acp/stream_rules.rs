@@ -18,8 +18,11 @@ fn flood(chunk_size: usize, chunks: usize) -> (Vec<String>, Coalescer) {
     for i in 0..chunks {
         let now = t0 + Duration::from_nanos(i as u64);
         sent.extend(coalescer.push(&chunk, now));
+        // The notice is the sequencer's to send after the data (never dropped).
+        sent.extend(coalescer.take_notice());
     }
     sent.extend(coalescer.finish(t0 + Duration::from_millis(1)));
+    sent.extend(coalescer.take_notice());
     (sent, coalescer)
 }
 

@@ -249,3 +249,88 @@ async fn a_model_call_with_bad_arguments_runs_nothing_and_says_what_to_fix() {
     }
     assert!(!dir.path().join("made").exists(), "a bad call ran");
 }
+
+/// Runs `call` on a card client as `call-1` with `cancel`; returns every update (the card's
+/// data joined) once the call has ended.
+async fn card_run(
+    session: &Session,
+    call: BashCall,
+    cancel: CancellationToken,
+) -> (String, Vec<SessionUpdate>) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let session = session.clone();
+    let task = tokio::spawn(async move {
+        let mut sink = move |update: SessionUpdate| {
+            let _ = tx.send(update);
+        };
+        ToolCallRunner::new(CARD)
+            .run(
+                &session,
+                &ToolCallId::new("call-1"),
+                &call,
+                &mut sink,
+                &cancel,
+            )
+            .await
+    });
+    tokio::time::timeout(HANG_GUARD, task)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut all = Vec::new();
+    while let Ok(update) = rx.try_recv() {
+        all.push(update);
+    }
+    let data = all.iter().filter_map(card_data).collect();
+    (data, all)
+}
+
+/// Issue 21, point 4: on the card, a timeout, a cancel and a signal end with the status line
+/// plain clients get (the marker renderer's words), on a line of its own, before the final
+/// update; a plain exit adds nothing (the card shows its exit code).
+#[tokio::test]
+async fn a_card_says_how_a_timed_out_cancelled_or_signalled_command_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = full_session(dir.path());
+
+    let timed_out = BashCall::from(
+        RunRequest::new("echo started; exec sleep 30")
+            .timeout(std::time::Duration::from_millis(300)),
+    );
+    let (data, _) = card_run(&session, timed_out, CancellationToken::new()).await;
+    assert_eq!(
+        data,
+        "started\n[timed out after 0.3s] [killed by signal: SIGTERM]\r\n"
+    );
+
+    // Cancelled once the command is known to run (its file is there): no timing.
+    let cancel = CancellationToken::new();
+    let started = dir.path().join("started");
+    let canceller = {
+        let cancel = cancel.clone();
+        let started = started.clone();
+        tokio::spawn(async move {
+            crate::support::acp::wait_for_file(&started).await;
+            cancel.cancel();
+        })
+    };
+    let cancelled = BashCall::new("printf 'no newline'; touch started; exec sleep 30");
+    let (data, all) = card_run(&session, cancelled, cancel).await;
+    canceller.await.unwrap();
+    assert_eq!(
+        data,
+        "no newline\r\n[cancelled] [killed by signal: SIGTERM]\r\n"
+    );
+    assert_eq!(
+        final_status(all.last().unwrap()),
+        Some(ToolCallStatus::Failed)
+    );
+
+    let signalled = BashCall::new("echo bye; kill -KILL $$");
+    let (data, _) = card_run(&session, signalled, CancellationToken::new()).await;
+    assert_eq!(data, "bye\n[killed by signal: SIGKILL]\r\n");
+
+    let exited = BashCall::new("echo done; exit 3");
+    let (data, _) = card_run(&session, exited, CancellationToken::new()).await;
+    assert_eq!(data, "done\n");
+}

@@ -2,7 +2,8 @@
 //! JSON-RPC line. One transcript per (client, script), stored in `snapshots/` at the repo root.
 //!
 //! Every line of every transcript is validated against the ACP v1 schema, and every card
-//! transcript is replayed through Zed's rules: the card must show exactly what the command printed.
+//! transcript is replayed through Zed's rules: the card must show exactly what the command printed
+//! (then, for a command that did not simply exit, the status line).
 
 use std::path::Path;
 
@@ -190,6 +191,12 @@ async fn transcript_in(profile: ClientProfile, script: Script, sandbox: Sandbox)
             .printed
             .iter()
             .map(|p| p.replace("[TMP]", dir.to_str().unwrap()))
+            // A cancelled command's card ends with how it ended, in a plain client's words
+            // (issue 21, point 4).
+            .map(|p| match script.cancel {
+                true => format!("{p}[cancelled] [killed by signal: SIGTERM]\r\n"),
+                false => p,
+            })
             .collect();
         assert_cards_show_what_was_printed(&lines, &printed);
     }

@@ -46,7 +46,8 @@ fn the_stream_limits_are_the_documented_ones() {
     assert_eq!(limits.max_batch_bytes, 65_536);
     assert_eq!(
         cap_notice(&limits),
-        "\r\n[acp-bash: stopped streaming after 4 MiB; the full output is in the result and the log]\r\n"
+        "[acp-bash: stopped streaming after 4 MiB; the result keeps only the head and tail of \
+         the output; where the full output is follows when the command ends]\r\n"
     );
 }
 

@@ -162,3 +162,30 @@ async fn run_plain_on_a_terminal_redraws_the_live_view_in_place() {
         "{text:?}"
     );
 }
+
+/// Issue 21, point 4: `run`'s card view prints how a command that did not simply exit ended,
+/// in the words a plain client's block ends with, on a line of its own (the exit status is
+/// still the command's).
+#[test]
+fn run_prints_the_status_line_of_a_timed_out_or_signalled_command() {
+    let (_tmp, dir) = temp_dir();
+    let output = Command::new(binary())
+        .args(["run", "--sandbox", "full", "--timeout", "1s", "--"])
+        .arg("echo started; exec sleep 30")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        stdout, "started\n[timed out after 1s] [killed by signal: SIGTERM]\r\n",
+        "{output:?}"
+    );
+    assert_eq!(output.status.code(), Some(143));
+    let output = run("printf partial; kill -KILL $$");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        stdout, "partial\r\n[killed by signal: SIGKILL]\r\n",
+        "{output:?}"
+    );
+    assert_eq!(output.status.code(), Some(137));
+}
