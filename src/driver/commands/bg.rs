@@ -20,9 +20,19 @@ pub const SPEC: CommandSpec = CommandSpec {
 
 /// `/bg SCRIPT`'s argument.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Bg {
     /// The script to run.
     pub script: String,
+}
+
+impl Bg {
+    /// `/bg SCRIPT`.
+    pub fn new(script: impl Into<String>) -> Self {
+        Bg {
+            script: script.into(),
+        }
+    }
 }
 
 fn parse(args: &str) -> Result<Box<dyn Run>, String> {

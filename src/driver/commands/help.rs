@@ -18,6 +18,7 @@ pub const SPEC: CommandSpec = CommandSpec {
 
 /// `/help [COMMAND]`'s argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Help {
     /// The command to explain; `None`: all of them.
     pub topic: Option<&'static CommandSpec>,

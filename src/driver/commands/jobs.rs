@@ -20,6 +20,7 @@ pub const SPEC: CommandSpec = CommandSpec {
 
 /// `/jobs` (no arguments).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Jobs;
 
 fn parse(args: &str) -> Result<Box<dyn Run>, String> {

@@ -19,9 +19,17 @@ pub const SPEC: CommandSpec = CommandSpec {
 
 /// `/kill ID`'s argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Kill {
     /// The job to kill.
     pub id: JobId,
+}
+
+impl Kill {
+    /// `/kill ID`.
+    pub fn new(id: JobId) -> Self {
+        Kill { id }
+    }
 }
 
 fn parse(args: &str) -> Result<Box<dyn Run>, String> {

@@ -27,6 +27,7 @@ pub const MAX_LINES: usize = 10_000;
 
 /// `/logs ID [N]`'s arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Logs {
     /// The job whose output to show.
     pub id: JobId,

@@ -105,6 +105,7 @@ pub trait CommandHost: Send + Sync {
 }
 
 /// A recognised slash command with its arguments, ready to run.
+#[non_exhaustive]
 pub struct SlashCommand {
     command: &'static Command,
     run: Box<dyn Run>,
