@@ -465,7 +465,11 @@ async fn supervise(
     // under process churn).
     let bound = GONE_AFTER_KILL.max(config.kill_grace);
     if (cancelled || timed_out) && !process::wait_until_group_gone(pgid, bound).await {
-        tracing::warn!(pgid, ?bound, "the command's group was still there after it was killed");
+        tracing::warn!(
+            pgid,
+            ?bound,
+            "the command's group was still there after it was killed"
+        );
         output.notice(format!(
             "some of the command's processes were still there {} after they were killed \
              (stuck in the kernel?); see `ps -g {pgid}`",
@@ -516,7 +520,8 @@ fn drain_ready(pipe: &tokio::net::unix::pipe::Receiver, buffer: &mut [u8], outpu
                 output.push(&buffer[..n]);
                 read += n;
             }
-            Err(_) if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {
+            }
             // Empty for now (EAGAIN), or unreadable: nothing more to read without waiting.
             Err(_) => break,
         }

@@ -235,7 +235,11 @@ mod tests {
         let mut unique = names.clone();
         unique.sort_unstable();
         unique.dedup();
-        assert_eq!(unique.len(), names.len(), "a name is registered twice: {names:?}");
+        assert_eq!(
+            unique.len(),
+            names.len(),
+            "a name is registered twice: {names:?}"
+        );
         assert_eq!(names.last(), Some(&"help"), "help comes last: {names:?}");
         let help = help::answer(None);
         for command in COMMANDS {

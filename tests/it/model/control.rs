@@ -139,7 +139,11 @@ async fn background_jobs_start_are_read_and_killed() {
             .unwrap()
             .to_string()
     };
-    assert!(result(1).starts_with("Started job 1 (pid "), "{}", result(1));
+    assert!(
+        result(1).starts_with("Started job 1 (pid "),
+        "{}",
+        result(1)
+    );
     assert!(
         result(2).starts_with("job 1 `echo serving; exec sleep 600`"),
         "{}",

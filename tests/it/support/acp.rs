@@ -214,26 +214,36 @@ pub async fn wait_for_file(path: &Path) {
 /// fork and its exec.
 pub async fn wait_for_exec(argv: &[&str], cwd: &Path) {
     use std::os::unix::fs::MetadataExt;
-    let wanted: Vec<u8> = argv.iter().flat_map(|a| [a.as_bytes(), b"\0"].concat()).collect();
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
     let dir = std::fs::metadata(cwd).expect("the directory");
     let found = || {
-        std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|entry| {
-            let path = entry.path();
-            std::fs::read(path.join("cmdline")).is_ok_and(|c| c == wanted)
-                && std::fs::metadata(path.join("cwd"))
-                    .is_ok_and(|m| m.dev() == dir.dev() && m.ino() == dir.ino())
-                && entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|pid| pid.parse().ok())
-                    .is_some_and(process_alive)
-        })
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|entry| {
+                let path = entry.path();
+                std::fs::read(path.join("cmdline")).is_ok_and(|c| c == wanted)
+                    && std::fs::metadata(path.join("cwd"))
+                        .is_ok_and(|m| m.dev() == dir.dev() && m.ino() == dir.ino())
+                    && entry
+                        .file_name()
+                        .to_str()
+                        .and_then(|pid| pid.parse().ok())
+                        .is_some_and(process_alive)
+            })
     };
-    guard(&format!("waiting for {argv:?} in {}", cwd.display()), async {
-        while !found() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
+    guard(
+        &format!("waiting for {argv:?} in {}", cwd.display()),
+        async {
+            while !found() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        },
+    )
     .await
 }
 
