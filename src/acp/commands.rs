@@ -15,15 +15,17 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
+use futures::future::BoxFuture;
+use futures::FutureExt;
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::ClientFeatures;
 use super::call_wire::{CallWire, ConnectionSink};
 use super::transport::ClientBehind;
-use crate::driver::commands::{self, SlashCommand, COMMANDS};
+use crate::driver::commands::{CommandHost, SlashCommand, COMMANDS};
 use crate::exec::Session;
-use crate::jobs::{Job, JobId, JobRegistry, LiveOutput};
+use crate::jobs::{Job, JobId, JobRegistry, LiveOutput, StartError};
 use crate::present::stream::StreamLimits;
 use crate::present::{present_call, present_ended};
 use crate::store::SessionLog;
@@ -34,6 +36,7 @@ use crate::tool::BashCall;
 pub fn available_commands() -> SessionUpdate {
     let commands = COMMANDS
         .iter()
+        .map(|command| &command.spec)
         .map(|spec| {
             AvailableCommand::new(spec.name, spec.description).input(
                 AvailableCommandInput::Unstructured(UnstructuredCommandInput::new(spec.hint)),
@@ -113,29 +116,16 @@ impl CommandTurn<'_> {
     /// for a `/bg` that started a job, the job's card, to [`JobCard::spawn`] once the turn has
     /// been answered.
     pub async fn run(&self, command: SlashCommand) -> (String, Option<JobCard>) {
-        let registry = &self.jobs.registry;
-        let answer = match command {
-            SlashCommand::Bg { script } => return self.background(script).await,
-            SlashCommand::Jobs => commands::jobs::answer(registry),
-            SlashCommand::Kill { id } => match commands::kill::kill(registry, id) {
-                Ok(job) => {
-                    job.wait().await;
-                    self.jobs.card_done(id).await;
-                    commands::kill::killed(&job)
-                }
-                Err(message) => message,
-            },
-            SlashCommand::Logs { id, lines } => commands::logs::answer(registry, id, lines),
-            SlashCommand::Help { topic } => commands::help::answer(topic),
+        let host = Host {
+            turn: self,
+            card: Mutex::new(None),
         };
-        (answer, None)
+        let answer = command.run(&host).await;
+        (answer, host.card.into_inner().unwrap())
     }
 
-    async fn background(&self, script: String) -> (String, Option<JobCard>) {
-        let (job, live) = match self.jobs.registry.start(self.session, script).await {
-            Ok(started) => started,
-            Err(error) => return (commands::bg::refused(&error), None),
-        };
+    async fn background(&self, script: String) -> Result<(Job, JobCard), StartError> {
+        let (job, live) = self.jobs.registry.start(self.session, script).await?;
         let call = BashCall::new(job.command());
         let view = present_call(&call, job.cwd());
         let call_id = (self.new_call_id)();
@@ -152,7 +142,6 @@ impl CommandTurn<'_> {
             self.limits,
             &mut sink,
         );
-        let answer = commands::bg::started(&job, self.features.card());
         let (done_tx, done_rx) = watch::channel(false);
         self.jobs
             .cards_done
@@ -162,12 +151,46 @@ impl CommandTurn<'_> {
         let card = JobCard {
             sink,
             wire,
-            job,
+            job: job.clone(),
             live,
             log: self.log.clone(),
             done: done_tx,
         };
-        (answer, Some(card))
+        Ok((job, card))
+    }
+}
+
+/// Every slash command runs on this: the commands' provider-neutral host over the session's
+/// jobs, which keeps the card of a job `/bg` started for the caller to spawn.
+struct Host<'a> {
+    turn: &'a CommandTurn<'a>,
+    card: Mutex<Option<JobCard>>,
+}
+
+impl CommandHost for Host<'_> {
+    fn jobs(&self) -> &JobRegistry {
+        &self.turn.jobs.registry
+    }
+
+    fn start_job(&self, script: String) -> BoxFuture<'_, Result<Job, StartError>> {
+        async move {
+            let (job, card) = self.turn.background(script).await?;
+            *self.card.lock().unwrap() = Some(card);
+            Ok(job)
+        }
+        .boxed()
+    }
+
+    fn shows_jobs_live(&self) -> bool {
+        self.turn.features.card()
+    }
+
+    fn job_shown_ended<'b>(&'b self, job: &'b Job) -> BoxFuture<'b, ()> {
+        async move {
+            job.wait().await;
+            self.turn.jobs.card_done(job.id()).await;
+        }
+        .boxed()
     }
 }
 

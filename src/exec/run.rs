@@ -439,7 +439,13 @@ async fn supervise(
                 signal_group(pgid, libc::SIGKILL);
                 kill_at = None;
             },
-            () = sleep_until(give_up_pipe_at), if reading && output.can_read() => reading = false,
+            () = sleep_until(give_up_pipe_at), if reading && output.can_read() => {
+                // What the pipe holds now was written before the grace ran out. On a busy
+                // machine this timer and a ready read come due together, and `select!` picks
+                // either: read it first, so that the shell's last output is never dropped.
+                drain_ready(&pipe, &mut buffer, output);
+                reading = false;
+            }
             permit = reserve(&live), if !output.pending.is_empty() => match permit {
                 Some(permit) => permit.send(std::mem::take(&mut output.pending)),
                 None => {
@@ -454,8 +460,21 @@ async fn supervise(
     // still runs then (one `kill(-pgid, 0)` when the group is empty; a scan of /proc only
     // when something of it is left, zombies not counting).
     drop(guard);
-    if (cancelled || timed_out) && !process::wait_until_group_gone(pgid, config.kill_grace).await {
-        tracing::warn!(pgid, grace = ?config.kill_grace, "the command's group was still there after it was killed");
+    // After the SIGKILL only the kernel's scheduling decides when the group is gone: bounded by
+    // GONE_AFTER_KILL, not by the grace a command gets to exit on its own (1 s was too short
+    // under process churn).
+    let bound = GONE_AFTER_KILL.max(config.kill_grace);
+    if (cancelled || timed_out) && !process::wait_until_group_gone(pgid, bound).await {
+        tracing::warn!(
+            pgid,
+            ?bound,
+            "the command's group was still there after it was killed"
+        );
+        output.notice(format!(
+            "some of the command's processes were still there {} after they were killed \
+             (stuck in the kernel?); see `ps -g {pgid}`",
+            crate::text::human_duration(bound)
+        ));
     }
     output.flush();
     let exit = match exit_status {
@@ -474,6 +493,38 @@ async fn supervise(
         exit,
         timed_out,
         cancelled,
+    }
+}
+
+/// How long a killed run waits for its process group to be gone before its outcome says that
+/// something of it is still there. A SIGKILLed process cannot outlive it unless the kernel keeps
+/// it (uninterruptible sleep).
+const GONE_AFTER_KILL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The most the run reads from its pipe at the end without waiting: more than a pipe holds (an
+/// unprivileged process may grow its pipe to `/proc/sys/fs/pipe-max-size`, 1 MiB by default).
+const MAX_FINAL_READ_BYTES: usize = 1024 * 1024;
+
+/// Reads what `pipe` holds right now without waiting for more (the fd is non-blocking), at most
+/// [`MAX_FINAL_READ_BYTES`] (a grandchild that keeps writing is cut off there).
+fn drain_ready(pipe: &tokio::net::unix::pipe::Receiver, buffer: &mut [u8], output: &mut Output) {
+    use std::os::fd::AsRawFd;
+    let mut read = 0;
+    while read < MAX_FINAL_READ_BYTES {
+        // SAFETY: reads into our own buffer, of its length, from the run's open pipe.
+        let n = unsafe { libc::read(pipe.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len()) };
+        match usize::try_from(n) {
+            // End of file.
+            Ok(0) => break,
+            Ok(n) => {
+                output.push(&buffer[..n]);
+                read += n;
+            }
+            Err(_) if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {
+            }
+            // Empty for now (EAGAIN), or unreadable: nothing more to read without waiting.
+            Err(_) => break,
+        }
     }
 }
 

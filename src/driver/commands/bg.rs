@@ -1,7 +1,13 @@
 //! `/bg SCRIPT`: starts SCRIPT as a background job of the session.
 
-use super::{inline_code, CommandSpec};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::{inline_code, Command, CommandHost, CommandSpec, Run};
 use crate::jobs::{Job, StartError};
+
+/// `/bg`.
+pub const COMMAND: Command = Command::new(SPEC, parse);
 
 /// What the agent advertises about `/bg`.
 pub const SPEC: CommandSpec = CommandSpec {
@@ -12,13 +18,42 @@ pub const SPEC: CommandSpec = CommandSpec {
     usage: "/bg SCRIPT",
 };
 
-pub(super) fn parse(args: &str) -> Result<super::SlashCommand, String> {
+/// `/bg SCRIPT`'s argument.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Bg {
+    /// The script to run.
+    pub script: String,
+}
+
+impl Bg {
+    /// `/bg SCRIPT`.
+    pub fn new(script: impl Into<String>) -> Self {
+        Bg {
+            script: script.into(),
+        }
+    }
+}
+
+fn parse(args: &str) -> Result<Box<dyn Run>, String> {
     if args.is_empty() {
         return Err("give the script to run in the background, e.g. `/bg npm run dev`".into());
     }
-    Ok(super::SlashCommand::Bg {
+    Ok(Box::new(Bg {
         script: args.to_string(),
-    })
+    }))
+}
+
+impl Run for Bg {
+    fn run<'a>(self: Box<Self>, host: &'a dyn CommandHost) -> BoxFuture<'a, String> {
+        async move {
+            match host.start_job(self.script).await {
+                Ok(job) => started(&job, host.shows_jobs_live()),
+                Err(error) => refused(&error),
+            }
+        }
+        .boxed()
+    }
 }
 
 /// The message for a job that started. `card`: the client shows the job's live terminal card.

@@ -1,6 +1,12 @@
 //! `/help [COMMAND]`: the commands, and that every other prompt is a bash script.
 
-use super::{CommandSpec, COMMANDS};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::{Command, CommandHost, CommandSpec, Run, COMMANDS};
+
+/// `/help`.
+pub const COMMAND: Command = Command::new(SPEC, parse);
 
 /// What the agent advertises about `/help`.
 pub const SPEC: CommandSpec = CommandSpec {
@@ -10,20 +16,36 @@ pub const SPEC: CommandSpec = CommandSpec {
     usage: "/help [COMMAND]",
 };
 
-pub(super) fn parse(args: &str) -> Result<super::SlashCommand, String> {
+/// `/help [COMMAND]`'s argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Help {
+    /// The command to explain; `None`: all of them.
+    pub topic: Option<&'static CommandSpec>,
+}
+
+fn parse(args: &str) -> Result<Box<dyn Run>, String> {
     if args.is_empty() {
-        return Ok(super::SlashCommand::Help { topic: None });
+        return Ok(Box::new(Help { topic: None }));
     }
     let name = args.strip_prefix('/').unwrap_or(args);
     match super::find(name) {
-        Some(spec) => Ok(super::SlashCommand::Help { topic: Some(spec) }),
+        Some(command) => Ok(Box::new(Help {
+            topic: Some(&command.spec),
+        })),
         None => {
-            let names: Vec<&str> = COMMANDS.iter().map(|spec| spec.name).collect();
+            let names: Vec<&str> = COMMANDS.iter().map(|command| command.spec.name).collect();
             Err(format!(
                 "there is no command {args:?}; the commands are {}",
                 names.join(", ")
             ))
         }
+    }
+}
+
+impl Run for Help {
+    fn run<'a>(self: Box<Self>, _host: &'a dyn CommandHost) -> BoxFuture<'a, String> {
+        futures::future::ready(answer(self.topic)).boxed()
     }
 }
 
@@ -37,7 +59,7 @@ pub fn answer(topic: Option<&CommandSpec>) -> String {
          (`cd` carries over; a first line `# words` describes it). A prompt whose first word is \
          one of these commands is a command instead:\n\n",
     );
-    for spec in COMMANDS {
+    for spec in COMMANDS.iter().map(|command| &command.spec) {
         text.push_str(&format!("- `{}`: {}\n", spec.usage, spec.description));
     }
     text.push_str(

@@ -1,8 +1,14 @@
 //! `/jobs`: lists the session's jobs: id, pid, state, elapsed time, command.
 
-use super::{human_duration, CommandSpec};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::{human_duration, Command, CommandHost, CommandSpec, Run};
 use crate::jobs::JobRegistry;
 use crate::present::console_block;
+
+/// `/jobs`.
+pub const COMMAND: Command = Command::new(SPEC, parse);
 
 /// What the agent advertises about `/jobs`.
 pub const SPEC: CommandSpec = CommandSpec {
@@ -12,11 +18,22 @@ pub const SPEC: CommandSpec = CommandSpec {
     usage: "/jobs",
 };
 
-pub(super) fn parse(args: &str) -> Result<super::SlashCommand, String> {
+/// `/jobs` (no arguments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Jobs;
+
+fn parse(args: &str) -> Result<Box<dyn Run>, String> {
     if !args.is_empty() {
         return Err(format!("/jobs takes no arguments, got {args:?}"));
     }
-    Ok(super::SlashCommand::Jobs)
+    Ok(Box::new(Jobs))
+}
+
+impl Run for Jobs {
+    fn run<'a>(self: Box<Self>, host: &'a dyn CommandHost) -> BoxFuture<'a, String> {
+        futures::future::ready(answer(host.jobs())).boxed()
+    }
 }
 
 /// How long a command may be in the listing before it is cut.

@@ -1,7 +1,13 @@
 //! `/kill ID` (or `/kill %ID`): kills a job's whole process tree.
 
-use super::{inline_code, CommandSpec};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::{inline_code, Command, CommandHost, CommandSpec, Run};
 use crate::jobs::{Job, JobId, JobRegistry, JobState};
+
+/// `/kill`.
+pub const COMMAND: Command = Command::new(SPEC, parse);
 
 /// What the agent advertises about `/kill`.
 pub const SPEC: CommandSpec = CommandSpec {
@@ -11,13 +17,44 @@ pub const SPEC: CommandSpec = CommandSpec {
     usage: "/kill ID",
 };
 
-pub(super) fn parse(args: &str) -> Result<super::SlashCommand, String> {
+/// `/kill ID`'s argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Kill {
+    /// The job to kill.
+    pub id: JobId,
+}
+
+impl Kill {
+    /// `/kill ID`.
+    pub fn new(id: JobId) -> Self {
+        Kill { id }
+    }
+}
+
+fn parse(args: &str) -> Result<Box<dyn Run>, String> {
     let mut words = args.split_whitespace();
     let id = super::job_id(words.next())?;
     if let Some(extra) = words.next() {
         return Err(format!("/kill takes one job id, got also {extra:?}"));
     }
-    Ok(super::SlashCommand::Kill { id })
+    Ok(Box::new(Kill { id }))
+}
+
+impl Run for Kill {
+    /// Kills the job and answers once the client has been shown its end.
+    fn run<'a>(self: Box<Self>, host: &'a dyn CommandHost) -> BoxFuture<'a, String> {
+        async move {
+            match kill(host.jobs(), self.id) {
+                Ok(job) => {
+                    host.job_shown_ended(&job).await;
+                    killed(&job)
+                }
+                Err(message) => message,
+            }
+        }
+        .boxed()
+    }
 }
 
 /// Kills job `id` if it runs. `Ok(job)`: wait for it to end, then report with [`killed`].

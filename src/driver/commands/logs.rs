@@ -1,8 +1,14 @@
 //! `/logs ID [N]`: the last N lines (default 50) of a job's output, while it runs or after.
 
-use super::{inline_code, CommandSpec};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::{inline_code, Command, CommandHost, CommandSpec, Run};
 use crate::jobs::{JobId, JobRegistry, JobState};
 use crate::present::{ansi, console_block};
+
+/// `/logs`.
+pub const COMMAND: Command = Command::new(SPEC, parse);
 
 /// What the agent advertises about `/logs`.
 pub const SPEC: CommandSpec = CommandSpec {
@@ -19,7 +25,17 @@ pub const DEFAULT_LINES: usize = 50;
 /// [`crate::jobs::JobLimits`]).
 pub const MAX_LINES: usize = 10_000;
 
-pub(super) fn parse(args: &str) -> Result<super::SlashCommand, String> {
+/// `/logs ID [N]`'s arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Logs {
+    /// The job whose output to show.
+    pub id: JobId,
+    /// How many of the last lines to show.
+    pub lines: usize,
+}
+
+fn parse(args: &str) -> Result<Box<dyn Run>, String> {
     let mut words = args.split_whitespace();
     let id = super::job_id(words.next())?;
     let lines = match words.next() {
@@ -38,7 +54,13 @@ pub(super) fn parse(args: &str) -> Result<super::SlashCommand, String> {
             "/logs takes a job id and a line count, got also {extra:?}"
         ));
     }
-    Ok(super::SlashCommand::Logs { id, lines })
+    Ok(Box::new(Logs { id, lines }))
+}
+
+impl Run for Logs {
+    fn run<'a>(self: Box<Self>, host: &'a dyn CommandHost) -> BoxFuture<'a, String> {
+        futures::future::ready(answer(host.jobs(), self.id, self.lines)).boxed()
+    }
 }
 
 /// The last `lines` lines of job `id` as a console block (escape sequences removed), or why

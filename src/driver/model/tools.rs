@@ -9,7 +9,7 @@
 use serde_json::{json, Value};
 
 use super::api::{ToolCall, ToolSpec};
-use crate::driver::commands::SlashCommand;
+use crate::driver::commands::{bg, kill, SlashCommand};
 use crate::driver::TurnHost;
 use crate::jobs::{JobId, JobState};
 use crate::present::model::model_result;
@@ -116,7 +116,10 @@ pub async fn run_tool_call(turn: &mut dyn TurnHost, call: &ToolCall, budget: usi
             Err(problem) => ToolAnswer::error(problem),
         },
         JOB_KILL => match job_args(&value, false) {
-            Ok((id, _)) => ToolAnswer::ok(turn.run_command(SlashCommand::Kill { id }).await),
+            Ok((id, _)) => ToolAnswer::ok(
+                turn.run_command(SlashCommand::new(&kill::COMMAND, kill::Kill::new(id)))
+                    .await,
+            ),
             Err(problem) => ToolAnswer::error(problem),
         },
         other => ToolAnswer::error(format!(
@@ -146,7 +149,10 @@ async fn bash(turn: &mut dyn TurnHost, mut value: Value, budget: usize) -> ToolA
     };
     if background {
         let script = args.command;
-        return ToolAnswer::ok(turn.run_command(SlashCommand::Bg { script }).await);
+        return ToolAnswer::ok(
+            turn.run_command(SlashCommand::new(&bg::COMMAND, bg::Bg::new(script)))
+                .await,
+        );
     }
     let result = turn.run_bash(args.into_call()).await;
     ToolAnswer::ok(model_result(&result.outcome, budget))

@@ -240,3 +240,52 @@ async fn a_reader_behind_the_live_limit_still_gets_the_crossing_chunk() {
     );
     handle.wait().await;
 }
+
+/// What the shell printed before it exited is all read, however late the reader comes: the
+/// pipe's grace (here none at all) is for grandchildren that keep it open, not for output that
+/// is already in it. The reader holds back until the shell has exited and been reaped (its
+/// stream's buffer full, the rest in the pipe); then the grace's timer and the ready pipe come
+/// due together, and the run must read the pipe first.
+#[tokio::test]
+async fn output_already_in_the_pipe_when_the_shell_exits_is_never_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = acp_bash::exec::Engine::new(
+        acp_bash::exec::EngineConfig::default()
+            .sandbox_mode(acp_bash::sandbox::Mode::Full)
+            .pipe_grace(Duration::ZERO),
+    )
+    .session(dir.path())
+    .unwrap();
+    // More than the stream holds unread (so some waits in the pipe), less than the stream and
+    // the pipe together (so the command never blocks and exits while nobody reads).
+    let total = 300_000;
+    for round in 0..20 {
+        let mut handle = session.start(RunRequest::new(format!(
+            "head -c {total} /dev/zero | tr '\\0' x; echo; echo end"
+        )));
+        let pid = handle.pid().await.expect("the shell started");
+        let reaped = tokio::time::timeout(HANG_GUARD, async {
+            while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(reaped.is_ok(), "round {round}: the shell never exited");
+        let mut streamed = String::new();
+        while let Some(chunk) = tokio::time::timeout(HANG_GUARD, handle.next_output())
+            .await
+            .expect("the stream hung")
+        {
+            streamed.push_str(&chunk);
+        }
+        let outcome = handle.wait().await;
+        assert_eq!(outcome.exit_code(), Some(0), "round {round}");
+        assert!(
+            streamed.len() == total + "\nend\n".len() && streamed.ends_with("x\nend\n"),
+            "round {round}: {} of {} bytes streamed, ending {:?}",
+            streamed.len(),
+            total + 5,
+            &streamed[streamed.len().saturating_sub(20)..]
+        );
+    }
+}

@@ -3,11 +3,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use acp_bash::driver::commands::SlashCommand;
+use acp_bash::driver::commands::{CommandHost, SlashCommand};
 use acp_bash::driver::model::{ApiKey, ModelConfig, ModelDriver, Provider, RetryPolicy};
 use acp_bash::driver::{Prompt, StopReason, TurnError, Usage};
 use acp_bash::exec::{Engine, EngineConfig, Session};
-use acp_bash::jobs::{JobLimits, JobRegistry};
+use acp_bash::jobs::{Job, JobLimits, JobRegistry, StartError};
 use acp_bash::sandbox::Mode;
 use acp_bash::store::{SessionLog, SessionRecord};
 use acp_bash::tool::{run_bash, BashCall, BashResult};
@@ -77,24 +77,32 @@ impl TurnPort for Port {
 
     fn run_command(&self, command: SlashCommand) -> BoxFuture<'_, String> {
         async move {
-            let answer = match &command {
-                SlashCommand::Bg { script } => {
-                    match self.jobs.start(&self.session, script.clone()).await {
-                        Ok((job, _live)) => format!("started job {}", job.id()),
-                        Err(error) => error.to_string(),
-                    }
-                }
-                SlashCommand::Kill { id } => match self.jobs.kill(*id) {
-                    Some(job) => {
-                        job.wait().await;
-                        format!("killed job {id}")
-                    }
-                    None => format!("no job {id}"),
-                },
-                other => format!("{other:?}"),
-            };
-            self.push(Event::Command(format!("{command:?}")));
+            let shown = format!("{command:?}");
+            // The real command, on a host without cards (a job's end is shown when it ends).
+            let answer = command.run(self).await;
+            self.push(Event::Command(shown));
             answer
+        }
+        .boxed()
+    }
+}
+
+impl CommandHost for Port {
+    fn jobs(&self) -> &JobRegistry {
+        &self.jobs
+    }
+
+    fn start_job(&self, script: String) -> BoxFuture<'_, Result<Job, StartError>> {
+        async move { Ok(self.jobs.start(&self.session, script).await?.0) }.boxed()
+    }
+
+    fn shows_jobs_live(&self) -> bool {
+        false
+    }
+
+    fn job_shown_ended<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, ()> {
+        async move {
+            job.wait().await;
         }
         .boxed()
     }

@@ -207,6 +207,46 @@ pub async fn wait_for_file(path: &Path) {
     .await
 }
 
+/// Waits until a live process runs exactly `argv` with `cwd` as its working directory (the same
+/// directory: compared by device and inode through `/proc/PID/cwd`, so a command in its own
+/// mount and PID namespaces is found too). For a script that `exec`s: once this returns, the
+/// shell has become that program, and a signal reaches the program, not a shell between its
+/// fork and its exec.
+pub async fn wait_for_exec(argv: &[&str], cwd: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let wanted: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    let dir = std::fs::metadata(cwd).expect("the directory");
+    let found = || {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|entry| {
+                let path = entry.path();
+                std::fs::read(path.join("cmdline")).is_ok_and(|c| c == wanted)
+                    && std::fs::metadata(path.join("cwd"))
+                        .is_ok_and(|m| m.dev() == dir.dev() && m.ino() == dir.ino())
+                    && entry
+                        .file_name()
+                        .to_str()
+                        .and_then(|pid| pid.parse().ok())
+                        .is_some_and(process_alive)
+            })
+    };
+    guard(
+        &format!("waiting for {argv:?} in {}", cwd.display()),
+        async {
+            while !found() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        },
+    )
+    .await
+}
+
 /// Whether a process with this pid still exists (zombies count as gone).
 pub fn process_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -229,18 +269,45 @@ pub fn process_alive(pid: i32) -> bool {
 /// - live console views (content, no status: whether a quick command gets one, and how many,
 ///   depends on timing) are dropped; see [`normalize_with`] for scripts that wait
 ///   for one;
-/// - `rawOutput.duration_ms` becomes `"[DURATION]"`.
+/// - `rawOutput.duration_ms` becomes `"[DURATION]"`;
+/// - the command list of `available_commands_update` becomes [`COMMANDS_REDACTED`] (a new slash
+///   command changes one snapshot, not all: see [`normalize_keeping_commands`]).
 pub fn normalize_transcript(lines: &[String], temp: &Path) -> Vec<String> {
     normalize_with(lines, temp, false, false)
 }
 
+/// What an `available_commands_update`'s `availableCommands` reads as in every snapshot but one.
+pub const COMMANDS_REDACTED: &str = "[THE SLASH COMMANDS: pinned in zed__success.snap]";
+
 /// The normaliser behind the others: `keep_live` keeps the last live console view of each run of
-/// them, `keep_modes` keeps the modes' real descriptions (machine-neutral).
+/// them, `keep_modes` keeps the modes' real descriptions (machine-neutral). The command list is
+/// redacted.
 pub fn normalize_with(
     lines: &[String],
     temp: &Path,
     keep_live: bool,
     keep_modes: bool,
+) -> Vec<String> {
+    normalize_lines(lines, temp, keep_live, keep_modes, false)
+}
+
+/// [`normalize_with`] keeping the advertised command list as it is: for the ONE snapshot that
+/// pins it (`zed__success`).
+pub fn normalize_keeping_commands(
+    lines: &[String],
+    temp: &Path,
+    keep_live: bool,
+    keep_modes: bool,
+) -> Vec<String> {
+    normalize_lines(lines, temp, keep_live, keep_modes, true)
+}
+
+fn normalize_lines(
+    lines: &[String],
+    temp: &Path,
+    keep_live: bool,
+    keep_modes: bool,
+    keep_commands: bool,
 ) -> Vec<String> {
     let temp = temp.to_str().expect("utf-8 temp path");
     let temp_dir = std::env::temp_dir();
@@ -275,6 +342,15 @@ pub fn normalize_with(
             let key = id.to_string();
             let n = ids.len();
             value["id"] = (*ids.entry(key).or_insert(n)).into();
+        }
+        if !keep_commands {
+            if let Some(update) = value.pointer_mut("/params/update") {
+                if update["sessionUpdate"] == "available_commands_update" {
+                    if let Some(commands) = update.get_mut("availableCommands") {
+                        *commands = COMMANDS_REDACTED.into();
+                    }
+                }
+            }
         }
         if let Some(duration) = value.pointer_mut("/params/update/rawOutput/duration_ms") {
             if duration.is_number() {

@@ -300,6 +300,15 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
                 ) as i64,
             );
         }
+        // Wiped before the shell exists, not only in `init::run` after the fork: the kernel
+        // serves /proc/1/environ from this copy of the agent's environment block, and a shell
+        // that keeps CAP_SYS_PTRACE (root in `full`) read it when it ran before PID 1 got to
+        // the wipe (a busy machine). The shell execs with its own prepared `envp`.
+        if let Some((start, end)) = plan.env_region {
+            if end > start {
+                std::ptr::write_bytes(start as *mut u8, 0, end - start);
+            }
+        }
         let shell = raw_fork();
         check(efd, Step::StartShell, shell as i64);
         if shell > 0 {
