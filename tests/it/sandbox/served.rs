@@ -339,10 +339,13 @@ fn a_sandboxed_commands_first_output_is_sent_while_it_still_runs() {
                     "params": {"sessionId": session, "prompt": [{"type": "text",
                         "text": "echo ready; read -r _ < go; echo done"}]}}),
                 );
-                // What came, in order: `ready` (live), then the final update.
+                // What came, in order: `ready` (live, while the command still blocks), then
+                // the final update.
                 let mut events: Vec<&str> = Vec::new();
                 let mut writer = None;
+                let guard_fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let answer = until(3, &mut |line| {
+                    use std::sync::atomic::Ordering;
                     let update = &line["params"]["update"];
                     let data = update["_meta"]["terminal_output"]["data"].as_str();
                     let ended = update["sessionUpdate"] == "tool_call_update"
@@ -350,16 +353,21 @@ fn a_sandboxed_commands_first_output_is_sent_while_it_still_runs() {
                     if ended {
                         events.push("final");
                     } else if data.is_some_and(|d| d.contains("ready")) && writer.is_none() {
-                        events.push("ready while running");
-                        let fifo = fifo.clone();
-                        writer = Some(std::thread::spawn(move || std::fs::write(fifo, "go\n")));
+                        if guard_fired.load(Ordering::SeqCst) {
+                            events.push("ready only once the guard had unblocked the command");
+                        } else {
+                            events.push("ready while running");
+                            let fifo = fifo.clone();
+                            writer = Some(std::thread::spawn(move || std::fs::write(fifo, "go\n")));
+                        }
                     }
-                    if writer.is_none() && update["sessionUpdate"] == "tool_call" {
+                    if update["sessionUpdate"] == "tool_call" {
                         // The guard: unblock the command after a long while whatever came, so
                         // that a held chunk fails the assertion below instead of hanging.
-                        let fifo = fifo.clone();
+                        let (fifo, fired) = (fifo.clone(), guard_fired.clone());
                         std::thread::spawn(move || {
                             std::thread::sleep(crate::support::engine::HANG_GUARD);
+                            fired.store(true, Ordering::SeqCst);
                             let _ = std::fs::OpenOptions::new()
                                 .write(true)
                                 .custom_flags(libc::O_NONBLOCK)
@@ -378,7 +386,9 @@ fn a_sandboxed_commands_first_output_is_sent_while_it_still_runs() {
                     "{mode} mode, uid {}: the first output was not sent while the command ran",
                     unsafe { libc::geteuid() }
                 );
-                writer.unwrap().join().unwrap().unwrap();
+                if let Some(writer) = writer {
+                    writer.join().unwrap().unwrap();
+                }
                 let _ = agent.kill();
                 let _ = agent.wait();
             }
