@@ -374,7 +374,7 @@ pub fn latency(bench: &Bench) -> Result<Vec<Row>> {
                 .wait_response(id, Duration::from_secs(10), |line| {
                     if first.is_none() {
                         if let Some(data) = line.terminal_output().filter(|d| d.contains("ready")) {
-                            first = Some((line.at, written_at(&data)));
+                            first = Some((line.at, written_at(data)));
                         }
                     }
                 })?;
@@ -400,7 +400,7 @@ pub fn latency(bench: &Bench) -> Result<Vec<Row>> {
         }
     }
     let mut rows = Vec::new();
-    for (i, mut ready) in agents.into_iter().enumerate() {
+    for (i, ready) in agents.into_iter().enumerate() {
         ready.agent.shutdown(Duration::from_secs(2));
         let latency = median(&agent_ms[i]);
         rows.push(Row {
