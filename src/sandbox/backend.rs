@@ -44,6 +44,9 @@ pub(crate) trait Backend {
     fn describe(mode: Mode, support: &Self::Support) -> String;
     /// Doctor's table: every layer and whether it works.
     fn layers(support: &Self::Support) -> Vec<LayerReport>;
+    /// Whether a session's namespaces and view are built once per session (`Ok(how)`) or once
+    /// per command (`Err(why)`), for `doctor`.
+    fn per_session_sandbox(support: &Self::Support) -> Result<String, String>;
     /// Starts `confined` as `sandbox::spawn` documents (or refuses with an error saying why).
     fn spawn_confined(confined: &Confined, request: &SpawnRequest) -> io::Result<i32>;
     /// Whether `error` (from [`Backend::spawn_confined`]) is a sandbox step that failed before

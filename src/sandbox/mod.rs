@@ -410,6 +410,9 @@ pub struct DoctorReport {
     pub layers: Vec<LayerReport>,
     /// Each mode and what it enforces here.
     pub modes: Vec<(Mode, String)>,
+    /// Whether each session's namespaces and view are built once (`Ok(how)`) or once per
+    /// command (`Err(why)`).
+    pub per_session: Result<String, String>,
 }
 
 impl DoctorReport {
@@ -426,7 +429,11 @@ impl DoctorReport {
             .chain([Mode::Off])
             .map(|m| (m, describe_with(m, support)))
             .collect();
-        DoctorReport { layers, modes }
+        DoctorReport {
+            layers,
+            modes,
+            per_session: Platform::per_session_sandbox(support),
+        }
     }
 }
 
@@ -439,6 +446,10 @@ impl std::fmt::Display for DoctorReport {
                 Err(why) => writeln!(f, "  [missing] {}: {why}", layer.name)?,
             }
             writeln!(f, "            {}", layer.purpose)?;
+        }
+        match &self.per_session {
+            Ok(how) => writeln!(f, "\nPer-session sandbox: in use ({how})")?,
+            Err(why) => writeln!(f, "\nPer-session sandbox: not in use: {why}")?,
         }
         writeln!(f, "\nModes:")?;
         for (mode, line) in &self.modes {

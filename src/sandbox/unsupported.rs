@@ -90,6 +90,10 @@ impl Backend for Unsupported {
     }
 
     /// One row: the kernel sandbox, missing.
+    fn per_session_sandbox(support: &Support) -> Result<String, String> {
+        Err(support.reason.clone())
+    }
+
     fn layers(support: &Support) -> Vec<LayerReport> {
         vec![LayerReport {
             name: "kernel sandbox",

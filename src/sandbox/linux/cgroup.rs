@@ -1,7 +1,13 @@
 //! cgroups of the agent's own per command, where the agent may create them (cgroup v1's `pids`
 //! and `memory` controllers, writable: typically a root agent). They bind the command's whole
 //! process tree and bind root, which RLIMIT_NPROC and RLIMIT_DATA do not. The child joins them
-//! first thing (writes `0` to each `cgroup.procs` through an fd opened here).
+//! first thing (writes `0` to each one's `tasks` through an fd opened here).
+//!
+//! `tasks`, not `cgroup.procs`: the joining process has one thread (a raw fork), so moving that
+//! thread moves the process, and a thread moving itself skips the kernel's system-wide
+//! `cgroup_threadgroup_rwsem` write lock, whose RCU grace period made each `cgroup.procs` join
+//! cost 7–15 ms here (about 0.15 ms through `tasks`): the whole of issue 24's late first output
+//! (`notes/2026-12-01-first-output-cgroup-join.md`).
 //!
 //! Layout: `<controller mount><agent's cgroup>/acp-bash-<pid>/run-<n>`. A run's folder can only
 //! be removed once its processes are gone, so each new run removes the empty ones left behind.
@@ -101,7 +107,8 @@ pub(crate) fn available(controller: Controller) -> Result<String, String> {
 }
 
 /// A fresh cgroup of `controller` for one command, limited to `max` (tasks or bytes): the fd of
-/// its `cgroup.procs`. `None` (logged) when it cannot be made; the RLIMIT still applies.
+/// its `tasks` file (see the module doc for why not `cgroup.procs`). `None` (logged) when it
+/// cannot be made; the RLIMIT still applies.
 pub(crate) fn for_one_command(controller: Controller, max: u64) -> Option<OwnedFd> {
     let base = controller.base().as_ref().ok()?;
     static RUNS: AtomicU64 = AtomicU64::new(0);
@@ -112,7 +119,7 @@ pub(crate) fn for_one_command(controller: Controller, max: u64) -> Option<OwnedF
         .and_then(|()| {
             std::fs::OpenOptions::new()
                 .write(true)
-                .open(dir.join("cgroup.procs"))
+                .open(dir.join("tasks"))
         });
     match made {
         Ok(file) => {

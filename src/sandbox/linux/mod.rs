@@ -77,6 +77,10 @@ impl Backend for Linux {
         report::layers(support)
     }
 
+    fn per_session_sandbox(support: &Support) -> Result<String, String> {
+        report::per_session_sandbox(support)
+    }
+
     fn spawn_confined(confined: &Confined, request: &SpawnRequest) -> io::Result<i32> {
         let pass: Vec<(i32, i32)> = request
             .pass
@@ -142,7 +146,7 @@ pub(crate) struct Prepared {
     _ruleset: Option<OwnedFd>,
     /// Keeps the prepared network namespace open until then too.
     _netns: Option<OwnedFd>,
-    /// The command's pids and memory cgroups (their `cgroup.procs`), kept open until then too.
+    /// The command's pids and memory cgroups (their `tasks` files), kept open until then too.
     _cgroups: [Option<OwnedFd>; 2],
 }
 

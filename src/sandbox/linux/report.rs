@@ -211,6 +211,19 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
 const SECCOMP_PURPOSE: &str = "workspace / read-only: io_uring (ENOSYS), keyctl / add_key / request_key, bpf, perf_event_open, userfaultfd, kexec (EPERM) fail, and so does a socket of any family but unix, inet, inet6 and netlink (AF_VSOCK included: EAFNOSUPPORT); a 32-bit system call kills the command";
 
 /// Each kernel layer, whether it works with `support`, and what it gives.
+/// Whether the sandbox is built once per session: not yet on any machine. Each sandboxed
+/// command builds its own namespaces and mount view (the design of the per-session zygote that
+/// will change this: `notes/2026-12-01-session-zygote.md`).
+pub(crate) fn per_session_sandbox(support: &Support) -> Result<String, String> {
+    let per_command = match &support.namespaces {
+        Ok(()) => "each sandboxed command builds its own namespaces and read-only view (about 2 ms per command)",
+        Err(_) => "there are no namespaces to keep here (see PID + mount namespaces above)",
+    };
+    Err(format!(
+        "{per_command}; this build has no per-session zygote (designed, not built: notes/2026-12-01-session-zygote.md)"
+    ))
+}
+
 pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
     // Whether `--max-memory` binds a command's whole tree here (a memory cgroup), or why not.
     let memory_cgroup = super::memory_limit_support();

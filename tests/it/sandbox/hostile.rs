@@ -503,3 +503,62 @@ wait -n"#;
         },
     );
 }
+
+/// Where the agent may make cgroups (root here), a command's processes (the shell, and a child
+/// it starts) are in the command's own pids and memory cgroups, `…/acp-bash-<agent pid>/run-N`:
+/// joined through `tasks` (one thread, the whole single-threaded process), not `cgroup.procs`
+/// (issue 24: that write waits for an RCU grace period, 7–15 ms). Where the agent may not
+/// (nobody here), the command runs without one.
+#[test]
+fn a_commands_processes_are_all_in_its_own_cgroups() {
+    as_root_and_nobody(
+        "sandbox::hostile::a_commands_processes_are_all_in_its_own_cgroups",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let engine = engine_with(
+                Limits::default()
+                    .max_processes(Some(256))
+                    .max_memory(Some(1 << 32)),
+            );
+            let ws = outside();
+            let session = engine.session(ws.path()).unwrap();
+            let script = "grep -E '^[0-9]+:(pids|memory):' /proc/self/cgroup | sed 's/^/shell /'; \
+                          sh -c \"grep -E '^[0-9]+:(pids|memory):' /proc/self/cgroup | sed 's/^/child /'\"";
+            for mode in [Mode::Workspace, Mode::ReadOnly, Mode::Full] {
+                session.set_mode(mode);
+                let outcome = block_on(run(&session, script));
+                let own = format!("/acp-bash-{}/run-", std::process::id());
+                // What doctor says the agent may make here.
+                let report = acp_bash::sandbox::DoctorReport::probe();
+                let layer = |name: &str| {
+                    report
+                        .layers
+                        .iter()
+                        .find(|l| l.name == name)
+                        .map(|l| l.status.clone())
+                        .unwrap()
+                };
+                let pids = layer("resource limits").is_ok_and(|how| how.contains("cgroup v1 pids"));
+                let memory = layer("memory cgroup").is_ok();
+                for who in ["shell", "child"] {
+                    for (controller, may_make) in [("pids", pids), ("memory", memory)] {
+                        let line = outcome
+                            .output
+                            .lines()
+                            .find(|l| l.starts_with(who) && l.contains(&format!(":{controller}:")));
+                        let inside = line.is_some_and(|l| l.contains(&own));
+                        assert_eq!(
+                            inside,
+                            may_make,
+                            "{mode:?}, uid {}: the {who}'s {controller} cgroup: {line:?}\n{}",
+                            unsafe { libc::geteuid() },
+                            outcome.output
+                        );
+                    }
+                }
+            }
+        },
+    );
+}

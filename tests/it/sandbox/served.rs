@@ -282,3 +282,116 @@ fn no_command_reaches_the_agents_controlling_terminal() {
         },
     );
 }
+
+/// A sandboxed command's first output reaches the client while the command still runs, in every
+/// sandboxed mode, through `acp-bash serve` over pipes (issue 24, point 1): the command prints
+/// `ready` and then blocks on a fifo that this test opens only once it has read an update
+/// carrying `ready`. Held until the command ends (or until a later write), the update never
+/// comes and the fifo's writer below gives up after the hang guard: the test then fails on the
+/// order of what it read. No timing is asserted.
+#[test]
+fn a_sandboxed_commands_first_output_is_sent_while_it_still_runs() {
+    as_root_and_nobody(
+        "sandbox::served::a_sandboxed_commands_first_output_is_sent_while_it_still_runs",
+        || {
+            use std::io::{BufRead, BufReader, Write};
+            use std::os::unix::fs::OpenOptionsExt;
+            let ws = workspace();
+            let fifo = ws.path().join("go");
+            let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+            assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o666) }, 0);
+            for mode in ["workspace", "read-only", "full"] {
+                let mut agent = Command::new(binary())
+                    .args(["--sandbox", mode, "serve", "--no-history"])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                let mut stdin = agent.stdin.take().unwrap();
+                let mut lines = BufReader::new(agent.stdout.take().unwrap())
+                    .lines()
+                    .map(|l| serde_json::from_str::<serde_json::Value>(&l.unwrap()).unwrap());
+                let mut send = |value: serde_json::Value| {
+                    writeln!(stdin, "{value}").unwrap();
+                    stdin.flush().unwrap();
+                };
+                let mut until = |id: u64, seen: &mut dyn FnMut(&serde_json::Value)| loop {
+                    let line = lines.next().expect("the agent's stdout ended");
+                    if line["id"] == id && line.get("method").is_none() {
+                        return line;
+                    }
+                    seen(&line);
+                };
+                send(
+                    serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": 1,
+                               "clientCapabilities": {"_meta": {"terminal_output": true}}}}),
+                );
+                until(1, &mut |_| {});
+                send(
+                    serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                    "params": {"cwd": ws.path(), "mcpServers": []}}),
+                );
+                let session = until(2, &mut |_| {})["result"]["sessionId"].clone();
+                send(
+                    serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+                    "params": {"sessionId": session, "prompt": [{"type": "text",
+                        "text": "echo ready; read -r _ < go; echo done"}]}}),
+                );
+                // What came, in order: `ready` (live, while the command still blocks), then
+                // the final update.
+                let mut events: Vec<&str> = Vec::new();
+                let mut writer = None;
+                let guard_fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let answer = until(3, &mut |line| {
+                    use std::sync::atomic::Ordering;
+                    let update = &line["params"]["update"];
+                    let data = update["_meta"]["terminal_output"]["data"].as_str();
+                    let ended = update["sessionUpdate"] == "tool_call_update"
+                        && (update["status"] == "completed" || update["status"] == "failed");
+                    if ended {
+                        events.push("final");
+                    } else if data.is_some_and(|d| d.contains("ready")) && writer.is_none() {
+                        if guard_fired.load(Ordering::SeqCst) {
+                            events.push("ready only once the guard had unblocked the command");
+                        } else {
+                            events.push("ready while running");
+                            let fifo = fifo.clone();
+                            writer = Some(std::thread::spawn(move || std::fs::write(fifo, "go\n")));
+                        }
+                    }
+                    if update["sessionUpdate"] == "tool_call" {
+                        // The guard: unblock the command after a long while whatever came, so
+                        // that a held chunk fails the assertion below instead of hanging.
+                        let (fifo, fired) = (fifo.clone(), guard_fired.clone());
+                        std::thread::spawn(move || {
+                            std::thread::sleep(crate::support::engine::HANG_GUARD);
+                            fired.store(true, Ordering::SeqCst);
+                            let _ = std::fs::OpenOptions::new()
+                                .write(true)
+                                .custom_flags(libc::O_NONBLOCK)
+                                .open(fifo)
+                                .and_then(|mut f| f.write_all(b"go\n"));
+                        });
+                    }
+                });
+                assert_eq!(
+                    answer["result"]["stopReason"], "end_turn",
+                    "{mode}: {answer}"
+                );
+                assert_eq!(
+                    events,
+                    ["ready while running", "final"],
+                    "{mode} mode, uid {}: the first output was not sent while the command ran",
+                    unsafe { libc::geteuid() }
+                );
+                if let Some(writer) = writer {
+                    writer.join().unwrap().unwrap();
+                }
+                let _ = agent.kill();
+                let _ = agent.wait();
+            }
+        },
+    );
+}

@@ -83,9 +83,9 @@ pub(crate) struct ChildPlan {
     pub max_processes: u64,
     /// RLIMIT_DATA (0: leave as is).
     pub max_memory: u64,
-    /// `cgroup.procs` of the command's own pids cgroup, joined first thing (-1: none).
+    /// `tasks` of the command's own pids cgroup, joined first thing (-1: none).
     pub pids_cgroup_fd: RawFd,
-    /// `cgroup.procs` of the command's own memory cgroup, joined by the shell-to-be right before
+    /// `tasks` of the command's own memory cgroup, joined by the shell-to-be right before
     /// exec (-1: none). Not earlier: W and I are clones of the agent whose resident size counts
     /// the agent's pages, so inside the cgroup the OOM killer would pick them, and the command
     /// would die whole instead of its largest process.
@@ -349,7 +349,9 @@ fn dumpable_window(plan: &ChildPlan, exec: &ExecArgs) {
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
 }
 
-/// Moves this process into the cgroup whose `cgroup.procs` is open as `fd` (-1: none).
+/// Moves this process into the cgroup whose `tasks` file is open as `fd` (-1: none): `0` is the
+/// calling thread, and this process has only that one (a raw fork), so the whole process moves,
+/// without the system-wide lock a `cgroup.procs` write takes (see `cgroup.rs`).
 fn join_cgroup(fd: RawFd, efd: RawFd) {
     if fd >= 0 {
         // SAFETY: write on an fd the parent opened.
