@@ -22,6 +22,9 @@ pub struct Support {
     /// The read-only view of the filesystem built in the mount namespace (writable binds for
     /// the writable places, private /dev/shm and read-only mode's private temp dir).
     pub filesystem_view: Result<(), String>,
+    /// overlayfs in the command's user namespace (Linux 5.11+): workspace mode's copy-on-write
+    /// layer of the session's own over the package caches (without it they stay read-only).
+    pub cache_layer: Result<(), String>,
 }
 
 impl Support {
@@ -34,6 +37,7 @@ impl Support {
             network_namespace: Err(reason.to_string()),
             user_namespace: Err(reason.to_string()),
             filesystem_view: Err(reason.to_string()),
+            cache_layer: Err(reason.to_string()),
         }
     }
 
@@ -46,6 +50,7 @@ impl Support {
             network_namespace: Ok(()),
             user_namespace: Ok(()),
             filesystem_view: Ok(()),
+            cache_layer: Ok(()),
         }
     }
 
