@@ -182,7 +182,10 @@ fn a_cache_holding_the_session_folder_is_not_layered() {
             session.set_mode(Mode::Workspace);
             let (exit, _) = run_in(&session, "echo kept > kept.txt");
             assert_eq!(exit, Exit::Code(0));
-            assert_eq!(std::fs::read_to_string(ws.join("kept.txt")).unwrap(), "kept\n");
+            assert_eq!(
+                std::fs::read_to_string(ws.join("kept.txt")).unwrap(),
+                "kept\n"
+            );
         },
     );
 }
@@ -222,6 +225,9 @@ fn without_overlayfs_the_first_command_and_the_description_say_caches_are_read_o
         Limits::default(),
         &support,
     );
-    assert!(!confined.notices.iter().any(|n| n.contains("package caches")));
+    assert!(!confined
+        .notices
+        .iter()
+        .any(|n| n.contains("package caches")));
     assert!(!sandbox::describe_with(Mode::Workspace, &support).contains("writable package caches"));
 }
