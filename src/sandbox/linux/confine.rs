@@ -28,17 +28,27 @@ pub(crate) fn confine_with(
     let net_ns = mode == Mode::ReadOnly && support.network_namespace.is_ok();
     let tcp_rules = mode == Mode::ReadOnly && !net_ns;
     let view = confined_fs && user_namespace && support.filesystem_view.is_ok();
-    // The session's own temp folder only where the view can show it as the temp dir.
-    let without_view;
-    let roots = if view || roots.session_temp.is_none() {
-        roots
-    } else {
-        without_view = Roots {
-            session_temp: None,
-            ..roots.clone()
+    // The session's own temp folder only where the view can show it as the temp dir; the
+    // package caches' layers only where overlayfs works too.
+    let layers_work = view && support.cache_layer.is_ok();
+    if let (Mode::Workspace, Some(_), Err(why)) = (mode, &roots.cache_layer, &support.cache_layer) {
+        notices.push(format!(
+            "Workspace mode: package caches (~/.cargo/registry, ~/.npm, ~/.cache, …) are \
+             read-only here, so installs that fill them fail ({why}); use full mode for them"
+        ));
+    }
+    let adjusted;
+    let roots =
+        if (view || roots.session_temp.is_none()) && (layers_work || roots.cache_layer.is_none()) {
+            roots
+        } else {
+            adjusted = Roots {
+                session_temp: roots.session_temp.clone().filter(|_| view),
+                cache_layer: roots.cache_layer.clone().filter(|_| layers_work),
+                ..roots.clone()
+            };
+            &adjusted
         };
-        &without_view
-    };
     let ruleset = match (mode, &support.landlock) {
         (Mode::Full, _) | (_, Err(_)) => None,
         (_, Ok(_)) => match ruleset(mode, roots, tcp_rules) {

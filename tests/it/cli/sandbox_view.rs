@@ -307,3 +307,66 @@ fn doctor_lists_what_is_masked_on_this_machine_with_the_flags_given() {
         "{allowed}"
     );
 }
+
+#[test]
+fn a_run_command_writes_into_the_cargo_registry_and_the_host_keeps_its_own() {
+    as_root_and_nobody(
+        "cli::sandbox_view::a_run_command_writes_into_the_cargo_registry_and_the_host_keeps_its_own",
+        || {
+            let ws = dir("caches");
+            if !served_commands_get_a_view(ws.path()) {
+                return;
+            }
+            let home = dir("caches-home");
+            let registry = home.path().join(".cargo/registry");
+            std::fs::create_dir_all(&registry).unwrap();
+            std::fs::write(registry.join("crate.txt"), "orig\n").unwrap();
+            let output = acp_run(
+                ws.path(),
+                home.path(),
+                "workspace",
+                &[],
+                "echo new > ~/.cargo/registry/x && echo more >> ~/.cargo/registry/crate.txt && \
+                 cat ~/.cargo/registry/x ~/.cargo/registry/crate.txt",
+            );
+            let text = stdout(&output);
+            if text.contains("(needs the filesystem view, which does not work here)") {
+                // As an ordinary user the served binary's view probe fails on this branch (the
+                // non-dumpable `serve`, issue 19 point 1; helper A's branch): recorded.
+                let line = format!(
+                    "{}: the served binary has no filesystem view as this user (issue 19 point \
+                     1, helper A's branch)",
+                    std::thread::current().name().unwrap_or("a cli caches test")
+                );
+                eprintln!("skipping {line}");
+                crate::support::skip::record(&line);
+                return;
+            }
+            assert!(
+                output.status.success() && text.contains("new\norig\nmore\n"),
+                "{text}{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let names: Vec<_> = std::fs::read_dir(&registry)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, ["crate.txt"]);
+            assert_eq!(
+                std::fs::read_to_string(registry.join("crate.txt")).unwrap(),
+                "orig\n"
+            );
+            // doctor names the layer and says it works here.
+            let doctor = Command::new(binary())
+                .arg("doctor")
+                .env("HOME", home.path())
+                .output()
+                .unwrap();
+            let report = stdout(&doctor);
+            assert!(
+                report.contains("[works]   package caches copy-on-write"),
+                "{report}"
+            );
+        },
+    );
+}

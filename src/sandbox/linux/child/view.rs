@@ -3,7 +3,9 @@
 //! (nodev, nosuid); the temp dirs replaced (workspace mode: the session's own host folder;
 //! read-only mode: a fresh tmpfs); a minimal `/dev` of the command's own (host nodes bound, a
 //! fresh devpts, a private shm); empty read-only mounts over masked host paths (credential
-//! files, host daemons' socket folders); Git metadata bound read-only.
+//! files, host daemons' socket folders); Git metadata bound read-only; in workspace mode an
+//! overlayfs of the session's own over each package cache (writes land in the session's
+//! folder, the host's cache stays as it is).
 //! Async-signal-safe only: raw syscalls on paths the parent prepared.
 #![deny(
     clippy::panic,
@@ -27,6 +29,7 @@ const SYS_FSOPEN: c_long = 430;
 const SYS_FSCONFIG: c_long = 431;
 const SYS_FSMOUNT: c_long = 432;
 const FSOPEN_CLOEXEC: c_uint = 1;
+const FSCONFIG_SET_FLAG: c_uint = 0;
 const FSCONFIG_SET_STRING: c_uint = 1;
 const FSCONFIG_CMD_CREATE: c_uint = 6;
 const FSMOUNT_CLOEXEC: c_uint = 1;
@@ -81,6 +84,19 @@ pub(crate) struct View {
     pub make_dirs: Vec<CString>,
     /// Paths bound onto themselves read-only (`.git/hooks`, `.git/config`, a `.git` file).
     pub read_only: Vec<CString>,
+    /// Package caches shown through a copy-on-write layer (an overlayfs whose lower layer is the
+    /// host's folder), mounted before the masks so a mask under a cache still applies. At most
+    /// [`MAX_OVERLAYS`] (the plan takes no more).
+    pub overlays: Vec<Overlay>,
+}
+
+/// One copy-on-write layer: the host folder `target` as the lower layer, mounted on itself,
+/// writes going to `upper` (with overlayfs's `work` folder beside it, on the same filesystem).
+#[derive(Debug)]
+pub(crate) struct Overlay {
+    pub target: CString,
+    pub upper: CString,
+    pub work: CString,
 }
 
 /// The host nodes a command's own /dev holds (those that exist on the host).
@@ -106,7 +122,12 @@ impl View {
             .iter()
             .filter(move |_| fresh)
             .map(|t| t.as_c_str());
-        [shm, pts].into_iter().flatten().chain(temps)
+        let overlays = self.overlays.iter().map(|o| o.target.as_c_str());
+        [shm, pts]
+            .into_iter()
+            .flatten()
+            .chain(temps)
+            .chain(overlays)
     }
 }
 
@@ -407,6 +428,66 @@ fn mask_dir_with(empty: RawFd, dir: &CStr, error_fd: RawFd) {
     close(copy);
 }
 
+/// A detached overlayfs (`userxattr`: the trusted xattrs are not ours in a user namespace;
+/// nosuid, nodev) with `overlay.target` as its lower layer and its upper and work folders, or
+/// -1 (errno set).
+fn make_overlay(overlay: &Overlay) -> RawFd {
+    // SAFETY: the new mount API with valid strings; fds closed on every path.
+    unsafe {
+        let fs = libc::syscall(SYS_FSOPEN, c"overlay".as_ptr(), FSOPEN_CLOEXEC) as RawFd;
+        if fs < 0 {
+            return -1;
+        }
+        let mut ok = true;
+        for (key, value) in [
+            (c"lowerdir", &overlay.target),
+            (c"upperdir", &overlay.upper),
+            (c"workdir", &overlay.work),
+        ] {
+            ok = ok
+                && libc::syscall(
+                    SYS_FSCONFIG,
+                    fs,
+                    FSCONFIG_SET_STRING,
+                    key.as_ptr(),
+                    value.as_ptr(),
+                    0,
+                ) >= 0;
+        }
+        ok = ok
+            && libc::syscall(
+                SYS_FSCONFIG,
+                fs,
+                FSCONFIG_SET_FLAG,
+                c"userxattr".as_ptr(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            ) >= 0
+            && libc::syscall(
+                SYS_FSCONFIG,
+                fs,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            ) >= 0;
+        let mount = if ok {
+            libc::syscall(
+                SYS_FSMOUNT,
+                fs,
+                FSMOUNT_CLOEXEC,
+                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            ) as RawFd
+        } else {
+            -1
+        };
+        let err = errno();
+        libc::close(fs);
+        *libc::__errno_location() = err;
+        mount
+    }
+}
+
 /// `/dev/null` bound over `file` (it reads as empty). A `file` gone since is nothing to hide.
 fn mask_file(file: &CStr, error_fd: RawFd) {
     let null = clone_one(c"/dev/null");
@@ -419,8 +500,21 @@ fn mask_file(file: &CStr, error_fd: RawFd) {
     close(null);
 }
 
+/// The most package caches one view layers (see [`View::overlays`]).
+pub(crate) const MAX_OVERLAYS: usize = 16;
+
 /// Builds the view in the current (new) mount namespace.
 pub(crate) fn build(view: &View, error_fd: RawFd) {
+    // The caches' overlays are made first, detached: overlayfs refuses an upper folder on a
+    // read-only mount, and the next step makes every mount read-only (the overlay keeps a
+    // private clone of the upper folder's mount, writable).
+    let mut overlays = [-1 as RawFd; MAX_OVERLAYS];
+    for (slot, overlay) in overlays.iter_mut().zip(&view.overlays) {
+        *slot = make_overlay(overlay);
+        if *slot < 0 {
+            fail(error_fd, Step::CacheLayer, errno());
+        }
+    }
     check(
         error_fd,
         Step::ReadOnlyView,
@@ -458,6 +552,10 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
         Some(nodes) => build_dev(nodes, error_fd),
         None if view.private_shm => check(error_fd, Step::PrivateShm, tmpfs(c"/dev/shm")),
         None => {}
+    }
+    for (&tree, overlay) in overlays.iter().zip(&view.overlays) {
+        check(error_fd, Step::CacheLayer, attach(tree, &overlay.target));
+        close(tree);
     }
     let mut empty = -1;
     for (dir, keep) in &view.masked_dirs {
