@@ -216,13 +216,14 @@ fn probe_cache_layer_in(base: &Path) -> Result<(), String> {
     for dir in [home.join(".npm"), layer.clone()] {
         std::fs::create_dir_all(&dir).map_err(|e| format!("could not probe: {e}"))?;
     }
-    let overlays = super::view_plan::cache_layers(&home, &layer, &[], &[]);
+    let (overlays, _) = super::view_plan::cache_layers(&home, &layer, &[], &[]);
     if overlays.is_empty() {
         return Err("could not probe: no layer was planned".to_string());
     }
     let mut p = plan(true, true);
     p.view = Some(super::child::view::View {
         overlays,
+        overlays_required: true,
         ..Default::default()
     });
     probe(p).map_err(|e| {

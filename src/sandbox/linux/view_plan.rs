@@ -197,7 +197,8 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
         let mut skip = temps.clone();
         skip.push(workspace.clone());
         skip.extend(session_temp.clone());
-        view.overlays = cache_layers(home, &canonical(layer), &skip, &masked);
+        (view.overlays, view.refused_caches) =
+            cache_layers(home, &canonical(layer), &skip, &masked);
     }
     view
 }
@@ -213,9 +214,14 @@ pub(crate) fn cache_layers(
     layer: &Path,
     skip: &[PathBuf],
     masked: &[PathBuf],
-) -> Vec<Overlay> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+) -> (Vec<Overlay>, Vec<String>) {
+    use std::os::unix::fs::PermissionsExt;
+    // A work folder per command: overlayfs empties its work folder when it mounts, which
+    // would pull it from under a layer another command of the session still has mounted.
+    static COMMAND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let command = COMMAND.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut overlays = Vec::new();
+    let mut refused = Vec::new();
     for (name, cache) in package_caches(home)
         .into_iter()
         .take(super::child::view::MAX_OVERLAYS)
@@ -228,32 +234,25 @@ pub(crate) fn cache_layers(
         {
             continue;
         }
-        let upper = layer.join(&name).join("upper");
-        let work = layer.join(&name).join("work");
-        let made = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&work)
-            .and_then(|()| {
-                let fresh = !upper.exists();
-                std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(&upper)
-                    .or_else(|e| {
-                        if e.kind() == std::io::ErrorKind::AlreadyExists {
-                            Ok(())
-                        } else {
-                            Err(e)
-                        }
-                    })?;
-                if fresh {
-                    let mode = std::fs::metadata(&cache)?.permissions().mode() & 0o7777;
-                    std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(mode))?;
-                }
-                Ok(())
-            });
+        let own = layer.join(&name);
+        let upper = own.join("upper");
+        let works = own.join("work");
+        let work = works.join(command.to_string());
+        // Each folder this user's own real folder (never a symlink: overlayfs would follow
+        // it to wherever it points and write there).
+        let made = private_dir(&own)
+            .and_then(|_| private_dir(&works))
+            .and_then(|_| private_dir(&work))
+            .and_then(|_| {
+            if private_dir(&upper)? {
+                let mode = std::fs::metadata(&cache)?.permissions().mode() & 0o7777;
+                std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(mode))?;
+            }
+            Ok(())
+        });
         if let Err(error) = made {
             tracing::warn!(%error, cache = %cache.display(), "no copy-on-write layer for this package cache: it stays read-only");
+            refused.push(format!("{}: {error}", cache.display()));
             continue;
         }
         if let (Some(target), Some(upper), Some(work)) = (c(&cache), c(&upper), c(&work)) {
@@ -264,7 +263,28 @@ pub(crate) fn cache_layers(
             });
         }
     }
-    overlays
+    (overlays, refused)
+}
+
+/// Makes `dir` (0700), or checks that the one there is a real folder (not a symlink) of this
+/// user's; `true` when it was made now.
+fn private_dir(dir: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let made = match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(e),
+    };
+    let meta = std::fs::symlink_metadata(dir)?;
+    // SAFETY: plain getter.
+    let uid = unsafe { libc::geteuid() };
+    if !meta.is_dir() || meta.uid() != uid {
+        return Err(std::io::Error::other(format!(
+            "{} is not a folder of this user's (a symlink, a file or another user's)",
+            dir.display()
+        )));
+    }
+    Ok(made)
 }
 
 /// Workspace mode: the session folder's and its repositories' `.git` pinned (a mount point:

@@ -195,7 +195,10 @@ fn without_overlayfs_the_first_command_and_the_description_say_caches_are_read_o
     let mut support = Support::current().clone();
     support.cache_layer = Err("overlayfs refused here".to_string());
     let ws = dir("no-overlay");
-    let roots = Roots::new(ws.path(), std::env::temp_dir()).cache_layer(ws.path().join("layer"));
+    let layer = dir("no-overlay-layer");
+    let roots = Roots::new(ws.path(), std::env::temp_dir())
+        .session_temp(layer.path().join("tmp"))
+        .cache_layer(layer.path().join("caches"));
     let confined = sandbox::confine_with(
         Launch::new("/bin/true", Vec::<String>::new()),
         Mode::Workspace,
@@ -230,4 +233,251 @@ fn without_overlayfs_the_first_command_and_the_description_say_caches_are_read_o
         .iter()
         .any(|n| n.contains("package caches")));
     assert!(!sandbox::describe_with(Mode::Workspace, &support).contains("writable package caches"));
+}
+
+/// The one session folder under `root` (the session's first workspace command made it).
+fn session_folder(root: &Path) -> PathBuf {
+    let folders: Vec<PathBuf> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    folders.into_iter().next().unwrap()
+}
+
+#[test]
+fn symlinks_planted_in_a_layer_or_over_its_upper_folder_never_reach_the_host() {
+    as_root_and_nobody(
+        "sandbox::caches::symlinks_planted_in_a_layer_or_over_its_upper_folder_never_reach_the_host",
+        || {
+            if !require_cache_layer() {
+                return;
+            }
+            let home = dir("home-sym");
+            let ws = dir("ws-sym");
+            let temps = dir("temps-sym");
+            let target = dir("target-sym");
+            fake_home(home.path());
+            std::fs::write(target.path().join("keep"), "keep\n").unwrap();
+            let before = (snapshot(home.path()), snapshot(target.path()));
+            let root = temps.path().join("root");
+            let engine = engine(
+                home.path(),
+                EngineConfig::default().session_temp_root(Some(root.clone())),
+            );
+            let session = engine.session(ws.path()).unwrap();
+            session.set_mode(Mode::Workspace);
+            assert_eq!(run_in(&session, "true"), (Exit::Code(0), String::new()));
+            let upper = session_folder(&root).join("caches/.cargo-registry/upper");
+            assert!(upper.is_dir(), "{upper:?}");
+            // A command links, inside the layer, to a host folder and to the layer's own upper
+            // folder on the host; the next command writes through both links.
+            let (exit, output) = run_in(
+                &session,
+                &format!(
+                    "ln -s {} ~/.cargo/registry/link && ln -s {} ~/.cargo/registry/up && echo linked",
+                    target.path().display(),
+                    upper.display()
+                ),
+            );
+            assert_eq!((exit, output.as_str()), (Exit::Code(0), "linked\n"));
+            let (_, output) = run_in(
+                &session,
+                &format!(
+                    "for p in ~/.cargo/registry/link/planted ~/.cargo/registry/up/planted {}/planted; do \
+                     {{ echo x > $p; }} 2>/dev/null && echo \"wrote $p\"; done; echo end",
+                    upper.display()
+                ),
+            );
+            assert_eq!(output, "end\n");
+            assert_eq!((snapshot(home.path()), snapshot(target.path())), before);
+            // A full-mode command of the same session (it may write anywhere the user may)
+            // swaps the layer's upper folder for a link to a host folder: the next workspace
+            // command must not write through it, and says the cache stays read-only.
+            session.set_mode(Mode::Full);
+            let (exit, _) = run_in(
+                &session,
+                &format!(
+                    "rm -rf {u} && ln -s {t} {u}",
+                    u = upper.display(),
+                    t = target.path().display()
+                ),
+            );
+            assert_eq!(exit, Exit::Code(0));
+            let before_target = snapshot(target.path());
+            session.set_mode(Mode::Workspace);
+            let (_, output) = run_in(
+                &session,
+                "{ echo planted > ~/.cargo/registry/planted; } 2>/dev/null || echo refused",
+            );
+            assert!(
+                output.contains("a package cache stays read-only")
+                    && output.contains("is not a folder of this user's")
+                    && output.ends_with("refused\n"),
+                "{output}"
+            );
+            assert_eq!(snapshot(target.path()), before_target);
+            assert_eq!(snapshot(home.path()), before.0);
+        },
+    );
+}
+
+#[test]
+fn layers_inside_the_session_folder_are_refused_and_the_first_command_says_so() {
+    as_root_and_nobody(
+        "sandbox::caches::layers_inside_the_session_folder_are_refused_and_the_first_command_says_so",
+        || {
+            if !require_cache_layer() {
+                return;
+            }
+            // The session's own folder under the workspace (a TMPDIR inside it): commands could
+            // reach the upper folders, so there are no layers at all.
+            let home = dir("home-exposed");
+            let ws = dir("ws-exposed");
+            fake_home(home.path());
+            std::fs::create_dir_all(home.path().join(".npm")).unwrap();
+            let before = snapshot(home.path());
+            let root = ws.path().join("tmp-root");
+            let engine = engine(
+                home.path(),
+                EngineConfig::default().session_temp_root(Some(root.clone())),
+            );
+            let session = engine.session(ws.path()).unwrap();
+            session.set_mode(Mode::Workspace);
+            let (_, output) = run_in(
+                &session,
+                "{ echo x > ~/.cargo/registry/x; } 2>/dev/null || echo refused",
+            );
+            assert!(
+                output.contains("package caches (~/.cargo/registry, ~/.npm, ~/.cache, …) are read-only here")
+                    && output.contains("lies in the session folder")
+                    && output.ends_with("refused\n"),
+                "{output}"
+            );
+            // A command plants the layer folders itself, the upper one a link to the host's
+            // ~/.npm; the next command's writes into the registry reach nothing.
+            let folder = session_folder(&root);
+            let (exit, _) = run_in(
+                &session,
+                &format!(
+                    "mkdir -p {f}/caches/.cargo-registry/work && ln -s {npm} {f}/caches/.cargo-registry/upper",
+                    f = folder.display(),
+                    npm = home.path().join(".npm").display()
+                ),
+            );
+            assert_eq!(exit, Exit::Code(0));
+            let (_, output) = run_in(
+                &session,
+                "{ echo x > ~/.cargo/registry/planted; } 2>/dev/null || echo refused",
+            );
+            assert_eq!(output, "refused\n");
+            assert_eq!(snapshot(home.path()), before);
+        },
+    );
+}
+
+#[test]
+fn a_layer_the_kernel_refuses_leaves_its_cache_read_only_and_the_rest_of_the_view_whole() {
+    as_root_and_nobody(
+        "sandbox::caches::a_layer_the_kernel_refuses_leaves_its_cache_read_only_and_the_rest_of_the_view_whole",
+        || {
+            if !require_cache_layer() {
+                return;
+            }
+            // A home whose caches' paths are longer than overlayfs takes (255 bytes): the probe
+            // passed, the mount fails in the command's own setup.
+            let base = dir("home-long");
+            let long = "d".repeat(120);
+            let home = base.path().join(&long).join(&long).join("home");
+            fake_home(&home);
+            let outside = dir("outside-long");
+            let ws = dir("ws-long");
+            let before = snapshot(&home);
+            let engine = engine(&home, EngineConfig::default());
+            let session = engine.session(ws.path()).unwrap();
+            session.set_mode(Mode::Workspace);
+            let (exit, output) = run_in(
+                &session,
+                &format!(
+                    "{{ echo x > ~/.cargo/registry/x; }} 2>/dev/null || echo cache-read-only; \
+                     cat ~/.cargo/credentials.toml; ls /dev/pts; \
+                     {{ echo x > {}/x; }} 2>/dev/null || echo outside-read-only; \
+                     echo ok > here && cat here",
+                    outside.path().display()
+                ),
+            );
+            assert_eq!(exit, Exit::Code(0), "{output}");
+            assert!(
+                output.contains("/.cargo/registry stays read-only for this command")
+                    && output.contains("a path longer than the 255 bytes overlayfs takes"),
+                "{output}"
+            );
+            let tail: Vec<&str> = output
+                .lines()
+                .filter(|l| !l.starts_with("[acp-bash: "))
+                .collect();
+            assert_eq!(tail, ["cache-read-only", "ptmx", "outside-read-only", "ok"]);
+            assert_eq!(snapshot(&home), before);
+        },
+    );
+}
+
+#[test]
+fn overlapping_commands_of_a_session_both_write_into_the_layer() {
+    as_root_and_nobody(
+        "sandbox::caches::overlapping_commands_of_a_session_both_write_into_the_layer",
+        || {
+            if !require_cache_layer() {
+                return;
+            }
+            let home = dir("home-both");
+            let ws = dir("ws-both");
+            fake_home(home.path());
+            let before = snapshot(home.path());
+            let engine = engine(home.path(), EngineConfig::default());
+            let session = engine.session(ws.path()).unwrap();
+            session.set_mode(Mode::Workspace);
+            // The first command mounts its layers, waits until a second one has mounted the
+            // same session's layers and ended, then copies a host file up (through
+            // overlayfs's work folder) and renames in the layer.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let ready = ws.path().join("first-ready");
+            let (second, first) = runtime.block_on(async {
+                let first = session.start(acp_bash::exec::RunRequest::new(
+                    "echo a >> ~/.cargo/registry/index/crate.txt; touch first-ready; \
+                     n=0; while [ ! -e second-done ] && [ $n -lt 1200 ]; do sleep 0.05; n=$((n+1)); done; \
+                     echo a2 >> ~/.cargo/registry/gone.txt && mv ~/.cargo/registry/gone.txt ~/.cargo/registry/moved \
+                     && cat ~/.cargo/registry/moved",
+                ));
+                let deadline = Instant::now() + HANG_GUARD;
+                while !ready.exists() {
+                    assert!(Instant::now() < deadline, "the first command never started");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let second = run(
+                    &session,
+                    "echo b > ~/.cargo/registry/b && cat ~/.cargo/registry/b && touch second-done",
+                )
+                .await;
+                (second, first.wait().await)
+            });
+            assert_eq!(
+                (second.status.exit, second.output.as_str()),
+                (Exit::Code(0), "b\n")
+            );
+            assert_eq!(
+                (first.status.exit, first.output.as_str()),
+                (Exit::Code(0), "gone\na2\n")
+            );
+            let (_, output) = run_in(
+                &session,
+                "cat ~/.cargo/registry/index/crate.txt ~/.cargo/registry/b; ls ~/.cargo/registry",
+            );
+            assert_eq!(output, "orig\na\nb\nb\nindex\nmoved\n");
+            assert_eq!(snapshot(home.path()), before);
+        },
+    );
 }

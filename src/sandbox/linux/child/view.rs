@@ -17,10 +17,10 @@
 use std::ffi::{CStr, CString};
 use std::os::fd::RawFd;
 
-use libc::{c_long, c_uint};
+use libc::{c_int, c_long, c_uint};
 
 use super::super::step::Step;
-use super::sys::{check, errno, fail};
+use super::sys::{check, errno, fail, write_all};
 
 const SYS_OPEN_TREE: c_long = 428;
 const SYS_MOVE_MOUNT: c_long = 429;
@@ -86,8 +86,16 @@ pub(crate) struct View {
     pub read_only: Vec<CString>,
     /// Package caches shown through a copy-on-write layer (an overlayfs whose lower layer is the
     /// host's folder), mounted before the masks so a mask under a cache still applies. At most
-    /// [`MAX_OVERLAYS`] (the plan takes no more).
+    /// [`MAX_OVERLAYS`] (the plan takes no more). One that cannot be mounted is left out (the
+    /// cache stays read-only, as the rest of the view), said in the command's output, unless
+    /// [`View::overlays_required`].
     pub overlays: Vec<Overlay>,
+    /// A layer that cannot be mounted fails the whole setup ([`Step::CacheLayer`]) instead of
+    /// being left out: the probe's way to learn that overlayfs works.
+    pub overlays_required: bool,
+    /// Package caches the parent could not prepare a layer for (`path: why`): they stay
+    /// read-only, said in the first command's notices. Not read by the child.
+    pub refused_caches: Vec<String>,
 }
 
 /// One copy-on-write layer: the host folder `target` as the lower layer, mounted on itself,
@@ -122,12 +130,26 @@ impl View {
             .iter()
             .filter(move |_| fresh)
             .map(|t| t.as_c_str());
-        let overlays = self.overlays.iter().map(|o| o.target.as_c_str());
-        [shm, pts]
-            .into_iter()
-            .flatten()
-            .chain(temps)
-            .chain(overlays)
+        [shm, pts].into_iter().flatten().chain(temps)
+    }
+
+    /// The package caches' layers' mount points: each needs a Landlock rule of its own too,
+    /// where its overlay was mounted ([`is_overlay`]; a layer left out stays the read-only host
+    /// folder and gets none).
+    pub(crate) fn overlay_targets(&self) -> impl Iterator<Item = &CStr> {
+        self.overlays.iter().map(|o| o.target.as_c_str())
+    }
+}
+
+/// overlayfs's `f_type` (`OVERLAYFS_SUPER_MAGIC`).
+const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+
+/// Whether `path` is (the root of) an overlayfs now.
+pub(crate) fn is_overlay(path: &CStr) -> bool {
+    // SAFETY: statfs into a zeroed buffer of ours.
+    unsafe {
+        let mut buf: libc::statfs = std::mem::zeroed();
+        libc::statfs(path.as_ptr(), &mut buf) == 0 && buf.f_type as i64 == OVERLAYFS_SUPER_MAGIC
     }
 }
 
@@ -488,6 +510,48 @@ fn make_overlay(overlay: &Overlay) -> RawFd {
     }
 }
 
+/// A cache's layer could not be made or mounted (`err`): the setup fails where the layers are
+/// [`View::overlays_required`], else the command's output (fd 2, already its pipe) says that
+/// this cache stays read-only, in the engine's notice format.
+fn layer_failed(view: &View, overlay: &Overlay, err: c_int, error_fd: RawFd) {
+    if view.overlays_required {
+        fail(error_fd, Step::CacheLayer, err);
+    }
+    let too_long = err == libc::EINVAL
+        && [&overlay.target, &overlay.upper, &overlay.work]
+            .iter()
+            .any(|p| p.to_bytes().len() > 255);
+    let mut digits = [0u8; 12];
+    let mut at = digits.len();
+    let mut n = err.unsigned_abs();
+    while let Some(slot) = at.checked_sub(1).and_then(|i| digits.get_mut(i)) {
+        *slot = b'0' + (n % 10) as u8;
+        at -= 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for part in [
+        b"[acp-bash: workspace mode: the package cache ".as_slice(),
+        overlay.target.to_bytes(),
+        b" stays read-only for this command: its copy-on-write layer could not be mounted \
+          (overlayfs, errno "
+            .as_slice(),
+        digits.get(at..).unwrap_or_default(),
+        if too_long {
+            b": a path longer than the 255 bytes overlayfs takes".as_slice()
+        } else {
+            b"".as_slice()
+        },
+        b"); installs that fill it fail, use full mode for them; `acp-bash doctor` checks \
+          the layers]\n"
+            .as_slice(),
+    ] {
+        write_all(2, part);
+    }
+}
+
 /// `/dev/null` bound over `file` (it reads as empty). A `file` gone since is nothing to hide.
 fn mask_file(file: &CStr, error_fd: RawFd) {
     let null = clone_one(c"/dev/null");
@@ -508,11 +572,13 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
     // The caches' overlays are made first, detached: overlayfs refuses an upper folder on a
     // read-only mount, and the next step makes every mount read-only (the overlay keeps a
     // private clone of the upper folder's mount, writable).
+    // A layer that fails is left out (its cache stays read-only, the rest of the view holds)
+    // and said in the command's output.
     let mut overlays = [-1 as RawFd; MAX_OVERLAYS];
     for (slot, overlay) in overlays.iter_mut().zip(&view.overlays) {
         *slot = make_overlay(overlay);
         if *slot < 0 {
-            fail(error_fd, Step::CacheLayer, errno());
+            layer_failed(view, overlay, errno(), error_fd);
         }
     }
     check(
@@ -554,8 +620,12 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
         None => {}
     }
     for (&tree, overlay) in overlays.iter().zip(&view.overlays) {
-        check(error_fd, Step::CacheLayer, attach(tree, &overlay.target));
-        close(tree);
+        if tree >= 0 {
+            if attach(tree, &overlay.target) < 0 {
+                layer_failed(view, overlay, errno(), error_fd);
+            }
+            close(tree);
+        }
     }
     let mut empty = -1;
     for (dir, keep) in &view.masked_dirs {
