@@ -244,12 +244,12 @@ pub(crate) fn cache_layers(
             .and_then(|_| private_dir(&works))
             .and_then(|_| private_dir(&work))
             .and_then(|_| {
-            if private_dir(&upper)? {
-                let mode = std::fs::metadata(&cache)?.permissions().mode() & 0o7777;
-                std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(mode))?;
-            }
-            Ok(())
-        });
+                if private_dir(&upper)? {
+                    let mode = std::fs::metadata(&cache)?.permissions().mode() & 0o7777;
+                    std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(mode))?;
+                }
+                Ok(())
+            });
         if let Err(error) = made {
             tracing::warn!(%error, cache = %cache.display(), "no copy-on-write layer for this package cache: it stays read-only");
             refused.push(format!("{}: {error}", cache.display()));
