@@ -29,8 +29,9 @@ pub(super) struct SessionInner {
     /// The mode whose sandbox notices the session's output last showed: what a mode does not
     /// enforce is said on the first run in that mode, not on every run.
     pub(super) announced_mode: Mutex<Option<sandbox::Mode>>,
-    /// The session's own temp folder, made on its first workspace command (`None`: it could
-    /// not be made, or the engine uses the host's); removed when the session ends.
+    /// The session's own folder, made on its first workspace command (`None`: it could not be
+    /// made, or the engine uses the host's temp dir): `tmp` (its commands' temp dir) and
+    /// `caches` (its package caches' copy-on-write layers); removed when the session ends.
     pub(super) temp: OnceLock<Option<PathBuf>>,
     /// The repositories under the root whose Git metadata is protected, found once.
     pub(super) git_repos: OnceLock<Vec<PathBuf>>,
@@ -43,7 +44,7 @@ impl Drop for SessionInner {
             let removed = std::thread::Builder::new()
                 .name("acp-bash-tmp-rm".into())
                 .spawn(move || {
-                    if let Err(error) = std::fs::remove_dir_all(&dir) {
+                    if let Err(error) = sandbox::remove_session_folder(&dir) {
                         tracing::debug!(%error, dir = %dir.display(), "session temp folder");
                     }
                 });
@@ -69,7 +70,18 @@ impl SessionInner {
                 static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
                 let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let dir = root.join(format!("session-{}-{n}", std::process::id()));
-                match make_session_temp(root, &dir) {
+                match make_session_temp(root, &dir).and_then(|()| {
+                    // `tmp`: the commands' temp dir; `caches`: the package caches' layers
+                    // (out of the commands' sight).
+                    use std::os::unix::fs::DirBuilderExt;
+                    for sub in ["tmp", "caches"] {
+                        std::fs::DirBuilder::new()
+                            .mode(0o700)
+                            .create(dir.join(sub))
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                }) {
                     Ok(()) => Some(dir),
                     Err(error) => {
                         tracing::warn!(%error, "no private temp folder for the session: its commands share the host's");
@@ -77,7 +89,8 @@ impl SessionInner {
                     }
                 }
             });
-            roots.session_temp = temp.clone();
+            roots.session_temp = temp.as_ref().map(|dir| dir.join("tmp"));
+            roots.cache_layer = temp.as_ref().map(|dir| dir.join("caches"));
             if !protection.git_metadata_writable {
                 protection.git_repos = self
                     .git_repos

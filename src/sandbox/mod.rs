@@ -18,7 +18,9 @@
 //!   [`Roots::session_temp`]; read-only mode: a fresh tmpfs), a minimal `/dev` of the command's
 //!   own (host nodes bound, a fresh devpts, private shm), empty mounts over host daemons' socket
 //!   folders and over credential files ([`Protection`], [`masked_paths`]), and in workspace mode
-//!   Git hooks and config read-only (`notes/2026-12-01-sandbox-view-v3.md`).
+//!   Git hooks and config read-only (`notes/2026-12-01-sandbox-view-v3.md`); in workspace mode
+//!   a copy-on-write layer of the session's own over the home's package caches
+//!   ([`Roots::cache_layer`], `notes/2026-12-01-package-caches.md`).
 //! - **Landlock** (second layer for writes; TCP when a network namespace is unavailable; signal
 //!   and abstract-socket scopes; Unix sockets on disk beneath the writable places at ABI 9),
 //!   applied in the child right before exec.
@@ -56,8 +58,10 @@ type Platform = linux::Linux;
 #[cfg(not(target_os = "linux"))]
 type Platform = unsupported::Unsupported;
 
+mod caches;
 mod masks;
 
+pub use caches::{package_caches, remove_session_folder, PACKAGE_CACHES};
 #[cfg(target_os = "linux")]
 pub use linux::step::{Step, StepError};
 pub use masks::{
@@ -211,6 +215,10 @@ pub struct Roots {
     /// Workspace mode: a host folder of the session's own that commands see as the temp dir
     /// (and `/tmp`) instead of the host's, where the view works (`None`: the host's temp dir).
     pub session_temp: Option<PathBuf>,
+    /// Workspace mode: a host folder of the session's own that holds a copy-on-write layer
+    /// over each of the home's package caches ([`PACKAGE_CACHES`]): writes land there, the
+    /// host's caches never change (`None`: the caches stay read-only).
+    pub cache_layer: Option<PathBuf>,
     /// What the view hides (credential files, the agent's own files) and whether Git
     /// metadata stays read-only.
     pub protection: Protection,
@@ -224,6 +232,7 @@ impl Roots {
             workspace: workspace.into(),
             temp: temp.into(),
             session_temp: None,
+            cache_layer: None,
             protection: Protection::default(),
         }
     }
@@ -231,6 +240,12 @@ impl Roots {
     /// Sets [`Roots::session_temp`].
     pub fn session_temp(mut self, dir: impl Into<PathBuf>) -> Self {
         self.session_temp = Some(dir.into());
+        self
+    }
+
+    /// Sets [`Roots::cache_layer`].
+    pub fn cache_layer(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_layer = Some(dir.into());
         self
     }
 

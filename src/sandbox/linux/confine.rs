@@ -28,17 +28,39 @@ pub(crate) fn confine_with(
     let net_ns = mode == Mode::ReadOnly && support.network_namespace.is_ok();
     let tcp_rules = mode == Mode::ReadOnly && !net_ns;
     let view = confined_fs && user_namespace && support.filesystem_view.is_ok();
-    // The session's own temp folder only where the view can show it as the temp dir.
-    let without_view;
-    let roots = if view || roots.session_temp.is_none() {
-        roots
-    } else {
-        without_view = Roots {
-            session_temp: None,
-            ..roots.clone()
-        };
-        &without_view
+    // The session's own temp folder only where the view can show it as the temp dir; the
+    // package caches' layers only where overlayfs works too.
+    // Never where a command could reach the layers' folder for writing (the session folder,
+    // or the host temp dir where the view does not replace it, holds it): it could make an
+    // upper folder a symlink to a host folder, which the next command's overlay would write.
+    let exposed = match (mode, &roots.cache_layer) {
+        (Mode::Workspace, Some(layer)) => layers_exposed(layer, roots, view),
+        _ => None,
     };
+    let layers_work = view && support.cache_layer.is_ok() && exposed.is_none();
+    let read_only_caches = match (&support.cache_layer, exposed) {
+        (Err(why), _) => Some(why.clone()),
+        (Ok(()), Some(why)) => Some(why),
+        (Ok(()), None) => None,
+    };
+    if let (Mode::Workspace, Some(_), Some(why)) = (mode, &roots.cache_layer, read_only_caches) {
+        notices.push(format!(
+            "Workspace mode: package caches (~/.cargo/registry, ~/.npm, ~/.cache, …) are \
+             read-only here, so installs that fill them fail ({why}); use full mode for them"
+        ));
+    }
+    let adjusted;
+    let roots =
+        if (view || roots.session_temp.is_none()) && (layers_work || roots.cache_layer.is_none()) {
+            roots
+        } else {
+            adjusted = Roots {
+                session_temp: roots.session_temp.clone().filter(|_| view),
+                cache_layer: roots.cache_layer.clone().filter(|_| layers_work),
+                ..roots.clone()
+            };
+            &adjusted
+        };
     let ruleset = match (mode, &support.landlock) {
         (Mode::Full, _) | (_, Err(_)) => None,
         (_, Ok(_)) => match ruleset(mode, roots, tcp_rules) {
@@ -62,9 +84,42 @@ pub(crate) fn confine_with(
         seccomp: confined_fs && support.seccomp.is_ok(),
         fresh_keyring: support.session_keyring.is_ok(),
     };
+    let plan = Prepared::new(mode, roots, layers, ruleset, limits);
+    if let Some(view) = &plan.plan.view {
+        for refused in &view.refused_caches {
+            notices.push(format!(
+                "Workspace mode: a package cache stays read-only, so installs that fill it \
+                 fail (no copy-on-write layer for {refused}); use full mode for them"
+            ));
+        }
+    }
     Confined {
         launch,
-        plan: Some(Prepared::new(mode, roots, layers, ruleset, limits)),
+        plan: Some(plan),
         notices,
     }
+}
+
+/// Why commands could write into the caches' layers' folder `layer` (it lies in or over a
+/// place they may write: the session folder, or the host's temp dir where the view does not
+/// replace it), or `None`.
+fn layers_exposed(layer: &std::path::Path, roots: &Roots, view: bool) -> Option<String> {
+    let canonical = |p: &std::path::Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let layer = canonical(layer);
+    let workspace = canonical(&roots.workspace);
+    let mut writable = vec![("the session folder", workspace)];
+    if !view || roots.session_temp.is_none() {
+        writable.push(("the temp dir", canonical(&roots.temp)));
+    }
+    writable
+        .into_iter()
+        .find(|(_, place)| layer.starts_with(place) || place.starts_with(&layer))
+        .map(|(name, place)| {
+            format!(
+                "the session's layers' folder {} lies in {name} {}, where commands could change \
+                 them; set TMPDIR outside it",
+                layer.display(),
+                place.display()
+            )
+        })
 }

@@ -177,6 +177,10 @@ pub(crate) fn probe_support() -> Support {
         p.fresh_keyring = true;
         probe(p)
     };
+    let cache_layer = match &filesystem_view {
+        Err(_) => Err("needs the filesystem view, which does not work here".to_string()),
+        Ok(()) => probe_cache_layer(),
+    };
     Support {
         landlock,
         namespaces,
@@ -186,5 +190,46 @@ pub(crate) fn probe_support() -> Support {
         filesystem_view,
         seccomp,
         session_keyring,
+        cache_layer,
     }
+}
+
+/// An overlayfs over a folder of the probe's own, in a user namespace, as workspace mode's
+/// package caches get one (its upper and work folders beside it, in the temp dir).
+fn probe_cache_layer() -> Result<(), String> {
+    use std::os::unix::fs::DirBuilderExt;
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base = std::env::temp_dir().join(format!("acp-bash-probe-{}-{n}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&base)
+        .map_err(|e| format!("could not probe: {e}"))?;
+    let result = probe_cache_layer_in(&base);
+    let _ = crate::sandbox::remove_session_folder(&base);
+    result
+}
+
+fn probe_cache_layer_in(base: &Path) -> Result<(), String> {
+    let home = base.join("home");
+    let layer = base.join("layer");
+    for dir in [home.join(".npm"), layer.clone()] {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("could not probe: {e}"))?;
+    }
+    let (overlays, _) = super::view_plan::cache_layers(&home, &layer, &[], &[]);
+    if overlays.is_empty() {
+        return Err("could not probe: no layer was planned".to_string());
+    }
+    let mut p = plan(true, true);
+    p.view = Some(super::child::view::View {
+        overlays,
+        overlays_required: true,
+        ..Default::default()
+    });
+    probe(p).map_err(|e| {
+        format!(
+            "{e} — overlayfs in a user namespace needs Linux 5.11 or newer, and an upper folder \
+             on a filesystem overlayfs accepts"
+        )
+    })
 }

@@ -98,6 +98,13 @@ pub(crate) fn gaps(mode: Mode, support: &Support) -> Vec<String> {
                 gaps.push("keeping Git hooks and config read-only".to_string());
             }
         }
+        if mode == Mode::Workspace && support.cache_layer.is_err() {
+            gaps.push(
+                "writable package caches (no overlayfs in a user namespace: they stay \
+                 read-only)"
+                    .to_string(),
+            );
+        }
         if abi < 6 {
             gaps.push("blocking the host's abstract Unix sockets (Landlock ABI < 6)".to_string());
         }
@@ -153,7 +160,9 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     let allows = match mode {
         Mode::Workspace => format!(
             "Commands change files only in the session folder and {} (the session's own), and \
-             may use the network; Git hooks and config stay read-only. They see no host \
+             may use the network; writes to package caches (~/.cargo/registry, ~/.npm, \
+             ~/.cache, …) land in a layer of the session's own that its later commands see, \
+             never in the host's; Git hooks and config stay read-only. They see no host \
              terminal, daemon socket or credential file, and get no keyring, io_uring or VM \
              socket of the host's.",
             temp.display()
@@ -313,6 +322,11 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
                 name: "Git metadata read-only",
                 purpose: "workspace: .git/hooks, .git/config (and a worktree's .git file) of the session folder and of repositories up to two levels below it are read-only, .git can't be renamed or replaced (--allow-git-hooks-and-config-writes)",
                 status: ok(&support.filesystem_view, "mount namespace: read-only binds, .git a mount point"),
+            },
+            LayerReport {
+                name: "package caches copy-on-write",
+                purpose: "workspace: ~/.cargo/registry, ~/.cargo/git, ~/.rustup, ~/.npm, ~/.cache, pnpm, yarn, Maven, Gradle and Go caches (those that exist) take writes into a layer of the session's own, kept for its later commands; the host's caches never change (without it they are read-only)",
+                status: ok(&support.cache_layer, "overlayfs in the user namespace, upper layer in the session's folder"),
             },
             LayerReport {
                 name: "resource limits",

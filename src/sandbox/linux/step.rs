@@ -65,10 +65,12 @@ pub enum Step {
     Mask,
     /// Binding Git metadata (hooks, config) read-only.
     GitMetadata,
+    /// Mounting the session's copy-on-write layer over a package cache (overlayfs).
+    CacheLayer,
 }
 
 impl Step {
-    const ALL: [Step; 29] = [
+    const ALL: [Step; 30] = [
         Step::ProcessGroup,
         Step::ParentDeathSignal,
         Step::Stdio,
@@ -98,6 +100,7 @@ impl Step {
         Step::PrivateDev,
         Step::Mask,
         Step::GitMetadata,
+        Step::CacheLayer,
     ];
 
     /// The step with this number on the error pipe, if any.
@@ -137,6 +140,9 @@ impl Step {
             Step::PrivateDev => "building the command's own /dev",
             Step::Mask => "hiding a host path (credential file or daemon socket)",
             Step::GitMetadata => "binding Git metadata (hooks, config) read-only",
+            Step::CacheLayer => {
+                "mounting the session's copy-on-write layer over a package cache (overlayfs)"
+            }
         }
     }
 }

@@ -27,6 +27,9 @@ pub struct Support {
     pub seccomp: Result<(), String>,
     /// A fresh, empty session keyring for every sandboxed command.
     pub session_keyring: Result<(), String>,
+    /// overlayfs in the command's user namespace (Linux 5.11+): workspace mode's copy-on-write
+    /// layer of the session's own over the package caches (without it they stay read-only).
+    pub cache_layer: Result<(), String>,
 }
 
 impl Support {
@@ -41,6 +44,7 @@ impl Support {
             filesystem_view: Err(reason.to_string()),
             seccomp: Err(reason.to_string()),
             session_keyring: Err(reason.to_string()),
+            cache_layer: Err(reason.to_string()),
         }
     }
 
@@ -55,6 +59,7 @@ impl Support {
             filesystem_view: Ok(()),
             seccomp: Ok(()),
             session_keyring: Ok(()),
+            cache_layer: Ok(()),
         }
     }
 

@@ -2,7 +2,8 @@
 //! [`child::view::build`](super::child::view::build): the writable places, the temp dirs
 //! (workspace mode: the session's own folder; read-only mode: a fresh tmpfs), the command's own
 //! `/dev`, the masked host paths (host daemons' sockets, credential files, the agent's own
-//! files) and the read-only Git metadata of workspace mode.
+//! files), the read-only Git metadata of workspace mode and its copy-on-write layers over the
+//! package caches ([`cache_layers`]).
 //!
 //! Per command this costs a few dozen `stat`s, one `readdir` of `/run` and one of `~/.ssh`;
 //! the session's nested repositories are found once per session by the engine
@@ -13,8 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use super::child::view::{View, DEV_NODES};
-use crate::sandbox::{masked_paths, Mode, Roots};
+use super::child::view::{Overlay, View, DEV_NODES};
+use crate::sandbox::{masked_paths, package_caches, Mode, Roots};
 
 /// Host daemons' socket folders hidden behind an empty read-only tmpfs (those that exist):
 /// every user's runtime dir (session D-Bus, systemd --user, Wayland, PulseAudio, gpg-agent,
@@ -189,7 +190,101 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
     if mode == Mode::Workspace && !roots.protection.git_metadata_writable {
         git_metadata(&workspace, &roots.protection.git_repos, &mut view);
     }
+    if let (Mode::Workspace, Some(layer), Some(home)) =
+        (mode, &roots.cache_layer, &roots.protection.home)
+    {
+        let masked: Vec<PathBuf> = dirs.iter().map(|d| d.to_path_buf()).collect();
+        let mut skip = temps.clone();
+        skip.push(workspace.clone());
+        skip.extend(session_temp.clone());
+        (view.overlays, view.refused_caches) =
+            cache_layers(home, &canonical(layer), &skip, &masked);
+    }
     view
+}
+
+/// Workspace mode: an overlay of each package cache of `home` that exists, its upper and work
+/// folders made here (the agent's, in the session's own `layer` folder; the upper one with the
+/// cache's mode, which the overlay's root shows). Not over or under a place in `skip` (the
+/// session folder, the temp dirs: their binds would be hidden, or a write the user allowed
+/// would not reach the host), nor under a masked folder (`masked`: it stays hidden). Masks
+/// under a cache still apply: the child mounts them on top of the overlay.
+pub(crate) fn cache_layers(
+    home: &Path,
+    layer: &Path,
+    skip: &[PathBuf],
+    masked: &[PathBuf],
+) -> (Vec<Overlay>, Vec<String>) {
+    use std::os::unix::fs::PermissionsExt;
+    // A work folder per command: overlayfs empties its work folder when it mounts, which
+    // would pull it from under a layer another command of the session still has mounted.
+    static COMMAND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let command = COMMAND.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut overlays = Vec::new();
+    let mut refused = Vec::new();
+    for (name, cache) in package_caches(home)
+        .into_iter()
+        .take(super::child::view::MAX_OVERLAYS)
+    {
+        if skip
+            .iter()
+            .any(|s| s.starts_with(&cache) || cache.starts_with(s))
+            || masked.iter().any(|m| cache.starts_with(m))
+            || layer.starts_with(&cache)
+        {
+            continue;
+        }
+        let own = layer.join(&name);
+        let upper = own.join("upper");
+        let works = own.join("work");
+        let work = works.join(command.to_string());
+        // Each folder this user's own real folder (never a symlink: overlayfs would follow
+        // it to wherever it points and write there).
+        let made = private_dir(&own)
+            .and_then(|_| private_dir(&works))
+            .and_then(|_| private_dir(&work))
+            .and_then(|_| {
+                if private_dir(&upper)? {
+                    let mode = std::fs::metadata(&cache)?.permissions().mode() & 0o7777;
+                    std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(mode))?;
+                }
+                Ok(())
+            });
+        if let Err(error) = made {
+            tracing::warn!(%error, cache = %cache.display(), "no copy-on-write layer for this package cache: it stays read-only");
+            refused.push(format!("{}: {error}", cache.display()));
+            continue;
+        }
+        if let (Some(target), Some(upper), Some(work)) = (c(&cache), c(&upper), c(&work)) {
+            overlays.push(Overlay {
+                target,
+                upper,
+                work,
+            });
+        }
+    }
+    (overlays, refused)
+}
+
+/// Makes `dir` (0700), or checks that the one there is a real folder (not a symlink) of this
+/// user's; `true` when it was made now.
+fn private_dir(dir: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let made = match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(e),
+    };
+    let meta = std::fs::symlink_metadata(dir)?;
+    // SAFETY: plain getter.
+    let uid = unsafe { libc::geteuid() };
+    if !meta.is_dir() || meta.uid() != uid {
+        return Err(std::io::Error::other(format!(
+            "{} is not a folder of this user's (a symlink, a file or another user's)",
+            dir.display()
+        )));
+    }
+    Ok(made)
 }
 
 /// Workspace mode: the session folder's and its repositories' `.git` pinned (a mount point:

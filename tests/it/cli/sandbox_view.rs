@@ -307,3 +307,132 @@ fn doctor_lists_what_is_masked_on_this_machine_with_the_flags_given() {
         "{allowed}"
     );
 }
+
+#[test]
+fn a_run_command_writes_into_the_cargo_registry_and_the_host_keeps_its_own() {
+    as_root_and_nobody(
+        "cli::sandbox_view::a_run_command_writes_into_the_cargo_registry_and_the_host_keeps_its_own",
+        || {
+            let ws = dir("caches");
+            if !served_commands_get_a_view(ws.path()) {
+                return;
+            }
+            let home = dir("caches-home");
+            let registry = home.path().join(".cargo/registry");
+            std::fs::create_dir_all(&registry).unwrap();
+            std::fs::write(registry.join("crate.txt"), "orig\n").unwrap();
+            let output = acp_run(
+                ws.path(),
+                home.path(),
+                "workspace",
+                &[],
+                "echo new > ~/.cargo/registry/x && echo more >> ~/.cargo/registry/crate.txt && \
+                 cat ~/.cargo/registry/x ~/.cargo/registry/crate.txt",
+            );
+            let text = stdout(&output);
+            assert!(
+                output.status.success() && text.contains("new\norig\nmore\n"),
+                "{text}{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let names: Vec<_> = std::fs::read_dir(&registry)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, ["crate.txt"]);
+            assert_eq!(
+                std::fs::read_to_string(registry.join("crate.txt")).unwrap(),
+                "orig\n"
+            );
+            // doctor names the layer and says it works here.
+            let doctor = Command::new(binary())
+                .arg("doctor")
+                .env("HOME", home.path())
+                .output()
+                .unwrap();
+            let report = stdout(&doctor);
+            assert!(
+                report.contains("[works]   package caches copy-on-write"),
+                "{report}"
+            );
+        },
+    );
+}
+
+/// The console block of `script` run in `session` through `c` (a served agent, plain client).
+async fn served(
+    c: &mut acp_bash::acp::client::Conversation,
+    session: &agent_client_protocol::v1::schema::SessionId,
+    script: &str,
+) -> agent_client_protocol::Result<String> {
+    let turn = c.prompt(session, script).await?;
+    Ok(crate::support::acp::console_block(&turn.updates))
+}
+
+#[test]
+fn a_served_session_keeps_its_cache_writes_for_itself_and_no_link_reaches_the_host() {
+    as_root_and_nobody(
+        "cli::sandbox_view::a_served_session_keeps_its_cache_writes_for_itself_and_no_link_reaches_the_host",
+        || {
+            let ws = dir("served-caches");
+            if !served_commands_get_a_view(ws.path()) {
+                return;
+            }
+            let home = dir("served-caches-home");
+            let target = dir("served-caches-target");
+            let registry = home.path().join(".cargo/registry");
+            std::fs::create_dir_all(&registry).unwrap();
+            std::fs::write(registry.join("crate.txt"), "orig\n").unwrap();
+            std::fs::write(target.path().join("keep"), "keep\n").unwrap();
+            let client = acp_bash::acp::client::AcpClient::new(
+                binary(),
+                ["serve", "--sandbox", "workspace", "--no-history", "--log-level", "warn"],
+            )
+            .profile(acp_bash::acp::client::ClientProfile::Plain)
+            .env("HOME", home.path().to_str().unwrap());
+            let cwd = ws.path().to_path_buf();
+            let link = format!("ln -s {} ~/.cargo/registry/link && echo linked", target.path().display());
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let (blocks, _) = runtime.block_on(crate::support::acp::converse_with(
+                client,
+                "a served session's package caches",
+                async move |mut c| {
+                    let first = c.new_session(&cwd).await?;
+                    let mut blocks = vec![
+                        served(&mut c, &first, "echo new > ~/.cargo/registry/x && echo more >> ~/.cargo/registry/crate.txt && echo written").await?,
+                        served(&mut c, &first, "cat ~/.cargo/registry/x ~/.cargo/registry/crate.txt").await?,
+                        served(&mut c, &first, &link).await?,
+                        served(&mut c, &first, "{ echo planted > ~/.cargo/registry/link/planted; } 2>/dev/null || echo refused").await?,
+                    ];
+                    let second = c.new_session(&cwd).await?;
+                    blocks.push(served(&mut c, &second, "ls ~/.cargo/registry; cat ~/.cargo/registry/crate.txt").await?);
+                    Ok(blocks)
+                },
+            ));
+            let expect = [
+                "written\n",
+                "new\norig\nmore\n",
+                "linked\n",
+                "refused\n",
+                "crate.txt\norig\n",
+            ];
+            for (block, want) in blocks.iter().zip(expect) {
+                assert!(block.contains(want), "{want:?} not in {block}\n{blocks:#?}");
+            }
+            let names: Vec<_> = std::fs::read_dir(&registry)
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(names, ["crate.txt"]);
+            assert_eq!(std::fs::read_to_string(registry.join("crate.txt")).unwrap(), "orig\n");
+            let planted: Vec<_> = std::fs::read_dir(target.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(planted, ["keep"]);
+        },
+    );
+}

@@ -1,5 +1,6 @@
 //! The kernel sandbox: what each mode lets a command do, tried by hostile commands.
 
+mod caches;
 mod cost;
 mod engine;
 mod escapees;

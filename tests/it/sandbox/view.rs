@@ -323,7 +323,7 @@ fn a_sessions_temp_dir_is_its_own_kept_across_its_commands_and_removed_with_it()
             assert_eq!(folders.len(), 2, "{folders:?}");
             let holder = folders
                 .iter()
-                .find(|f| f.join(&name).exists())
+                .find(|f| f.join("tmp").join(&name).exists())
                 .expect("the first session's folder holds the file")
                 .clone();
             drop(first);

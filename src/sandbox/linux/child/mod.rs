@@ -425,6 +425,9 @@ fn restrict(plan: &ChildPlan, efd: RawFd) {
                 for dir in view.new_writable_mounts() {
                     allow_writes_beneath(plan, dir, efd);
                 }
+                for dir in view.overlay_targets().filter(|dir| view::is_overlay(dir)) {
+                    allow_writes_beneath(plan, dir, efd);
+                }
             }
             let r = libc::syscall(libc::SYS_landlock_restrict_self, plan.landlock_fd, 0u32);
             if r < 0 {

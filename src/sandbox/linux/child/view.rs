@@ -3,7 +3,9 @@
 //! (nodev, nosuid); the temp dirs replaced (workspace mode: the session's own host folder;
 //! read-only mode: a fresh tmpfs); a minimal `/dev` of the command's own (host nodes bound, a
 //! fresh devpts, a private shm); empty read-only mounts over masked host paths (credential
-//! files, host daemons' socket folders); Git metadata bound read-only.
+//! files, host daemons' socket folders); Git metadata bound read-only; in workspace mode an
+//! overlayfs of the session's own over each package cache (writes land in the session's
+//! folder, the host's cache stays as it is).
 //! Async-signal-safe only: raw syscalls on paths the parent prepared.
 #![deny(
     clippy::panic,
@@ -15,10 +17,10 @@
 use std::ffi::{CStr, CString};
 use std::os::fd::RawFd;
 
-use libc::{c_long, c_uint};
+use libc::{c_int, c_long, c_uint};
 
 use super::super::step::Step;
-use super::sys::{check, errno, fail};
+use super::sys::{check, errno, fail, write_all};
 
 const SYS_OPEN_TREE: c_long = 428;
 const SYS_MOVE_MOUNT: c_long = 429;
@@ -27,6 +29,7 @@ const SYS_FSOPEN: c_long = 430;
 const SYS_FSCONFIG: c_long = 431;
 const SYS_FSMOUNT: c_long = 432;
 const FSOPEN_CLOEXEC: c_uint = 1;
+const FSCONFIG_SET_FLAG: c_uint = 0;
 const FSCONFIG_SET_STRING: c_uint = 1;
 const FSCONFIG_CMD_CREATE: c_uint = 6;
 const FSMOUNT_CLOEXEC: c_uint = 1;
@@ -81,6 +84,27 @@ pub(crate) struct View {
     pub make_dirs: Vec<CString>,
     /// Paths bound onto themselves read-only (`.git/hooks`, `.git/config`, a `.git` file).
     pub read_only: Vec<CString>,
+    /// Package caches shown through a copy-on-write layer (an overlayfs whose lower layer is the
+    /// host's folder), mounted before the masks so a mask under a cache still applies. At most
+    /// [`MAX_OVERLAYS`] (the plan takes no more). One that cannot be mounted is left out (the
+    /// cache stays read-only, as the rest of the view), said in the command's output, unless
+    /// [`View::overlays_required`].
+    pub overlays: Vec<Overlay>,
+    /// A layer that cannot be mounted fails the whole setup ([`Step::CacheLayer`]) instead of
+    /// being left out: the probe's way to learn that overlayfs works.
+    pub overlays_required: bool,
+    /// Package caches the parent could not prepare a layer for (`path: why`): they stay
+    /// read-only, said in the first command's notices. Not read by the child.
+    pub refused_caches: Vec<String>,
+}
+
+/// One copy-on-write layer: the host folder `target` as the lower layer, mounted on itself,
+/// writes going to `upper` (with overlayfs's `work` folder beside it, on the same filesystem).
+#[derive(Debug)]
+pub(crate) struct Overlay {
+    pub target: CString,
+    pub upper: CString,
+    pub work: CString,
 }
 
 /// The host nodes a command's own /dev holds (those that exist on the host).
@@ -107,6 +131,25 @@ impl View {
             .filter(move |_| fresh)
             .map(|t| t.as_c_str());
         [shm, pts].into_iter().flatten().chain(temps)
+    }
+
+    /// The package caches' layers' mount points: each needs a Landlock rule of its own too,
+    /// where its overlay was mounted ([`is_overlay`]; a layer left out stays the read-only host
+    /// folder and gets none).
+    pub(crate) fn overlay_targets(&self) -> impl Iterator<Item = &CStr> {
+        self.overlays.iter().map(|o| o.target.as_c_str())
+    }
+}
+
+/// overlayfs's `f_type` (`OVERLAYFS_SUPER_MAGIC`).
+const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
+
+/// Whether `path` is (the root of) an overlayfs now.
+pub(crate) fn is_overlay(path: &CStr) -> bool {
+    // SAFETY: statfs into a zeroed buffer of ours.
+    unsafe {
+        let mut buf: libc::statfs = std::mem::zeroed();
+        libc::statfs(path.as_ptr(), &mut buf) == 0 && buf.f_type as i64 == OVERLAYFS_SUPER_MAGIC
     }
 }
 
@@ -407,6 +450,108 @@ fn mask_dir_with(empty: RawFd, dir: &CStr, error_fd: RawFd) {
     close(copy);
 }
 
+/// A detached overlayfs (`userxattr`: the trusted xattrs are not ours in a user namespace;
+/// nosuid, nodev) with `overlay.target` as its lower layer and its upper and work folders, or
+/// -1 (errno set).
+fn make_overlay(overlay: &Overlay) -> RawFd {
+    // SAFETY: the new mount API with valid strings; fds closed on every path.
+    unsafe {
+        let fs = libc::syscall(SYS_FSOPEN, c"overlay".as_ptr(), FSOPEN_CLOEXEC) as RawFd;
+        if fs < 0 {
+            return -1;
+        }
+        let mut ok = true;
+        for (key, value) in [
+            (c"lowerdir", &overlay.target),
+            (c"upperdir", &overlay.upper),
+            (c"workdir", &overlay.work),
+        ] {
+            ok = ok
+                && libc::syscall(
+                    SYS_FSCONFIG,
+                    fs,
+                    FSCONFIG_SET_STRING,
+                    key.as_ptr(),
+                    value.as_ptr(),
+                    0,
+                ) >= 0;
+        }
+        ok = ok
+            && libc::syscall(
+                SYS_FSCONFIG,
+                fs,
+                FSCONFIG_SET_FLAG,
+                c"userxattr".as_ptr(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            ) >= 0
+            && libc::syscall(
+                SYS_FSCONFIG,
+                fs,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<libc::c_char>(),
+                std::ptr::null::<libc::c_char>(),
+                0,
+            ) >= 0;
+        let mount = if ok {
+            libc::syscall(
+                SYS_FSMOUNT,
+                fs,
+                FSMOUNT_CLOEXEC,
+                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            ) as RawFd
+        } else {
+            -1
+        };
+        let err = errno();
+        libc::close(fs);
+        *libc::__errno_location() = err;
+        mount
+    }
+}
+
+/// A cache's layer could not be made or mounted (`err`): the setup fails where the layers are
+/// [`View::overlays_required`], else the command's output (fd 2, already its pipe) says that
+/// this cache stays read-only, in the engine's notice format.
+fn layer_failed(view: &View, overlay: &Overlay, err: c_int, error_fd: RawFd) {
+    if view.overlays_required {
+        fail(error_fd, Step::CacheLayer, err);
+    }
+    let too_long = err == libc::EINVAL
+        && [&overlay.target, &overlay.upper, &overlay.work]
+            .iter()
+            .any(|p| p.to_bytes().len() > 255);
+    let mut digits = [0u8; 12];
+    let mut at = digits.len();
+    let mut n = err.unsigned_abs();
+    while let Some(slot) = at.checked_sub(1).and_then(|i| digits.get_mut(i)) {
+        *slot = b'0' + (n % 10) as u8;
+        at -= 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for part in [
+        b"[acp-bash: workspace mode: the package cache ".as_slice(),
+        overlay.target.to_bytes(),
+        b" stays read-only for this command: its copy-on-write layer could not be mounted \
+          (overlayfs, errno "
+            .as_slice(),
+        digits.get(at..).unwrap_or_default(),
+        if too_long {
+            b": a path longer than the 255 bytes overlayfs takes".as_slice()
+        } else {
+            b"".as_slice()
+        },
+        b"); installs that fill it fail, use full mode for them; `acp-bash doctor` checks \
+          the layers]\n"
+            .as_slice(),
+    ] {
+        write_all(2, part);
+    }
+}
+
 /// `/dev/null` bound over `file` (it reads as empty). A `file` gone since is nothing to hide.
 fn mask_file(file: &CStr, error_fd: RawFd) {
     let null = clone_one(c"/dev/null");
@@ -419,8 +564,23 @@ fn mask_file(file: &CStr, error_fd: RawFd) {
     close(null);
 }
 
+/// The most package caches one view layers (see [`View::overlays`]).
+pub(crate) const MAX_OVERLAYS: usize = 16;
+
 /// Builds the view in the current (new) mount namespace.
 pub(crate) fn build(view: &View, error_fd: RawFd) {
+    // The caches' overlays are made first, detached: overlayfs refuses an upper folder on a
+    // read-only mount, and the next step makes every mount read-only (the overlay keeps a
+    // private clone of the upper folder's mount, writable).
+    // A layer that fails is left out (its cache stays read-only, the rest of the view holds)
+    // and said in the command's output.
+    let mut overlays = [-1 as RawFd; MAX_OVERLAYS];
+    for (slot, overlay) in overlays.iter_mut().zip(&view.overlays) {
+        *slot = make_overlay(overlay);
+        if *slot < 0 {
+            layer_failed(view, overlay, errno(), error_fd);
+        }
+    }
     check(
         error_fd,
         Step::ReadOnlyView,
@@ -458,6 +618,14 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
         Some(nodes) => build_dev(nodes, error_fd),
         None if view.private_shm => check(error_fd, Step::PrivateShm, tmpfs(c"/dev/shm")),
         None => {}
+    }
+    for (&tree, overlay) in overlays.iter().zip(&view.overlays) {
+        if tree >= 0 {
+            if attach(tree, &overlay.target) < 0 {
+                layer_failed(view, overlay, errno(), error_fd);
+            }
+            close(tree);
+        }
     }
     let mut empty = -1;
     for (dir, keep) in &view.masked_dirs {
