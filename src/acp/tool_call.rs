@@ -171,12 +171,15 @@ impl ToolCallRunner {
         }
         let mut handle = session.start(request);
         let view = present_call(call, handle.cwd());
-        sink.send(SessionUpdate::ToolCall(bridge::tool_call(
-            call_id,
-            call.command(),
-            &view,
-            features,
-        )));
+        let mut opened = bridge::tool_call(call_id, call.command(), &view, features);
+        if features.card() {
+            // The card says which process to stop from outside (Zed has no stop of its own
+            // for one command): known once the shell has started.
+            if let Some(pid) = handle.pid().await {
+                opened = bridge::with_process(opened, pid);
+            }
+        }
+        sink.send(SessionUpdate::ToolCall(opened));
 
         // Live output: the card, a console view, or nothing (see `stream::Live`).
         let mut coalescer = Live::new(features.card(), self.limits, &view.echo);
