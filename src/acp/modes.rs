@@ -94,9 +94,7 @@ impl SandboxModes {
             })
             .collect();
         SessionConfigOption::select(MODE_OPTION_ID, "Sandbox", self.id(current).0, options)
-            .description(
-                "What the kernel sandbox lets the session's next commands do".to_string(),
-            )
+            .description("What the kernel sandbox lets the session's next commands do".to_string())
             .category(SessionConfigOptionCategory::Mode)
     }
 
@@ -169,9 +167,18 @@ mod tests {
             .iter()
             .map(|o| o["value"].as_str().unwrap())
             .collect();
-        let modes: Vec<String> = sandbox.modes().into_iter().map(|m| m.id.0.to_string()).collect();
+        let modes: Vec<String> = sandbox
+            .modes()
+            .into_iter()
+            .map(|m| m.id.0.to_string())
+            .collect();
         assert_eq!(values, modes);
-        for (option, mode) in json["options"].as_array().unwrap().iter().zip(sandbox.modes()) {
+        for (option, mode) in json["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(sandbox.modes())
+        {
             assert_eq!(option["description"].as_str(), mode.description.as_deref());
         }
     }

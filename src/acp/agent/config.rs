@@ -89,7 +89,10 @@ impl Connection {
         };
         let refuse = |why: String| {
             invalid_params(
-                format!("{why}: the values of {config_id:?} are {}", valid.join(", ")),
+                format!(
+                    "{why}: the values of {config_id:?} are {}",
+                    valid.join(", ")
+                ),
                 json!({ "configId": config_id, "value": value_json(&request.value), "values": valid }),
             )
         };
@@ -103,7 +106,9 @@ impl Connection {
                 let modes = SandboxModes::new(self.off_allowed());
                 let mode = match modes.parse(&value) {
                     ModeChoice::Sandbox(mode) => mode,
-                    ModeChoice::NotOffered(why) => return responder.respond_with_error(refuse(why)),
+                    ModeChoice::NotOffered(why) => {
+                        return responder.respond_with_error(refuse(why))
+                    }
                     ModeChoice::Other => {
                         return responder.respond_with_error(refuse(format!(
                             "unknown mode {:?}",
@@ -118,10 +123,8 @@ impl Connection {
             }
             _ => {
                 if !valid.contains(&value) {
-                    return responder.respond_with_error(refuse(format!(
-                        "unknown model {:?}",
-                        short(&value)
-                    )));
+                    return responder
+                        .respond_with_error(refuse(format!("unknown model {:?}", short(&value))));
                 }
                 tracing::info!(session = %request.session_id.0, model = %value, "session/set_config_option");
                 *state.model.lock().unwrap() = Some(value);

@@ -40,7 +40,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::commands;
-use super::{AuthMethod, Driver, ModelChoice, Prompt, PromptBlock, StopReason, TurnError, TurnHost};
+use super::{
+    AuthMethod, Driver, ModelChoice, Prompt, PromptBlock, StopReason, TurnError, TurnHost,
+};
 use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
 use crate::tool::BashCall;
 

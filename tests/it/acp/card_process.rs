@@ -24,7 +24,12 @@ fn workspace() -> tempfile::TempDir {
 /// The process group of `pid` (field 5 of `/proc/PID/stat`).
 fn pgrp_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')').next()?.split_whitespace().nth(2)?.parse().ok()
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
 }
 
 fn killing_the_cards_group_stops_the_command(mode: &str) {
@@ -38,10 +43,8 @@ fn killing_the_cards_group_stops_the_command(mode: &str) {
     let client = AcpClient::new(binary(), ["serve", "--sandbox", mode, "--no-history"])
         .profile(ClientProfile::Zed);
     let script = format!("touch started && exec -a {name} sleep 1000");
-    let (stop, transcript) = runtime.block_on(converse_with(
-        client,
-        "pid in the card",
-        async |mut c| {
+    let (stop, transcript) =
+        runtime.block_on(converse_with(client, "pid in the card", async |mut c| {
             let session = c.new_session(&dir).await?;
             let answer = c.start_prompt(&session, &script).block_task();
             tokio::pin!(answer);
@@ -62,14 +65,17 @@ fn killing_the_cards_group_stops_the_command(mode: &str) {
             assert_eq!(pgrp_of(pid), Some(pgid));
             let sleepers = processes_named(&name);
             assert_eq!(sleepers.len(), 1, "{sleepers:?}");
-            assert_eq!(pgrp_of(sleepers[0]), Some(pgid), "the command is in the card's group");
+            assert_eq!(
+                pgrp_of(sleepers[0]),
+                Some(pgid),
+                "the command is in the card's group"
+            );
             // Stopped from outside, by the card's group alone.
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
             let stop = answer.await?.stop_reason;
             assert!(wait_until_no_process(&name).await, "the command is gone");
             Ok(stop)
-        },
-    ));
+        }));
     assert_eq!(stop, StopReason::EndTurn, "{mode}");
     let lines = transcript.lines();
     let ended = lines

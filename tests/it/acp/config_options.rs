@@ -174,7 +174,11 @@ async fn a_default_sent_right_after_new_changes_the_next_command() {
         let answer = set_option(&c, &session, "mode", "read-only").await?;
         let options = json(&answer.config_options);
         assert_eq!(current(&options, "mode"), "read-only");
-        assert_eq!(options.as_array().unwrap().len(), 1, "the whole list: {options}");
+        assert_eq!(
+            options.as_array().unwrap().len(),
+            1,
+            "the whole list: {options}"
+        );
         let mode = next_matching(&mut c, &session, |u| match u {
             SessionUpdate::CurrentModeUpdate(update) => Some(update.current_mode_id.0.to_string()),
             _ => None,
@@ -234,7 +238,10 @@ async fn unknown_ids_and_values_are_refused_listing_the_valid_ones() {
                 && error.message.contains("the options are mode"),
             "{error:?}"
         );
-        assert_eq!(error.data.as_ref().unwrap()["configOptions"], serde_json::json!(["mode"]));
+        assert_eq!(
+            error.data.as_ref().unwrap()["configOptions"],
+            serde_json::json!(["mode"])
+        );
         let error = set_option(&c, &session, "mode", "yolo").await.unwrap_err();
         assert_eq!(i32::from(error.code), -32602, "{error:?}");
         assert!(
@@ -248,8 +255,13 @@ async fn unknown_ids_and_values_are_refused_listing_the_valid_ones() {
         assert_eq!(i32::from(error.code), -32602, "{error:?}");
         assert!(error.message.contains("not a boolean"), "{error:?}");
         // The model option exists only with a model driver.
-        let error = set_option(&c, &session, "model", "openai:x").await.unwrap_err();
-        assert!(error.message.contains("unknown config option \"model\""), "{error:?}");
+        let error = set_option(&c, &session, "model", "openai:x")
+            .await
+            .unwrap_err();
+        assert!(
+            error.message.contains("unknown config option \"model\""),
+            "{error:?}"
+        );
         let error = set_option(&c, &SessionId::new("nope"), "mode", "full")
             .await
             .unwrap_err();
