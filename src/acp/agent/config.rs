@@ -131,16 +131,16 @@ impl Connection {
                 None
             }
         };
-        responder.respond(SetSessionConfigOptionResponse::new(
-            self.config_options(&state),
-        ))?;
-        match mode_changed {
-            Some(mode_id) => cx.send_notification(SessionNotification::new(
+        // Before the answer, so that its place on the wire is fixed.
+        if let Some(mode_id) = mode_changed {
+            cx.send_notification(SessionNotification::new(
                 request.session_id,
                 SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode_id)),
-            )),
-            None => Ok(()),
+            ))?;
         }
+        responder.respond(SetSessionConfigOptionResponse::new(
+            self.config_options(&state),
+        ))
     }
 
     /// After `session/set_mode`: the new list as a `config_option_update`, for clients that

@@ -383,9 +383,10 @@ impl Connection {
         tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
         state.session.set_mode(mode);
         state.log.set_mode(mode.id());
-        responder.respond(SetSessionModeResponse::new())?;
-        // After the answer, like `current_mode_update` after `set_config_option`.
-        self.announce_config_options(&cx, request.session_id, &state)
+        // Before the answer, so that its place on the wire is fixed (like `current_mode_update`
+        // for `set_config_option`).
+        self.announce_config_options(&cx, request.session_id, &state)?;
+        responder.respond(SetSessionModeResponse::new())
     }
 
     fn cancel(&self, session_id: &SessionId) {
