@@ -155,6 +155,24 @@ pub fn tool_call(
     }
 }
 
+/// `call` (a card's `tool_call`) with the process it runs as in `_meta.terminal_info`: `pid`,
+/// the host pid of the process acp-bash forked for the command (the shell, or with a PID
+/// namespace the namespace's first process, whose child the shell is), and `pgid`, its process
+/// group (the same number: it leads its group), which holds the whole command: `kill -KILL
+/// -PGID` from outside stops it. A call without the card's `_meta` is returned as it is.
+pub fn with_process(mut call: ToolCall, pid: u32) -> ToolCall {
+    let info = call
+        .meta
+        .as_mut()
+        .and_then(|meta| meta.get_mut("terminal_info"))
+        .and_then(Value::as_object_mut);
+    if let Some(info) = info {
+        info.insert("pid".to_string(), json!(pid));
+        info.insert("pgid".to_string(), json!(pid));
+    }
+    call
+}
+
 /// A live-output update for the card: only `_meta.terminal_output{terminal_id, data}`, no content
 /// (content would replace the card). Zed appends each `data` to the card.
 pub fn output_update(call_id: &ToolCallId, data: &str) -> ToolCallUpdate {

@@ -117,9 +117,26 @@ impl CallWire {
         limits: StreamLimits,
         sink: &mut dyn UpdateSink,
     ) -> CallWire {
-        sink.send(SessionUpdate::ToolCall(bridge::tool_call(
-            &id, command, &view, features,
-        )));
+        Self::open_with_process(id, command, view, features, limits, None, sink)
+    }
+
+    /// [`Self::open`], with the host pid of the command's outermost process (its group
+    /// leader) in the card's `terminal_info` when `process` is known and the client shows
+    /// the card.
+    pub fn open_with_process(
+        id: ToolCallId,
+        command: &str,
+        view: CallView,
+        features: ClientFeatures,
+        limits: StreamLimits,
+        process: Option<u32>,
+        sink: &mut dyn UpdateSink,
+    ) -> CallWire {
+        let mut opened = bridge::tool_call(&id, command, &view, features);
+        if let (true, Some(pid)) = (features.card(), process) {
+            opened = bridge::with_process(opened, pid);
+        }
+        sink.send(SessionUpdate::ToolCall(opened));
         let live = Live::new(features.card(), limits, &view.echo);
         CallWire {
             id,

@@ -110,7 +110,9 @@ pub mod summary;
 pub mod tool_call;
 pub mod transport;
 
-pub use agent::{prompt_of, prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES};
+pub use agent::{
+    prompt_of, prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES, MODEL_OPTION_ID, MODE_OPTION_ID,
+};
 pub use call_wire::CallWire;
 pub use modes::{ModeChoice, SandboxModes};
 pub use tool_call::{run_tool_call, ConnectionSink, ToolCallRunner, UpdateSink};

@@ -1,13 +1,22 @@
-//! The sandbox choice as ACP session modes that an agent merges with its own.
+//! The sandbox choice as ACP session modes that an agent merges with its own, and as the
+//! `mode` config option.
 //!
 //! Owns [`SandboxModes`]: the modes to offer (ids optionally prefixed, so they cannot collide
-//! with an embedder's own), and reading a `session/set_mode` id back. It does not own the
+//! with an embedder's own), the same choice as a config option (a select of category `mode`,
+//! [`SandboxModes::config_option`]), and reading a `session/set_mode` id (or the option's
+//! value) back. It does not own the
 //! session's modes: an embedder appends these to its list and asks [`SandboxModes::parse`]
 //! whether an id is one of them. Must not touch: what each mode enforces (the sandbox's).
 
-use agent_client_protocol::v1::schema::{SessionMode, SessionModeId, SessionModeState};
+use agent_client_protocol::v1::schema::{
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption, SessionMode,
+    SessionModeId, SessionModeState,
+};
 
 use crate::sandbox::{self, Mode};
+
+/// The id of the sandbox mode's config option.
+pub const MODE_OPTION_ID: &str = "mode";
 
 /// The sandbox modes as a building block for an agent's session modes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -72,7 +81,25 @@ impl SandboxModes {
         SessionModeState::new(self.id(current), self.modes())
     }
 
-    /// What the id of a `session/set_mode` request means.
+    /// The sandbox mode as a config option (id [`MODE_OPTION_ID`]): a select of category
+    /// `mode` whose values are the mode ids of [`SandboxModes::modes`], each described the
+    /// same way, `current` selected.
+    pub fn config_option(&self, current: Mode) -> SessionConfigOption {
+        let options: Vec<SessionConfigSelectOption> = self
+            .offered()
+            .into_iter()
+            .map(|mode| {
+                SessionConfigSelectOption::new(self.id(mode).0, mode.name())
+                    .description(sandbox::describe(mode))
+            })
+            .collect();
+        SessionConfigOption::select(MODE_OPTION_ID, "Sandbox", self.id(current).0, options)
+            .description("What the kernel sandbox lets the session's next commands do".to_string())
+            .category(SessionConfigOptionCategory::Mode)
+    }
+
+    /// What the id of a `session/set_mode` request (or a value of the `mode` config option)
+    /// means.
     pub fn parse(&self, id: &str) -> ModeChoice {
         let Some(bare) = id.strip_prefix(self.id_prefix.as_str()) else {
             return ModeChoice::Other;
@@ -123,6 +150,37 @@ mod tests {
             matches!(sandbox.parse("sandbox:off"), ModeChoice::NotOffered(why) if why.contains("--sandbox off"))
         );
         assert_eq!(sandbox.parse("sandbox:nope"), ModeChoice::Other);
+    }
+
+    #[test]
+    fn the_config_option_offers_the_same_modes_as_the_modes() {
+        let sandbox = SandboxModes::new(false);
+        let option = sandbox.config_option(Mode::ReadOnly);
+        let json = serde_json::to_value(&option).unwrap();
+        assert_eq!(json["id"], "mode");
+        assert_eq!(json["type"], "select");
+        assert_eq!(json["category"], "mode");
+        assert_eq!(json["currentValue"], "read-only");
+        let values: Vec<&str> = json["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["value"].as_str().unwrap())
+            .collect();
+        let modes: Vec<String> = sandbox
+            .modes()
+            .into_iter()
+            .map(|m| m.id.0.to_string())
+            .collect();
+        assert_eq!(values, modes);
+        for (option, mode) in json["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(sandbox.modes())
+        {
+            assert_eq!(option["description"].as_str(), mode.description.as_deref());
+        }
     }
 
     #[test]

@@ -120,12 +120,20 @@ impl ToolCallRunner {
         }
         let mut handle = session.start(request);
         let view = present_call(call, handle.cwd());
-        let mut wire = CallWire::open(
+        // The card says which process to stop from outside (Zed has no stop of its own for one
+        // command): known once the shell has started.
+        let process = if features.card() {
+            handle.pid().await
+        } else {
+            None
+        };
+        let mut wire = CallWire::open_with_process(
             call_id.clone(),
             call.command(),
             view,
             features,
             self.limits,
+            process,
             sink,
         );
         let control = handle.cancellation_token();

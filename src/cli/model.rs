@@ -22,8 +22,11 @@ pub struct ModelArgs {
     /// any OpenAI-compatible server: llama.cpp, vLLM, Ollama, LM Studio, gateways) or
     /// `anthropic:NAME` (the Anthropic messages API), e.g. `openai:gpt-4.1`,
     /// `anthropic:claude-sonnet-4-5`. Slash commands and `!COMMAND` still run directly.
-    #[arg(long, value_name = "PROVIDER:NAME", value_parser = parse_model)]
-    model: Option<String>,
+    /// Give it more than once to let each session choose (the `model` config option); the
+    /// first is the default. `--base-url` and `--api-key-env` apply to every one.
+    #[arg(long, value_name = "PROVIDER:NAME", value_parser = parse_model,
+          action = clap::ArgAction::Append)]
+    model: Vec<String>,
     /// The API's base URL: for openai, up to and including `/v1` (as OPENAI_BASE_URL), e.g.
     /// `http://localhost:8080/v1`; for anthropic, without `/v1` (as ANTHROPIC_BASE_URL).
     /// Default: OPENAI_BASE_URL / ANTHROPIC_BASE_URL, else the provider's own.
@@ -45,21 +48,39 @@ fn parse_model(spec: &str) -> Result<String, String> {
 }
 
 impl ModelArgs {
-    /// The variable the key is read from, when a model is chosen.
-    pub fn key_env(&self) -> Option<String> {
-        let model = self.model.as_deref()?;
-        let (provider, _) = ModelConfig::parse_spec(model).ok()?;
-        Some(
-            self.api_key_env
+    /// The variables the keys are read from (one per provider among the models, or
+    /// `--api-key-env`); empty without `--model`.
+    pub fn key_envs(&self) -> Vec<String> {
+        let mut envs = Vec::new();
+        for model in &self.model {
+            let Ok((provider, _)) = ModelConfig::parse_spec(model) else {
+                continue;
+            };
+            let env = self
+                .api_key_env
                 .clone()
-                .unwrap_or_else(|| provider.key_env().to_string()),
-        )
+                .unwrap_or_else(|| provider.key_env().to_string());
+            if !envs.contains(&env) {
+                envs.push(env);
+            }
+        }
+        envs
     }
 
     /// The model driver these flags ask for, reading base URL and key from `env`; `None`
-    /// without `--model`.
+    /// without `--model`. More than one `--model`: the first is the default, and each session
+    /// may choose another.
     pub fn driver(&self, env: &[(OsString, OsString)]) -> Option<Arc<dyn Driver>> {
-        let model = self.model.as_deref()?;
+        let mut configs = self.model.iter().map(|model| self.config(model, env));
+        let mut driver = ModelDriver::new(configs.next()?);
+        for config in configs {
+            driver = driver.with_model(config);
+        }
+        Some(Arc::new(driver))
+    }
+
+    /// The configuration of `model` (`PROVIDER:NAME`) from these flags and `env`.
+    fn config(&self, model: &str, env: &[(OsString, OsString)]) -> ModelConfig {
         let (provider, name) = ModelConfig::parse_spec(model).expect("checked by clap");
         let var = |name: &str| {
             env.iter()
@@ -74,7 +95,10 @@ impl ModelArgs {
             .clone()
             .or_else(|| var(provider.base_url_env()))
             .unwrap_or_else(|| provider.default_base_url().to_string());
-        let key_env = self.key_env().expect("a model is chosen");
+        let key_env = self
+            .api_key_env
+            .clone()
+            .unwrap_or_else(|| provider.key_env().to_string());
         let key = var(&key_env).map(|key| ApiKey::new(key, key_env.clone()));
         if key.is_none() {
             tracing::warn!("no API key in ${key_env}: prompts will ask for it");
@@ -88,24 +112,27 @@ impl ModelArgs {
             model = %config.model,
             base_url = %config.base_url,
             key_from = %config.key_env,
-            "a model drives each turn"
+            "a model may drive the turns"
         );
-        Some(Arc::new(ModelDriver::new(config)))
+        config
     }
 
     /// `env` without the key's variable (for the engine, so that no command ever sees it).
     pub fn commands_env(&self, env: Vec<(OsString, OsString)>) -> Vec<(OsString, OsString)> {
-        match self.key_env() {
-            Some(key_env) => env.into_iter().filter(|(n, _)| *n != *key_env).collect(),
-            None => env,
-        }
+        let key_envs = self.key_envs();
+        env.into_iter()
+            .filter(|(n, _)| !key_envs.iter().any(|k| n == k.as_str()))
+            .collect()
     }
 
     /// The flags again, for `zed-config`.
     pub fn to_args(&self) -> Vec<String> {
         let mut args = Vec::new();
+        for model in &self.model {
+            args.push("--model".to_string());
+            args.push(model.clone());
+        }
         let pairs = [
-            ("--model", self.model.clone()),
             ("--base-url", self.base_url.clone()),
             ("--api-key-env", self.api_key_env.clone()),
             ("--max-steps", self.max_steps.map(|n| n.to_string())),

@@ -50,9 +50,9 @@ async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs, model: &ModelAr
         config = config.log_dir(dir);
     }
     // With --model, the key's variable never reaches a command; without, nothing changes.
-    let (commands_engine, driver) = match model.key_env() {
-        None => (Engine::new(config), None),
-        Some(_) => {
+    let (commands_engine, driver) = match model.key_envs().is_empty() {
+        true => (Engine::new(config), None),
+        false => {
             let env: Vec<_> = std::env::vars_os().collect();
             let driver = model.driver(&env);
             let env = model.commands_env(env);

@@ -17,7 +17,8 @@ pub mod seam;
 pub mod shell;
 
 pub use seam::{
-    AuthMethod, Cost, Driver, Prompt, PromptBlock, StopReason, TurnError, TurnHost, Usage,
+    AuthMethod, Cost, Driver, ModelChoice, Prompt, PromptBlock, StopReason, TurnError, TurnHost,
+    Usage,
 };
 pub use shell::ShellDriver;
 

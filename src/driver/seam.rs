@@ -61,6 +61,42 @@ pub trait Driver: Send + Sync + 'static {
             self.name()
         )))
     }
+
+    /// The models a session may choose from, the default first (offered to the client as the
+    /// `model` config option); empty for a driver without a model (the shell driver). A turn
+    /// reads the session's choice with [`TurnHost::model`].
+    fn models(&self) -> Vec<ModelChoice> {
+        Vec::new()
+    }
+}
+
+/// One model a [`Driver`] offers ([`Driver::models`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ModelChoice {
+    /// The id the session chooses it by (`openai:gpt-4.1`).
+    pub id: String,
+    /// What a client shows.
+    pub name: String,
+    /// A line about it (where it is served).
+    pub description: Option<String>,
+}
+
+impl ModelChoice {
+    /// The model `id`, shown as `name`.
+    pub fn new(id: impl Into<String>, name: impl Into<String>) -> Self {
+        ModelChoice {
+            id: id.into(),
+            name: name.into(),
+            description: None,
+        }
+    }
+
+    /// Sets [`ModelChoice::description`].
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
 }
 
 /// What the turn gives a driver, and where the driver's events go. Each method is one turn event.
@@ -110,6 +146,13 @@ pub trait TurnHost: Send {
     /// text, each call with its end), oldest first, bounded. After `session/load` or
     /// `session/resume` it holds what the earlier process recorded.
     fn record(&self) -> SessionRecord;
+
+    /// The id of the model the session chose (one of [`Driver::models`], by
+    /// `session/set_config_option`) when the turn began; `None`: the driver's default (the
+    /// first).
+    fn model(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A prompt as the user sent it, without its protocol's types.

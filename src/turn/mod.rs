@@ -64,6 +64,8 @@ pub struct Turn<'a> {
     /// The agent's text not recorded yet: written before the next call and at the end, not on
     /// every piece of a model's stream.
     unrecorded_text: String,
+    /// The model the session chose ([`TurnHost::model`]).
+    model: Option<String>,
 }
 
 impl<'a> Turn<'a> {
@@ -92,7 +94,14 @@ impl<'a> Turn<'a> {
             prompt,
             recorded: None,
             unrecorded_text: String::new(),
+            model: None,
         }
+    }
+
+    /// Sets the model the session chose for this turn ([`TurnHost::model`]).
+    pub fn model(mut self, model: Option<String>) -> Self {
+        self.model = model;
+        self
     }
 
     /// The turn's number in the record, recording the turn (its prompt) first if need be.
@@ -184,6 +193,10 @@ impl TurnHost for Turn<'_> {
 
     fn record(&self) -> SessionRecord {
         self.log.record()
+    }
+
+    fn model(&self) -> Option<String> {
+        self.model.clone()
     }
 }
 

@@ -156,7 +156,11 @@ impl Connection {
             id,
             super::slash::available_commands(),
         ))?;
-        responder.respond(LoadSessionResponse::new().modes(modes))
+        responder.respond(
+            LoadSessionResponse::new()
+                .modes(modes)
+                .config_options(self.config_options(&state)),
+        )
     }
 
     /// `session/resume`: restores the session (unless it is active here), without replay.
@@ -185,7 +189,11 @@ impl Connection {
             id,
             super::slash::available_commands(),
         ))?;
-        responder.respond(ResumeSessionResponse::new().modes(modes))
+        responder.respond(
+            ResumeSessionResponse::new()
+                .modes(modes)
+                .config_options(self.config_options(&state)),
+        )
     }
 
     /// The active session `id`, or the stored one made active, with what could not be restored.

@@ -3,10 +3,12 @@
 //!
 //! Owns: the builder and `serve`, `initialize` (remembering what the client renders, advertising
 //! the driver's auth methods), `authenticate`, `session/new` (one engine session per ACP session,
-//! each with its own working directory), `session/set_mode`, `session/cancel` (cancels the
+//! each with its own working directory), `session/set_mode` (announced as a
+//! `config_option_update`), `session/cancel` (cancels the
 //! session's turns at once), and shutdown on stdin EOF (every running command is cancelled before
 //! [`AcpBashAgent::serve`] returns). The rest lives beside it: `turn` (`session/prompt`: a turn
-//! of the driver, on the wire), `session` (session state and ids), `lifecycle` (list, load,
+//! of the driver, on the wire), `session` (session state and ids), `config` (the config
+//! options and `session/set_config_option`), `lifecycle` (list, load,
 //! resume, close, delete), `errors`. Must not touch: what a prompt means (the driver's,
 //! [`crate::driver`]), how a call looks on the wire ([`super::bridge`]), how commands run.
 //!
@@ -26,7 +28,7 @@ use agent_client_protocol::v1::schema::{
     AuthenticateResponse, CancelNotification, CloseSessionRequest, DeleteSessionRequest,
     Implementation, InitializeRequest, InitializeResponse, ListSessionsRequest, LoadSessionRequest,
     NewSessionRequest, NewSessionResponse, PromptRequest, ResumeSessionRequest, SessionId,
-    SetSessionModeRequest, SetSessionModeResponse,
+    SetSessionConfigOptionRequest, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error};
@@ -46,11 +48,13 @@ use crate::store::{SessionRecord, Store};
 use errors::{client_closed_its_end, invalid_params, short, unknown_session};
 use session::{random_session_id, SessionState};
 
+mod config;
 mod errors;
 mod lifecycle;
 mod session;
 mod turn;
 
+pub use config::{MODEL_OPTION_ID, MODE_OPTION_ID};
 pub use turn::{prompt_of, prompt_text};
 
 /// How long [`AcpBashAgent::serve`] waits, after the client went away, for cancelled commands to
@@ -244,6 +248,7 @@ impl Connection {
         let builder = route!(builder, NewSessionRequest => new_session);
         let builder = route!(builder, PromptRequest => prompt);
         let builder = route!(builder, SetSessionModeRequest => set_mode);
+        let builder = route!(builder, SetSessionConfigOptionRequest => set_config_option);
         let on_cancel = self.clone();
         builder
             .on_receive_notification(
@@ -332,8 +337,12 @@ impl Connection {
             crate::store::now_ms(),
         );
         tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
-        self.open(id.clone(), number, session, record);
-        responder.respond(NewSessionResponse::new(id.clone()).modes(modes))?;
+        let state = self.open(id.clone(), number, session, record);
+        responder.respond(
+            NewSessionResponse::new(id.clone())
+                .modes(modes)
+                .config_options(self.config_options(&state)),
+        )?;
         // After the answer, so that the client knows the session the commands are for.
         cx.send_notification(agent_client_protocol::v1::schema::SessionNotification::new(
             id,
@@ -345,7 +354,7 @@ impl Connection {
         &self,
         request: SetSessionModeRequest,
         responder: Responder<SetSessionModeResponse>,
-        _cx: ConnectionTo<Client>,
+        cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<()> {
         let state = match self.session_state(&request.session_id) {
             Ok(state) => state,
@@ -374,6 +383,9 @@ impl Connection {
         tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
         state.session.set_mode(mode);
         state.log.set_mode(mode.id());
+        // Before the answer, so that its place on the wire is fixed (like `current_mode_update`
+        // for `set_config_option`).
+        self.announce_config_options(&cx, request.session_id, &state)?;
         responder.respond(SetSessionModeResponse::new())
     }
 

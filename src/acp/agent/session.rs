@@ -36,6 +36,10 @@ pub(super) struct SessionState {
     pub next_turn: AtomicU64,
     /// The session's background jobs (`/bg`): killed when the session or the connection ends.
     pub jobs: SessionJobs,
+    /// The model the session chose by `session/set_config_option` (an id of the driver's
+    /// `models()`); `None`: the driver's default. Not kept in the record: a loaded session
+    /// starts with the default.
+    pub model: Mutex<Option<String>>,
 }
 
 impl SessionState {
@@ -73,6 +77,7 @@ impl Connection {
             running: Mutex::new(HashMap::new()),
             next_turn: AtomicU64::new(1),
             jobs: SessionJobs::new(JobRegistry::new(self.job_limits)),
+            model: Mutex::new(None),
         });
         self.sessions.lock().unwrap().insert(id, state.clone());
         state

@@ -121,7 +121,8 @@ impl Connection {
             token.clone(),
             &new_call_id,
             prompt.text(),
-        );
+        )
+        .model(state.model.lock().unwrap().clone());
         let ended = run_turn(&*self.driver, prompt, turn).await;
         let card = port.card.lock().unwrap().take();
         if let Some(failure) = port.failure.lock().unwrap().take() {

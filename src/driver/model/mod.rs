@@ -40,7 +40,9 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::commands;
-use super::{AuthMethod, Driver, Prompt, PromptBlock, StopReason, TurnError, TurnHost};
+use super::{
+    AuthMethod, Driver, ModelChoice, Prompt, PromptBlock, StopReason, TurnError, TurnHost,
+};
 use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
 use crate::tool::BashCall;
 
@@ -133,6 +135,8 @@ impl ModelConfig {
 pub struct ModelDriver {
     config: ModelConfig,
     client: ModelClient,
+    /// The other models a session may choose ([`ModelDriver::with_model`]), after `config`.
+    others: Vec<(ModelConfig, ModelClient)>,
     conversations: Mutex<HashMap<String, Vec<Message>>>,
 }
 
@@ -143,8 +147,35 @@ impl ModelDriver {
         ModelDriver {
             config,
             client,
+            others: Vec::new(),
             conversations: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Offers `config` too: a session may choose it ([`Driver::models`], by its id
+    /// `PROVIDER:NAME`); the first model stays the default. The conversation carries over
+    /// when a session changes models.
+    pub fn with_model(mut self, config: ModelConfig) -> Self {
+        let client = ModelClient::new(config.provider, config.base_url.clone());
+        self.others.push((config, client));
+        self
+    }
+
+    /// The id a session chooses `config` by: `PROVIDER:NAME`.
+    pub fn model_id(config: &ModelConfig) -> String {
+        format!("{}:{}", config.provider.id(), config.model)
+    }
+
+    /// Every model offered, the default first.
+    fn all(&self) -> impl Iterator<Item = (&ModelConfig, &ModelClient)> {
+        std::iter::once((&self.config, &self.client))
+            .chain(self.others.iter().map(|(config, client)| (config, client)))
+    }
+
+    /// The model `id` names (the default for `None` or an id not offered).
+    fn chosen(&self, id: Option<&str>) -> (&ModelConfig, &ModelClient) {
+        id.and_then(|id| self.all().find(|(config, _)| Self::model_id(config) == id))
+            .unwrap_or((&self.config, &self.client))
     }
 
     /// The configuration.
@@ -163,13 +194,7 @@ impl ModelDriver {
     }
 
     fn missing_key(&self) -> String {
-        format!(
-            "No API key for {}: set the environment variable {} to your key (or pass \
-             `--api-key-env NAME` to read another variable) where the editor starts acp-bash, \
-             then restart the agent.",
-            self.config.provider.id(),
-            self.config.key_env
-        )
+        missing_key(&self.config)
     }
 
     async fn drive_turn(
@@ -178,6 +203,7 @@ impl ModelDriver {
         turn: &mut dyn TurnHost,
         conversation: &mut Vec<Message>,
     ) -> Result<StopReason, TurnError> {
+        let (config, client) = self.chosen(turn.model().as_deref());
         let text = prompt.text();
         // The user's own commands never reach the model.
         match commands::parse(&text) {
@@ -200,12 +226,12 @@ impl ModelDriver {
             conversation.push(Message::User(format!(
                 "I ran this command myself:\n$ {}\n{}",
                 command.trim(),
-                model_result(&result.outcome, self.config.budget)
+                model_result(&result.outcome, config.budget)
             )));
             return Ok(StopReason::EndTurn);
         }
-        let Some(key) = &self.config.key else {
-            return Err(TurnError::AuthRequired(self.missing_key()));
+        let Some(key) = &config.key else {
+            return Err(TurnError::AuthRequired(missing_key(config)));
         };
         let content = user_content(prompt, turn);
         if content.trim().is_empty() {
@@ -213,20 +239,31 @@ impl ModelDriver {
             return Ok(StopReason::EndTurn);
         }
         conversation.push(Message::User(content));
-        let system = system::system_prompt(turn.session(), self.config.budget);
+        let system = system::system_prompt(turn.session(), config.budget);
         let tools = tools::specs();
         let settings = agent_loop::LoopSettings {
-            model: &self.config.model,
+            model: &config.model,
             system: &system,
             tools: &tools,
-            max_steps: self.config.max_steps,
-            max_tokens: self.config.max_tokens,
-            budget: self.config.budget,
-            context_window: self.config.context_window,
-            retry: self.config.retry,
+            max_steps: config.max_steps,
+            max_tokens: config.max_tokens,
+            budget: config.budget,
+            context_window: config.context_window,
+            retry: config.retry,
         };
-        Ok(agent_loop::run_loop(&self.client, key, &settings, conversation, turn).await)
+        Ok(agent_loop::run_loop(client, key, &settings, conversation, turn).await)
     }
+}
+
+/// What a prompt is told when `config` has no key.
+fn missing_key(config: &ModelConfig) -> String {
+    format!(
+        "No API key for {}: set the environment variable {} to your key (or pass \
+         `--api-key-env NAME` to read another variable) where the editor starts acp-bash, \
+         then restart the agent.",
+        config.provider.id(),
+        config.key_env
+    )
 }
 
 /// The prompt as the model reads it: its text, the text of embedded resources (@-mentioned
@@ -298,6 +335,19 @@ impl Driver for ModelDriver {
             AuthMethod::new(AUTH_METHOD_ID, format!("Set {}", self.config.key_env))
                 .description(self.missing_key()),
         ]
+    }
+
+    fn models(&self) -> Vec<ModelChoice> {
+        self.all()
+            .map(|(config, _)| {
+                let api = match config.provider {
+                    Provider::OpenAi => "the OpenAI chat-completions API",
+                    Provider::Anthropic => "the Anthropic messages API",
+                };
+                ModelChoice::new(Self::model_id(config), &config.model)
+                    .description(format!("{} through {api}", config.model))
+            })
+            .collect()
     }
 
     fn authenticate(&self, method_id: &str) -> Result<(), TurnError> {

@@ -1,6 +1,8 @@
 //! The ACP agent over real pipes with the real SDK.
 
 mod acpx;
+mod card_process;
+mod config_options;
 mod embed_example;
 mod jobs;
 mod jobs_ownership;

@@ -338,6 +338,30 @@ fn normalize_lines(
                 };
             }
         }
+        // The same descriptions in the `mode` config option (answers and
+        // `config_option_update`).
+        for pointer in ["/result/configOptions", "/params/update/configOptions"] {
+            let Some(options) = value.pointer_mut(pointer) else {
+                continue;
+            };
+            for option in options.as_array_mut().into_iter().flatten() {
+                if option["id"] != "mode" {
+                    continue;
+                }
+                let values = option.get_mut("options").and_then(Value::as_array_mut);
+                for choice in values.into_iter().flatten() {
+                    let Some(description) = choice.get("description").and_then(Value::as_str)
+                    else {
+                        continue;
+                    };
+                    choice["description"] = if keep_modes {
+                        machine_neutral_description(description, temp_dir).into()
+                    } else {
+                        "[WHAT THIS MACHINE ENFORCES]".into()
+                    };
+                }
+            }
+        }
         if let Some(id) = value.get("id").cloned() {
             let key = id.to_string();
             let n = ids.len();
@@ -349,6 +373,15 @@ fn normalize_lines(
                     if let Some(commands) = update.get_mut("availableCommands") {
                         *commands = COMMANDS_REDACTED.into();
                     }
+                }
+            }
+        }
+        // A card's process (a host pid) differs on every run.
+        for key in ["pid", "pgid"] {
+            let pointer = format!("/params/update/_meta/terminal_info/{key}");
+            if let Some(pid) = value.pointer_mut(&pointer) {
+                if pid.is_number() {
+                    *pid = "[PID]".into();
                 }
             }
         }

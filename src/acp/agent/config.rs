@@ -1,0 +1,168 @@
+//! Session config options: the sandbox mode (and, with a model driver, the model) as ACP
+//! `configOptions`, and `session/set_config_option`.
+//!
+//! Owns: the list a session's answers carry (`session/new`, `load`, `resume`,
+//! `set_config_option`, and `config_option_update`), reading a `set_config_option` request
+//! back, and keeping mode-only and config-option clients in step: a change of the mode by
+//! `session/set_mode` is announced as a `config_option_update`, a change by
+//! `set_config_option` as a `current_mode_update`. Must not touch: what a mode enforces (the
+//! sandbox's), which model answers (the driver's, read through the turn).
+
+use agent_client_protocol::v1::schema::{
+    ConfigOptionUpdate, CurrentModeUpdate, SessionConfigOption, SessionConfigOptionCategory,
+    SessionConfigOptionValue, SessionConfigSelectOption, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+};
+
+use super::*;
+pub use crate::acp::modes::MODE_OPTION_ID;
+
+/// The id of the model's config option (only with a model driver).
+pub const MODEL_OPTION_ID: &str = "model";
+
+impl Connection {
+    /// The session's config options as they are now: the sandbox mode, then the model when
+    /// the driver offers models.
+    pub(super) fn config_options(&self, state: &SessionState) -> Vec<SessionConfigOption> {
+        let mut options =
+            vec![SandboxModes::new(self.off_allowed()).config_option(state.session.mode())];
+        let models = self.driver.models();
+        if let Some(default) = models.first().map(|m| m.id.clone()) {
+            let chosen = state.model.lock().unwrap().clone();
+            let current = chosen.unwrap_or(default);
+            let values: Vec<SessionConfigSelectOption> = models
+                .iter()
+                .map(|model| {
+                    SessionConfigSelectOption::new(model.id.clone(), model.name.clone())
+                        .description(model.description.clone())
+                })
+                .collect();
+            options.push(
+                SessionConfigOption::select(MODEL_OPTION_ID, "Model", current, values)
+                    .description("The model that answers the session's next prompt".to_string())
+                    .category(SessionConfigOptionCategory::Model),
+            );
+        }
+        options
+    }
+
+    /// The ids [`Self::config_options`] offers.
+    fn option_ids(&self) -> Vec<&'static str> {
+        match self.driver.models().is_empty() {
+            true => vec![MODE_OPTION_ID],
+            false => vec![MODE_OPTION_ID, MODEL_OPTION_ID],
+        }
+    }
+
+    /// `session/set_config_option`: changes the sandbox mode or the model for the session's
+    /// next command or model request, answers with every option, and (for the mode) sends a
+    /// `current_mode_update` so that a client that shows modes stays in step.
+    pub(super) fn set_config_option(
+        &self,
+        request: SetSessionConfigOptionRequest,
+        responder: Responder<SetSessionConfigOptionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let state = match self.session_state(&request.session_id) {
+            Ok(state) => state,
+            Err(error) => return responder.respond_with_error(error),
+        };
+        let config_id = &*request.config_id.0;
+        if !self.option_ids().contains(&config_id) {
+            let ids = self.option_ids();
+            return responder.respond_with_error(invalid_params(
+                format!(
+                    "unknown config option {:?}: the options are {}",
+                    short(config_id),
+                    ids.join(", ")
+                ),
+                json!({ "configId": short(config_id), "configOptions": ids }),
+            ));
+        }
+        let valid: Vec<String> = match config_id {
+            MODE_OPTION_ID => SandboxModes::new(self.off_allowed())
+                .modes()
+                .into_iter()
+                .map(|m| m.id.0.to_string())
+                .collect(),
+            _ => self.driver.models().into_iter().map(|m| m.id).collect(),
+        };
+        let refuse = |why: String| {
+            invalid_params(
+                format!(
+                    "{why}: the values of {config_id:?} are {}",
+                    valid.join(", ")
+                ),
+                json!({ "configId": config_id, "value": value_json(&request.value), "values": valid }),
+            )
+        };
+        let Some(value) = request.value.as_value_id().map(|v| v.0.to_string()) else {
+            return responder.respond_with_error(refuse(format!(
+                "{config_id:?} is a select: its value is one of its value ids, not a boolean"
+            )));
+        };
+        let mode_changed = match config_id {
+            MODE_OPTION_ID => {
+                let modes = SandboxModes::new(self.off_allowed());
+                let mode = match modes.parse(&value) {
+                    ModeChoice::Sandbox(mode) => mode,
+                    ModeChoice::NotOffered(why) => {
+                        return responder.respond_with_error(refuse(why))
+                    }
+                    ModeChoice::Other => {
+                        return responder.respond_with_error(refuse(format!(
+                            "unknown mode {:?}",
+                            short(&value)
+                        )))
+                    }
+                };
+                tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_config_option");
+                state.session.set_mode(mode);
+                state.log.set_mode(mode.id());
+                Some(modes.id(mode))
+            }
+            _ => {
+                if !valid.contains(&value) {
+                    return responder
+                        .respond_with_error(refuse(format!("unknown model {:?}", short(&value))));
+                }
+                tracing::info!(session = %request.session_id.0, model = %value, "session/set_config_option");
+                *state.model.lock().unwrap() = Some(value);
+                None
+            }
+        };
+        // Before the answer, so that its place on the wire is fixed.
+        if let Some(mode_id) = mode_changed {
+            cx.send_notification(SessionNotification::new(
+                request.session_id,
+                SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode_id)),
+            ))?;
+        }
+        responder.respond(SetSessionConfigOptionResponse::new(
+            self.config_options(&state),
+        ))
+    }
+
+    /// After `session/set_mode`: the new list as a `config_option_update`, for clients that
+    /// show config options instead of modes.
+    pub(super) fn announce_config_options(
+        &self,
+        cx: &ConnectionTo<Client>,
+        session_id: SessionId,
+        state: &SessionState,
+    ) -> agent_client_protocol::Result<()> {
+        cx.send_notification(SessionNotification::new(
+            session_id,
+            SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(self.config_options(state))),
+        ))
+    }
+}
+
+/// A request's value as an error quotes it.
+fn value_json(value: &SessionConfigOptionValue) -> serde_json::Value {
+    match value {
+        SessionConfigOptionValue::Boolean { value } => json!(value),
+        SessionConfigOptionValue::ValueId { value } => json!(short(&value.0)),
+        _ => serde_json::Value::Null,
+    }
+}
