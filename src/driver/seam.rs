@@ -61,6 +61,13 @@ pub trait Driver: Send + Sync + 'static {
             self.name()
         )))
     }
+
+    /// Whether the driver reads the text of `resource` blocks (files the client embeds, like
+    /// Zed's @-mentions): `initialize` advertises `promptCapabilities.embeddedContext` so.
+    /// The shell driver does not (a prompt is a script).
+    fn embedded_context(&self) -> bool {
+        false
+    }
 }
 
 /// What the turn gives a driver, and where the driver's events go. Each method is one turn event.

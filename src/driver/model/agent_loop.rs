@@ -198,9 +198,9 @@ fn user_message(
     let text = match error {
         ApiError::Auth { status, message } => format!(
             "The {provider} API refused the key (HTTP {status}): {message}. The key comes from \
-             ${}: set it to a valid key for {provider}, or pass `--api-key-env NAME` to read \
-             another variable, then restart the agent.",
-            key.source
+             {}: set it to a valid key for {provider} (or run `acp-bash login {provider}`), \
+             or pass `--api-key-env NAME` to read another variable, then restart the agent.",
+            key.origin()
         ),
         ApiError::ContextOverflow(message) => format!(
             "The conversation no longer fits the model's context window ({message}), even \

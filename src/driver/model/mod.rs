@@ -22,6 +22,7 @@ pub mod anthropic;
 pub mod api;
 pub mod client;
 pub mod history;
+pub mod keyfile;
 pub mod openai;
 pub mod retry;
 pub mod system;
@@ -44,8 +45,9 @@ use super::{AuthMethod, Driver, Prompt, PromptBlock, StopReason, TurnError, Turn
 use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
 use crate::tool::BashCall;
 
-/// The id of the auth method advertised when no key is found.
-pub const AUTH_METHOD_ID: &str = "api-key-env";
+/// The id of the auth method advertised when no key is found: a terminal method, the client
+/// runs `acp-bash login PROVIDER` in a terminal.
+pub const AUTH_METHOD_ID: &str = "acp-bash-login";
 
 /// What the model driver is told to use.
 #[derive(Debug, Clone)]
@@ -61,6 +63,8 @@ pub struct ModelConfig {
     pub key: Option<ApiKey>,
     /// The variable the key is (or would be) read from.
     pub key_env: String,
+    /// The key file of `acp-bash login`, read when the variable is unset ([`keyfile`]).
+    pub key_file: Option<std::path::PathBuf>,
     /// Most model requests per turn (default 50).
     pub max_steps: u32,
     /// Most tokens per reply (default 8192).
@@ -92,6 +96,7 @@ impl ModelConfig {
             base_url: base_url.into(),
             key,
             key_env: key_env.into(),
+            key_file: None,
             max_steps: DEFAULT_MAX_STEPS,
             max_tokens: 8192,
             budget: DEFAULT_MODEL_BUDGET,
@@ -162,12 +167,37 @@ impl ModelDriver {
             .unwrap_or_default()
     }
 
-    fn missing_key(&self) -> String {
+    /// The key: the variable's (read at start-up), else the key file's, read anew each time
+    /// (a login may have happened since). `Err` is the auth-required message.
+    fn key(&self) -> Result<ApiKey, String> {
+        if let Some(key) = &self.config.key {
+            return Ok(key.clone());
+        }
+        let Some(path) = &self.config.key_file else {
+            return Err(self.missing_key(None));
+        };
+        match keyfile::read_key(path) {
+            Ok(Some(key)) => Ok(ApiKey::from_file(key, path)),
+            Ok(None) => Err(self.missing_key(None)),
+            Err(problem) => Err(self.missing_key(Some(&problem))),
+        }
+    }
+
+    fn missing_key(&self, problem: Option<&str>) -> String {
+        let provider = self.config.provider.id();
+        let file = match &self.config.key_file {
+            Some(path) => format!(", which stores it in {}", path.display()),
+            None => String::new(),
+        };
+        let problem = match problem {
+            Some(problem) => format!(" ({problem})"),
+            None => String::new(),
+        };
         format!(
-            "No API key for {}: set the environment variable {} to your key (or pass \
-             `--api-key-env NAME` to read another variable) where the editor starts acp-bash, \
-             then restart the agent.",
-            self.config.provider.id(),
+            "No API key for {provider}{problem}: set the environment variable {} to your key \
+             where the editor starts acp-bash (or pass `--api-key-env NAME` to read another \
+             variable), or run `acp-bash login {provider}` in a terminal{file}. The variable \
+             is looked at first, then the file.",
             self.config.key_env
         )
     }
@@ -204,9 +234,8 @@ impl ModelDriver {
             )));
             return Ok(StopReason::EndTurn);
         }
-        let Some(key) = &self.config.key else {
-            return Err(TurnError::AuthRequired(self.missing_key()));
-        };
+        let key = self.key().map_err(TurnError::AuthRequired)?;
+        let key = &key;
         let content = user_content(prompt, turn);
         if content.trim().is_empty() {
             turn.say("The prompt is empty: write what you want done.");
@@ -291,22 +320,28 @@ impl Driver for ModelDriver {
     }
 
     fn auth_methods(&self) -> Vec<AuthMethod> {
-        if self.config.key.is_some() {
+        let Err(missing) = self.key() else {
             return Vec::new();
-        }
+        };
+        let provider = self.config.provider.id();
         vec![
-            AuthMethod::new(AUTH_METHOD_ID, format!("Set {}", self.config.key_env))
-                .description(self.missing_key()),
+            AuthMethod::new(AUTH_METHOD_ID, format!("Log in to {provider}"))
+                .description(missing)
+                .terminal(vec!["login".into(), provider.into()]),
         ]
     }
 
+    /// Reads the key again (the variable's, else the key file's): `Ok` once there is one.
     fn authenticate(&self, method_id: &str) -> Result<(), TurnError> {
-        match (&self.config.key, method_id) {
-            (Some(_), _) => Ok(()),
-            (None, AUTH_METHOD_ID) => Err(TurnError::AuthRequired(self.missing_key())),
-            (None, other) => Err(TurnError::Failed(format!(
-                "no auth method {other:?}: the one method is {AUTH_METHOD_ID:?}"
-            ))),
+        if method_id != AUTH_METHOD_ID {
+            return Err(TurnError::Failed(format!(
+                "no auth method {method_id:?}: the one method is {AUTH_METHOD_ID:?}"
+            )));
         }
+        self.key().map(|_| ()).map_err(TurnError::AuthRequired)
+    }
+
+    fn embedded_context(&self) -> bool {
+        true
     }
 }
