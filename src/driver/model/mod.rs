@@ -138,7 +138,14 @@ impl ModelConfig {
 pub struct ModelDriver {
     config: ModelConfig,
     client: ModelClient,
-    conversations: Mutex<HashMap<String, Vec<Message>>>,
+    conversations: Mutex<HashMap<String, Conversation>>,
+}
+
+/// What the driver keeps of one session: the conversation and what it cost so far.
+#[derive(Debug, Default)]
+struct Conversation {
+    messages: Vec<Message>,
+    cost: Option<f64>,
 }
 
 impl ModelDriver {
@@ -163,7 +170,7 @@ impl ModelDriver {
             .lock()
             .unwrap()
             .get(session_id)
-            .cloned()
+            .map(|c| c.messages.clone())
             .unwrap_or_default()
     }
 
@@ -206,8 +213,9 @@ impl ModelDriver {
         &self,
         prompt: &Prompt,
         turn: &mut dyn TurnHost,
-        conversation: &mut Vec<Message>,
+        state: &mut Conversation,
     ) -> Result<StopReason, TurnError> {
+        let conversation = &mut state.messages;
         let text = prompt.text();
         // The user's own commands never reach the model.
         match commands::parse(&text) {
@@ -254,7 +262,8 @@ impl ModelDriver {
             context_window: self.config.context_window,
             retry: self.config.retry,
         };
-        Ok(agent_loop::run_loop(&self.client, key, &settings, conversation, turn).await)
+        let cost = &mut state.cost;
+        Ok(agent_loop::run_loop(&self.client, key, &settings, conversation, cost, turn).await)
     }
 }
 
@@ -309,8 +318,9 @@ impl Driver for ModelDriver {
                 .unwrap()
                 .remove(&id)
                 // A session of another process (loaded, resumed): what its record holds.
-                .unwrap_or_else(|| {
-                    history::conversation_from_record(&turn.record(), self.config.budget)
+                .unwrap_or_else(|| Conversation {
+                    messages: history::conversation_from_record(&turn.record(), self.config.budget),
+                    cost: None,
                 });
             let ended = self.drive_turn(prompt, turn, &mut conversation).await;
             self.conversations.lock().unwrap().insert(id, conversation);
