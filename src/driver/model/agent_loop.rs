@@ -17,7 +17,7 @@ use super::tools::run_tool_call;
 use crate::driver::{StopReason, TurnHost, Usage};
 
 /// What a tool result becomes when it is trimmed to fit the context window.
-const TRIMMED: &str = "[output removed to fit the context window]";
+pub(crate) const TRIMMED: &str = "[output removed to fit the context window]";
 
 /// The settings the loop runs with.
 #[derive(Debug, Clone, Copy)]

@@ -76,7 +76,14 @@ pub struct ModelConfig {
     pub context_window: u64,
     /// Retries of failed requests.
     pub retry: RetryPolicy,
+    /// The most bytes of conversation kept per session (default 512 KiB, about 130 000
+    /// tokens); past it the oldest tool output is trimmed first, then the oldest turns
+    /// ([`history::bound`]).
+    pub max_conversation_bytes: usize,
 }
+
+/// The default [`ModelConfig::max_conversation_bytes`].
+pub const DEFAULT_MAX_CONVERSATION_BYTES: usize = 512 * 1024;
 
 /// The default `--max-steps`.
 pub const DEFAULT_MAX_STEPS: u32 = 50;
@@ -105,6 +112,7 @@ impl ModelConfig {
                 Provider::OpenAi => 128_000,
             },
             retry: RetryPolicy::default(),
+            max_conversation_bytes: DEFAULT_MAX_CONVERSATION_BYTES,
         }
     }
 
@@ -323,6 +331,15 @@ impl Driver for ModelDriver {
                     cost: None,
                 });
             let ended = self.drive_turn(prompt, turn, &mut conversation).await;
+            if history::bound(
+                &mut conversation.messages,
+                self.config.max_conversation_bytes,
+            ) {
+                tracing::info!(
+                    bytes = history::size(&conversation.messages),
+                    "the conversation reached its bound: old tool output trimmed"
+                );
+            }
             self.conversations.lock().unwrap().insert(id, conversation);
             ended
         }
