@@ -150,6 +150,8 @@ impl ModelClient {
         if let Some(client) = self.http.get() {
             return Ok(client);
         }
+        // The one place an HTTP client (and rustls) is set up: on the first model request.
+        tracing::debug!(provider = self.provider.id(), "building the HTTP client");
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .read_timeout(Duration::from_secs(300))

@@ -323,3 +323,43 @@ async fn base_url_variables_are_honoured_in_each_providers_form_and_the_flag_win
     assert_eq!(fake.requests().len(), 1);
     assert_eq!(fake.requests()[0].path, "/v1/messages");
 }
+
+/// No HTTP work before it is needed: without `--model` no HTTP client is ever built (a prompt
+/// runs as a script); with `--model` it is built on the first model request, not at start-up
+/// nor for a session. The trace line is the client's only construction site (`client.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_client_is_built_on_the_first_model_request_only() {
+    const BUILT: &str = "building the HTTP client";
+    let (_tmp, dir) = temp_dir();
+    let shell = AcpClient::new(
+        binary(),
+        ["serve", "--no-history", "--log-level", "acp_bash=debug"],
+    )
+    .profile(ClientProfile::Zed);
+    let (_, transcript) = converse_with(shell, "no model", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "echo hi").await
+    })
+    .await;
+    let stderr = transcript.stderr().join("\n");
+    assert!(
+        stderr.contains("initialize"),
+        "no debug log at all: {stderr}"
+    );
+    assert!(!stderr.contains(BUILT), "{stderr}");
+
+    let fake = FakeModel::start(vec![openai::reply(&["Hi."], &[])]).await;
+    let base = format!("{}/v1", fake.base);
+    let client = agent("openai:fake", &["--base-url", &base], &[]);
+    let transcript = client.transcript();
+    let (before, _) = converse_with(client, "model", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let before = transcript.stderr().join("\n");
+        c.prompt(&session, "hi").await?;
+        Ok(before)
+    })
+    .await;
+    assert!(!before.contains(BUILT), "{before}");
+    let after = transcript.stderr().join("\n");
+    assert_eq!(after.matches(BUILT).count(), 1, "{after}");
+}
