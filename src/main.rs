@@ -45,6 +45,7 @@ fn main() -> ExitCode {
             cli::zed_config::zed_config(&args.engine, &args.store, &args.model)
         }
         Invocation::Doctor(args) => cli::doctor::doctor(&args),
+        Invocation::Login(login) => cli::login::login(&login),
     };
     // Commands were cancelled and reaped before we got here; don't wait for stray blocking
     // threads (the stdin reader) on the way out.

@@ -11,6 +11,7 @@
 use clap::{Args, Parser, Subcommand};
 
 use super::flags::{EngineArgs, EnvArgs, ProtectionArgs, StoreArgs};
+use super::login::{Login, LoginArgs};
 use super::model::ModelArgs;
 
 /// An ACP agent whose tool is a sandboxed bash: every prompt is a bash script, run by the agent
@@ -24,7 +25,8 @@ use super::model::ModelArgs;
     after_help = "Examples:\n  acp-bash demo                      see what an editor shows\n  \
                   acp-bash run -- 'ls -la'           one command through the real protocol\n  \
                   acp-bash doctor                    what the sandbox enforces on this machine\n  \
-                  acp-bash --timeout 90s zed-config  the snippet for Zed's settings.json\n\n\
+                  acp-bash --timeout 90s zed-config  the snippet for Zed's settings.json\n  \
+                  acp-bash login openai              store an API key for --model\n\n\
                   Each command's --help lists the flags it takes."
 )]
 pub struct Cli {
@@ -63,7 +65,23 @@ pub enum Command {
     /// holds in each mode, and which of this environment's variables the scrub would remove.
     #[command(after_help = "Example:\n  acp-bash doctor --keep-env GH_TOKEN")]
     Doctor(DoctorArgs),
+    /// Store an API key for `--model` (read from stdin, never shown nor taken as an argument)
+    /// in the config directory, mode 600: `$XDG_CONFIG_HOME/acp-bash/keys/PROVIDER`, else
+    /// `~/.config/acp-bash/keys/PROVIDER`. The key's variable (OPENAI_API_KEY,
+    /// ANTHROPIC_API_KEY or `--api-key-env`) wins over the file when set. Editors run this as
+    /// the agent's terminal login.
+    #[command(after_help = LOGIN_HELP)]
+    Login(LoginArgs),
 }
+
+const LOGIN_HELP: &str = "\
+Where the model driver looks for the key, in order: the variable (--api-key-env NAME, else
+OPENAI_API_KEY / ANTHROPIC_API_KEY), then the file stored here. A file that others may read is
+refused. Delete the file to log out.
+
+Examples:
+  acp-bash login openai
+  printf '%s\\n' \"$KEY\" | acp-bash login anthropic";
 
 const RUN_HELP: &str = "\
 Exit status: the command's (128 + the signal's number when it was killed or cancelled); 0 when a
@@ -146,6 +164,8 @@ pub enum Invocation {
     ZedConfig(ServeArgs),
     /// `doctor`.
     Doctor(DoctorArgs),
+    /// `login`.
+    Login(Login),
 }
 
 impl Cli {
@@ -173,6 +193,9 @@ impl Cli {
                 args.engine = merge_engine(&top.engine, &args.engine);
                 Invocation::Run(args)
             }
+            // An editor's terminal login appends `login PROVIDER` to the agent's own arguments:
+            // the serve flags before it are taken, and only `--model` counts.
+            Some(Command::Login(args)) => Invocation::Login(args.login(top.model.spec())?),
             Some(Command::Doctor(args)) => {
                 refuse(
                     "doctor",

@@ -1,5 +1,5 @@
 //! The `acp-bash` command line, one file per subcommand: [`serve`] (the default: ACP over stdio),
-//! [`demo`], [`run`], [`doctor`] and [`zed_config`]. The arguments are apart from their parsers:
+//! [`demo`], [`run`], [`doctor`], [`zed_config`] and [`login`]. The arguments are apart from their parsers:
 //! [`args`] (the command line's shape), [`flags`] (the flag groups subcommands share and what
 //! they turn into), [`parse`] (value parsers); [`child`] holds logging and the child agent that
 //! `demo` and `run` talk to.
@@ -12,6 +12,7 @@ pub mod child;
 pub mod demo;
 pub mod doctor;
 pub mod flags;
+pub mod login;
 pub mod model;
 pub mod parse;
 pub mod run;

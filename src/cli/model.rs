@@ -2,6 +2,7 @@
 //! model driver from them and the environment (`OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`,
 //! `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`).
 //!
+//! The key: the variable's, else the file `acp-bash login` stored (`super::login`).
 //! Without `--model` nothing here runs: the agent is the shell driver and does no HTTP work.
 //! The key is read once, here, and the variable it came from is removed from the environment
 //! the engine hands to commands (whatever the scrub would say about its name).
@@ -9,7 +10,7 @@
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use acp_bash::driver::model::{ApiKey, ModelConfig, ModelDriver};
+use acp_bash::driver::model::{keyfile, ApiKey, ModelConfig, ModelDriver};
 use acp_bash::driver::Driver;
 use clap::Args;
 
@@ -48,6 +49,11 @@ fn parse_model(spec: &str) -> Result<String, String> {
 }
 
 impl ModelArgs {
+    /// The first (default) `--model`'s value.
+    pub fn spec(&self) -> Option<&str> {
+        self.model.first().map(String::as_str)
+    }
+
     /// The variables the keys are read from (one per provider among the models, or
     /// `--api-key-env`); empty without `--model`.
     pub fn key_envs(&self) -> Vec<String> {
@@ -100,12 +106,19 @@ impl ModelArgs {
             .clone()
             .unwrap_or_else(|| provider.key_env().to_string());
         let key = var(&key_env).map(|key| ApiKey::new(key, key_env.clone()));
-        if key.is_none() {
-            tracing::warn!("no API key in ${key_env}: prompts will ask for it");
-        }
+        let key_file = keyfile::config_home(var)
+            .map(|home| keyfile::key_file(&keyfile::key_dir(&home), provider));
         let mut config = ModelConfig::new(provider, name, base_url, key, key_env);
+        config.key_file = key_file;
         if let Some(max_steps) = self.max_steps {
             config.max_steps = max_steps;
+        }
+        if config.key.is_none() {
+            tracing::info!(
+                "no API key in ${}: the key file {:?} is read at each prompt",
+                config.key_env,
+                config.key_file
+            );
         }
         tracing::info!(
             provider = provider.id(),

@@ -6,6 +6,7 @@ use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use acp_bash::acp::{AcpBashAgent, TransportLimits};
+use acp_bash::driver::model::keyfile;
 use acp_bash::exec::Engine;
 
 use super::model::ModelArgs;
@@ -46,6 +47,11 @@ async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs, model: &ModelAr
     // The session store (other sessions' scripts and output) is masked from commands, with
     // `--no-history` too (an earlier agent's store is still there).
     config.protection.agent_dirs.extend(store.state_dir_path());
+    // So are the keys `acp-bash login` stored.
+    config.protection.agent_dirs.extend(
+        keyfile::config_home(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+            .map(|home| keyfile::key_dir(&home)),
+    );
     if let Some(dir) = store.log_dir() {
         config = config.log_dir(dir);
     }

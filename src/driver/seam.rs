@@ -68,6 +68,13 @@ pub trait Driver: Send + Sync + 'static {
     fn models(&self) -> Vec<ModelChoice> {
         Vec::new()
     }
+
+    /// Whether the driver reads the text of `resource` blocks (files the client embeds, like
+    /// Zed's @-mentions): `initialize` advertises `promptCapabilities.embeddedContext` so.
+    /// The shell driver does not (a prompt is a script).
+    fn embedded_context(&self) -> bool {
+        false
+    }
 }
 
 /// One model a [`Driver`] offers ([`Driver::models`]).

@@ -13,9 +13,9 @@
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CloseSessionResponse, ContentChunk, DeleteSessionResponse,
-    ListSessionsResponse, LoadSessionResponse, ResumeSessionResponse, SessionCapabilities,
-    SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo, SessionListCapabilities,
-    SessionNotification, SessionResumeCapabilities, SessionUpdate,
+    ListSessionsResponse, LoadSessionResponse, PromptCapabilities, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionDeleteCapabilities, SessionInfo,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SessionUpdate,
 };
 use agent_client_protocol::ErrorCode;
 
@@ -42,7 +42,8 @@ impl Connection {
     /// `session/close` without one (`--no-history`).
     pub(super) fn capabilities(&self) -> AgentCapabilities {
         let sessions = SessionCapabilities::new().close(SessionCloseCapabilities::new());
-        match self.store {
+        let prompts = PromptCapabilities::new().embedded_context(self.driver.embedded_context());
+        let capabilities = match self.store {
             Some(_) => AgentCapabilities::new()
                 .load_session(true)
                 .session_capabilities(
@@ -52,7 +53,8 @@ impl Connection {
                         .delete(SessionDeleteCapabilities::new()),
                 ),
             None => AgentCapabilities::new().session_capabilities(sessions),
-        }
+        };
+        capabilities.prompt_capabilities(prompts)
     }
 
     /// The error for a session that is not active on this connection: a closed or stored one

@@ -282,7 +282,9 @@ impl Connection {
                     self.driver
                         .auth_methods()
                         .iter()
-                        .map(acp_auth_method)
+                        .map(|method| {
+                            acp_auth_method(method, request.client_capabilities.auth.terminal)
+                        })
                         .collect(),
                 )
                 .agent_info(
@@ -427,14 +429,31 @@ impl Connection {
     }
 }
 
-/// A driver's auth method as `initialize` advertises it.
-fn acp_auth_method(method: &AuthMethod) -> AcpAuthMethod {
+/// A driver's auth method as `initialize` advertises it. A terminal method goes out as one
+/// (`type: terminal`) only to a client that enabled `auth.terminal` (the schema's rule); to
+/// another it is an agent method whose `_meta["terminal-auth"]` names the command to run in a
+/// terminal (this program, with the method's arguments: the form Zed reads).
+fn acp_auth_method(method: &AuthMethod, client_runs_terminal_auth: bool) -> AcpAuthMethod {
     match &method.terminal_args {
-        Some(args) => AcpAuthMethod::Terminal(
+        Some(args) if client_runs_terminal_auth => AcpAuthMethod::Terminal(
             AuthMethodTerminal::new(method.id.clone(), method.name.clone())
                 .description(method.description.clone())
                 .args(args.clone()),
         ),
+        Some(args) => {
+            let command = std::env::current_exe()
+                .map(|exe| exe.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| "acp-bash".into());
+            let label = format!("acp-bash {}", args.join(" "));
+            let meta = json!({
+                "terminal-auth": { "command": command, "args": args, "label": label }
+            });
+            AcpAuthMethod::Agent(
+                AuthMethodAgent::new(method.id.clone(), method.name.clone())
+                    .description(method.description.clone())
+                    .meta(meta.as_object().cloned()),
+            )
+        }
         None => AcpAuthMethod::Agent(
             AuthMethodAgent::new(method.id.clone(), method.name.clone())
                 .description(method.description.clone()),

@@ -17,7 +17,7 @@ use super::tools::run_tool_call;
 use crate::driver::{StopReason, TurnHost, Usage};
 
 /// What a tool result becomes when it is trimmed to fit the context window.
-const TRIMMED: &str = "[output removed to fit the context window]";
+pub(crate) const TRIMMED: &str = "[output removed to fit the context window]";
 
 /// The settings the loop runs with.
 #[derive(Debug, Clone, Copy)]
@@ -41,12 +41,14 @@ pub struct LoopSettings<'a> {
     pub retry: RetryPolicy,
 }
 
-/// Runs the turn for the conversation whose last message is the user's prompt.
+/// Runs the turn for the conversation whose last message is the user's prompt. `cost` is the
+/// session's cost so far (USD), added to when a reply reports one.
 pub async fn run_loop(
     client: &ModelClient,
     key: &ApiKey,
     settings: &LoopSettings<'_>,
     conversation: &mut Vec<Message>,
+    cost: &mut Option<f64>,
     turn: &mut dyn TurnHost,
 ) -> StopReason {
     let cancel = turn.cancellation();
@@ -60,9 +62,16 @@ pub async fn run_loop(
                 return StopReason::EndTurn;
             }
         };
+        if let Some(spent) = reply.usage.cost {
+            *cost = Some(cost.unwrap_or(0.0) + spent);
+        }
         let used = reply.usage.input + reply.usage.output;
         if used > 0 {
-            turn.usage(Usage::new(used, settings.context_window));
+            let usage = Usage::new(used, settings.context_window);
+            turn.usage(match cost {
+                Some(total) => usage.cost(*total, "USD"),
+                None => usage,
+            });
         }
         if cancel.is_cancelled() {
             // What was said stays; calls the model had not finished asking for never run.
@@ -198,9 +207,9 @@ fn user_message(
     let text = match error {
         ApiError::Auth { status, message } => format!(
             "The {provider} API refused the key (HTTP {status}): {message}. The key comes from \
-             ${}: set it to a valid key for {provider}, or pass `--api-key-env NAME` to read \
-             another variable, then restart the agent.",
-            key.source
+             {}: set it to a valid key for {provider} (or run `acp-bash login {provider}`), \
+             or pass `--api-key-env NAME` to read another variable, then restart the agent.",
+            key.origin()
         ),
         ApiError::ContextOverflow(message) => format!(
             "The conversation no longer fits the model's context window ({message}), even \

@@ -115,6 +115,7 @@ impl EventReader {
                 deltas.push(Delta::Usage(TokenUsage {
                     input: input_tokens(usage),
                     output: usage["output_tokens"].as_u64().unwrap_or(0),
+                    cost: None,
                 }));
             }
             "content_block_start" => {
@@ -185,6 +186,7 @@ impl EventReader {
                 deltas.push(Delta::Usage(TokenUsage {
                     input: input_tokens(usage),
                     output: usage["output_tokens"].as_u64().unwrap_or(0),
+                    cost: None,
                 }));
             }
             "message_stop" => return Ok(None),
@@ -347,7 +349,8 @@ mod tests {
             reply.usage,
             TokenUsage {
                 input: 12,
-                output: 9
+                output: 9,
+                cost: None,
             }
         );
         assert_eq!(reply.finish, Some(Finish::ToolCalls));

@@ -106,18 +106,21 @@ pub enum Finish {
     Other(String),
 }
 
-/// Tokens of one request and reply.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Tokens of one request and reply, and its cost where the provider reports one.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[non_exhaustive]
 pub struct TokenUsage {
     /// Tokens read (the prompt, the conversation).
     pub input: u64,
     /// Tokens written.
     pub output: u64,
+    /// What this request cost, in USD, when the provider says (OpenRouter's `usage.cost`;
+    /// OpenAI and Anthropic do not).
+    pub cost: Option<f64>,
 }
 
 /// A piece of a streamed reply.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Delta {
     /// A piece of the answer's text.
@@ -144,7 +147,7 @@ pub enum Delta {
 }
 
 /// A whole reply, joined from its deltas.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Reply {
     /// The answer's text.
@@ -197,6 +200,9 @@ impl ReplyBuilder {
                 }
                 if usage.output > 0 {
                     self.usage.output = usage.output;
+                }
+                if usage.cost.is_some() {
+                    self.usage.cost = usage.cost;
                 }
             }
             Delta::Finish(finish) => self.finish = Some(finish.clone()),
@@ -405,10 +411,12 @@ mod tests {
         reply.push(&Delta::Usage(TokenUsage {
             input: 10,
             output: 0,
+            cost: None,
         }));
         reply.push(&Delta::Usage(TokenUsage {
             input: 0,
             output: 3,
+            cost: Some(0.5),
         }));
         let reply = reply.finish();
         assert_eq!(
@@ -422,7 +430,8 @@ mod tests {
             reply.usage,
             TokenUsage {
                 input: 10,
-                output: 3
+                output: 3,
+                cost: Some(0.5),
             }
         );
         assert_eq!(reply.text, "Hi");

@@ -63,21 +63,42 @@ impl Provider {
     }
 }
 
-/// An API key and the variable it came from. `Debug` and `Display` show the variable only.
+/// An API key and where it came from. `Debug` shows where only.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ApiKey {
     value: String,
-    /// The variable it was read from (named in error messages).
+    /// The variable it was read from, or the file's path (named in error messages).
     pub source: String,
+    /// Whether `source` is a key file written by `acp-bash login` (else a variable).
+    pub from_file: bool,
 }
 
 impl ApiKey {
-    /// The key `value`, read from `source`.
+    /// The key `value`, read from the environment variable `source`.
     pub fn new(value: impl Into<String>, source: impl Into<String>) -> Self {
         ApiKey {
             value: value.into(),
             source: source.into(),
+            from_file: false,
+        }
+    }
+
+    /// The key `value`, read from the key file `path` (`acp-bash login`).
+    pub fn from_file(value: impl Into<String>, path: &std::path::Path) -> Self {
+        ApiKey {
+            value: value.into(),
+            source: path.display().to_string(),
+            from_file: true,
+        }
+    }
+
+    /// Where the key came from, for a message: `$NAME` or `the key file PATH`.
+    pub fn origin(&self) -> String {
+        if self.from_file {
+            format!("the key file {} (written by `acp-bash login`)", self.source)
+        } else {
+            format!("${}", self.source)
         }
     }
 
@@ -129,6 +150,8 @@ impl ModelClient {
         if let Some(client) = self.http.get() {
             return Ok(client);
         }
+        // The one place an HTTP client (and rustls) is set up: on the first model request.
+        tracing::debug!(provider = self.provider.id(), "building the HTTP client");
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(30))
             .read_timeout(Duration::from_secs(300))

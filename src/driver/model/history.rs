@@ -3,9 +3,15 @@
 //!
 //! Owns [`conversation_from_record`]: each recorded prompt as a user message, each call as a
 //! `bash` tool call answered with its kept output and status, the agent's text between them.
-//! Thinking is not recorded, so it is not sent again. Must not touch: HTTP, ACP.
+//! Thinking is not recorded, so it is not sent again.
+//!
+//! Also owns [`bound`], which keeps a live conversation within its byte bound after each turn:
+//! the oldest tool output goes first (replaced by a note), then, if that is not enough, the
+//! oldest whole turns; the last turn is always kept. Must not touch: HTTP, ACP.
 
 use serde_json::json;
+
+use super::agent_loop::TRIMMED;
 
 use super::api::{Message, ToolCall};
 use crate::driver::commands;
@@ -111,4 +117,63 @@ fn tail(text: &str, budget: usize) -> String {
         cut += 1;
     }
     format!("[… earlier output left out …]\n{}", &text[cut..])
+}
+
+/// The bytes `messages` hold (their text, tool calls' arguments, results).
+pub fn size(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .map(|message| match message {
+            Message::User(text) => text.len(),
+            Message::Assistant { text, tool_calls } => {
+                text.len()
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+                        .sum::<usize>()
+            }
+            Message::ToolResult {
+                call_id, content, ..
+            } => call_id.len() + content.len(),
+        })
+        .sum()
+}
+
+/// Keeps `messages` within `max_bytes`: the oldest tool results are replaced by a note first,
+/// oldest first; then whole turns (from one user prompt to the next) are dropped, oldest first.
+/// The last turn (from the last user prompt on) is never touched. Returns whether anything
+/// was trimmed.
+pub fn bound(messages: &mut Vec<Message>, max_bytes: usize) -> bool {
+    let mut total = size(messages);
+    if total <= max_bytes {
+        return false;
+    }
+    let last_turn = messages
+        .iter()
+        .rposition(|m| matches!(m, Message::User(_)))
+        .unwrap_or(0);
+    for message in &mut messages[..last_turn] {
+        if total <= max_bytes {
+            return true;
+        }
+        if let Message::ToolResult { content, .. } = message {
+            if content.len() > TRIMMED.len() {
+                total -= content.len() - TRIMMED.len();
+                *content = TRIMMED.to_string();
+            }
+        }
+    }
+    // Drop whole turns: a turn starts at a user message, so what stays starts with one and no
+    // tool result is left without its call.
+    let mut start = 0;
+    while total > max_bytes && start < last_turn {
+        let next = messages[start + 1..last_turn]
+            .iter()
+            .position(|m| matches!(m, Message::User(_)))
+            .map_or(last_turn, |i| start + 1 + i);
+        total -= size(&messages[start..next]);
+        start = next;
+    }
+    messages.drain(..start);
+    true
 }

@@ -22,6 +22,7 @@ pub mod anthropic;
 pub mod api;
 pub mod client;
 pub mod history;
+pub mod keyfile;
 pub mod openai;
 pub mod retry;
 pub mod system;
@@ -46,8 +47,9 @@ use super::{
 use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
 use crate::tool::BashCall;
 
-/// The id of the auth method advertised when no key is found.
-pub const AUTH_METHOD_ID: &str = "api-key-env";
+/// The id of the auth method advertised when no key is found: a terminal method, the client
+/// runs `acp-bash login PROVIDER` in a terminal.
+pub const AUTH_METHOD_ID: &str = "acp-bash-login";
 
 /// What the model driver is told to use.
 #[derive(Debug, Clone)]
@@ -63,6 +65,8 @@ pub struct ModelConfig {
     pub key: Option<ApiKey>,
     /// The variable the key is (or would be) read from.
     pub key_env: String,
+    /// The key file of `acp-bash login`, read when the variable is unset ([`keyfile`]).
+    pub key_file: Option<std::path::PathBuf>,
     /// Most model requests per turn (default 50).
     pub max_steps: u32,
     /// Most tokens per reply (default 8192).
@@ -74,7 +78,14 @@ pub struct ModelConfig {
     pub context_window: u64,
     /// Retries of failed requests.
     pub retry: RetryPolicy,
+    /// The most bytes of conversation kept per session (default 512 KiB, about 130 000
+    /// tokens); past it the oldest tool output is trimmed first, then the oldest turns
+    /// ([`history::bound`]).
+    pub max_conversation_bytes: usize,
 }
+
+/// The default [`ModelConfig::max_conversation_bytes`].
+pub const DEFAULT_MAX_CONVERSATION_BYTES: usize = 512 * 1024;
 
 /// The default `--max-steps`.
 pub const DEFAULT_MAX_STEPS: u32 = 50;
@@ -94,6 +105,7 @@ impl ModelConfig {
             base_url: base_url.into(),
             key,
             key_env: key_env.into(),
+            key_file: None,
             max_steps: DEFAULT_MAX_STEPS,
             max_tokens: 8192,
             budget: DEFAULT_MODEL_BUDGET,
@@ -102,6 +114,7 @@ impl ModelConfig {
                 Provider::OpenAi => 128_000,
             },
             retry: RetryPolicy::default(),
+            max_conversation_bytes: DEFAULT_MAX_CONVERSATION_BYTES,
         }
     }
 
@@ -137,7 +150,14 @@ pub struct ModelDriver {
     client: ModelClient,
     /// The other models a session may choose ([`ModelDriver::with_model`]), after `config`.
     others: Vec<(ModelConfig, ModelClient)>,
-    conversations: Mutex<HashMap<String, Vec<Message>>>,
+    conversations: Mutex<HashMap<String, Conversation>>,
+}
+
+/// What the driver keeps of one session: the conversation and what it cost so far.
+#[derive(Debug, Default)]
+struct Conversation {
+    messages: Vec<Message>,
+    cost: Option<f64>,
 }
 
 impl ModelDriver {
@@ -189,21 +209,23 @@ impl ModelDriver {
             .lock()
             .unwrap()
             .get(session_id)
-            .cloned()
+            .map(|c| c.messages.clone())
             .unwrap_or_default()
     }
 
-    fn missing_key(&self) -> String {
-        missing_key(&self.config)
+    /// The default model's key (see [`key_of`]).
+    fn key(&self) -> Result<ApiKey, String> {
+        key_of(&self.config)
     }
 
     async fn drive_turn(
         &self,
         prompt: &Prompt,
         turn: &mut dyn TurnHost,
-        conversation: &mut Vec<Message>,
+        state: &mut Conversation,
     ) -> Result<StopReason, TurnError> {
         let (config, client) = self.chosen(turn.model().as_deref());
+        let conversation = &mut state.messages;
         let text = prompt.text();
         // The user's own commands never reach the model.
         match commands::parse(&text) {
@@ -230,9 +252,8 @@ impl ModelDriver {
             )));
             return Ok(StopReason::EndTurn);
         }
-        let Some(key) = &config.key else {
-            return Err(TurnError::AuthRequired(missing_key(config)));
-        };
+        let key = key_of(config).map_err(TurnError::AuthRequired)?;
+        let key = &key;
         let content = user_content(prompt, turn);
         if content.trim().is_empty() {
             turn.say("The prompt is empty: write what you want done.");
@@ -251,17 +272,43 @@ impl ModelDriver {
             context_window: config.context_window,
             retry: config.retry,
         };
-        Ok(agent_loop::run_loop(client, key, &settings, conversation, turn).await)
+        let cost = &mut state.cost;
+        Ok(agent_loop::run_loop(client, key, &settings, conversation, cost, turn).await)
     }
 }
 
-/// What a prompt is told when `config` has no key.
-fn missing_key(config: &ModelConfig) -> String {
+/// `config`'s key: the variable's (read at start-up), else the key file's, read anew each time
+/// (a login may have happened since). `Err` is the auth-required message.
+fn key_of(config: &ModelConfig) -> Result<ApiKey, String> {
+    if let Some(key) = &config.key {
+        return Ok(key.clone());
+    }
+    let Some(path) = &config.key_file else {
+        return Err(missing_key(config, None));
+    };
+    match keyfile::read_key(path) {
+        Ok(Some(key)) => Ok(ApiKey::from_file(key, path)),
+        Ok(None) => Err(missing_key(config, None)),
+        Err(problem) => Err(missing_key(config, Some(&problem))),
+    }
+}
+
+/// What a prompt is told when `config` has no key (`problem`: why the key file was refused).
+fn missing_key(config: &ModelConfig, problem: Option<&str>) -> String {
+    let provider = config.provider.id();
+    let file = match &config.key_file {
+        Some(path) => format!(", which stores it in {}", path.display()),
+        None => String::new(),
+    };
+    let problem = match problem {
+        Some(problem) => format!(" ({problem})"),
+        None => String::new(),
+    };
     format!(
-        "No API key for {}: set the environment variable {} to your key (or pass \
-         `--api-key-env NAME` to read another variable) where the editor starts acp-bash, \
-         then restart the agent.",
-        config.provider.id(),
+        "No API key for {provider}{problem}: set the environment variable {} to your key \
+         where the editor starts acp-bash (or pass `--api-key-env NAME` to read another \
+         variable), or run `acp-bash login {provider}` in a terminal{file}. The variable \
+         is looked at first, then the file.",
         config.key_env
     )
 }
@@ -317,10 +364,20 @@ impl Driver for ModelDriver {
                 .unwrap()
                 .remove(&id)
                 // A session of another process (loaded, resumed): what its record holds.
-                .unwrap_or_else(|| {
-                    history::conversation_from_record(&turn.record(), self.config.budget)
+                .unwrap_or_else(|| Conversation {
+                    messages: history::conversation_from_record(&turn.record(), self.config.budget),
+                    cost: None,
                 });
             let ended = self.drive_turn(prompt, turn, &mut conversation).await;
+            if history::bound(
+                &mut conversation.messages,
+                self.config.max_conversation_bytes,
+            ) {
+                tracing::info!(
+                    bytes = history::size(&conversation.messages),
+                    "the conversation reached its bound: old tool output trimmed"
+                );
+            }
             self.conversations.lock().unwrap().insert(id, conversation);
             ended
         }
@@ -328,12 +385,14 @@ impl Driver for ModelDriver {
     }
 
     fn auth_methods(&self) -> Vec<AuthMethod> {
-        if self.config.key.is_some() {
+        let Err(missing) = self.key() else {
             return Vec::new();
-        }
+        };
+        let provider = self.config.provider.id();
         vec![
-            AuthMethod::new(AUTH_METHOD_ID, format!("Set {}", self.config.key_env))
-                .description(self.missing_key()),
+            AuthMethod::new(AUTH_METHOD_ID, format!("Log in to {provider}"))
+                .description(missing)
+                .terminal(vec!["login".into(), provider.into()]),
         ]
     }
 
@@ -350,13 +409,17 @@ impl Driver for ModelDriver {
             .collect()
     }
 
+    /// Reads the key again (the variable's, else the key file's): `Ok` once there is one.
     fn authenticate(&self, method_id: &str) -> Result<(), TurnError> {
-        match (&self.config.key, method_id) {
-            (Some(_), _) => Ok(()),
-            (None, AUTH_METHOD_ID) => Err(TurnError::AuthRequired(self.missing_key())),
-            (None, other) => Err(TurnError::Failed(format!(
-                "no auth method {other:?}: the one method is {AUTH_METHOD_ID:?}"
-            ))),
+        if method_id != AUTH_METHOD_ID {
+            return Err(TurnError::Failed(format!(
+                "no auth method {method_id:?}: the one method is {AUTH_METHOD_ID:?}"
+            )));
         }
+        self.key().map(|_| ()).map_err(TurnError::AuthRequired)
+    }
+
+    fn embedded_context(&self) -> bool {
+        true
     }
 }

@@ -4,7 +4,7 @@
 //! Owns the request body (messages, tools as functions, `stream_options.include_usage`) and the
 //! translation of each `data:` chunk into [`Delta`]s: `content`, `reasoning_content` (the
 //! servers that stream reasoning), tool-call pieces by index, `finish_reason`, the last chunk's
-//! `usage`. Must not touch: HTTP, retries, the loop.
+//! `usage` (with `cost` where a gateway such as OpenRouter reports it). Must not touch: HTTP, retries, the loop.
 
 use serde_json::{json, Value};
 
@@ -122,6 +122,10 @@ pub fn parse_event(data: &str) -> Result<Option<Vec<Delta>>, ApiError> {
         deltas.push(Delta::Usage(TokenUsage {
             input: usage["prompt_tokens"].as_u64().unwrap_or(0),
             output: usage["completion_tokens"].as_u64().unwrap_or(0),
+            // OpenRouter and some gateways: the request's cost in USD (credits).
+            cost: usage["cost"]
+                .as_f64()
+                .filter(|c| c.is_finite() && *c >= 0.0),
         }));
     }
     Ok(Some(deltas))
@@ -209,7 +213,8 @@ mod tests {
             parse_event(usage).unwrap().unwrap(),
             [Delta::Usage(TokenUsage {
                 input: 5,
-                output: 2
+                output: 2,
+                cost: None,
             })]
         );
         assert_eq!(parse_event("[DONE]").unwrap(), None);

@@ -26,7 +26,10 @@ fn model_client(profile: ClientProfile, model: &str, base: &str, extra: &[&str])
         base,
     ];
     args.extend_from_slice(extra);
-    AcpClient::new(binary(), args).profile(profile)
+    // No key file of the machine's user is ever read.
+    AcpClient::new(binary(), args)
+        .profile(profile)
+        .env("XDG_CONFIG_HOME", "/nonexistent/acp-bash-tests")
 }
 
 async fn model_turn_transcript(profile: ClientProfile, name: &str) {

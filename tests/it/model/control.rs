@@ -59,7 +59,14 @@ async fn without_a_key_prompts_get_auth_required_naming_the_variable() {
     let driver = ModelDriver::new(config);
     let methods = driver.auth_methods();
     assert_eq!(methods.len(), 1);
-    assert!(methods[0].name.contains("MY_LLM_KEY"));
+    assert_eq!(
+        methods[0].terminal_args.as_deref(),
+        Some(&["login".to_string(), "anthropic".to_string()][..])
+    );
+    assert!(methods[0]
+        .description
+        .as_deref()
+        .is_some_and(|d| d.contains("MY_LLM_KEY") && d.contains("acp-bash login anthropic")));
     let host = Host::new();
     let ended = host.turn(&driver, &prompt("hi")).await;
     let Err(TurnError::AuthRequired(message)) = ended else {

@@ -3,6 +3,8 @@
 //! on the engine: the loop, both wire formats, tool calls, failures, cancel, the key.
 //!
 //! - [`binary`]: the same through the built binary (`serve --model`): transcripts, key, auth, cancel.
+//! - [`login`]: `acp-bash login`, the key file, the terminal auth method, the file masked.
+//! - [`wire`]: cost, thoughts, embedded context, `$/cancel_request`, base URLs, on the wire.
 //! - [`harness`]: a `TurnPort` that runs calls on a real engine session and records events.
 //! - [`turns`]: text, thinking, tool calls (several per reply, arguments in pieces), step limit.
 //! - [`failures`]: retries with `Retry-After`, bounded retries, 401, context overflow, cancel.
@@ -13,4 +15,6 @@ mod binary;
 mod control;
 mod failures;
 mod harness;
+mod login;
 mod turns;
+mod wire;

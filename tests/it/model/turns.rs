@@ -2,7 +2,7 @@
 //! pieces (several per reply, each answered with its own id), `cd` carrying over, malformed
 //! arguments, the step limit; in both wire formats.
 
-use acp_bash::driver::model::Provider;
+use acp_bash::driver::model::{Message, ModelDriver, Provider};
 use acp_bash::driver::StopReason;
 use serde_json::{json, Value};
 
@@ -306,4 +306,76 @@ async fn the_next_prompt_sends_the_earlier_conversation() {
         json!([{"type": "text", "text": "two"}])
     );
     let _: &Value = &messages;
+}
+
+/// A long session stays within its bound: the oldest tool output is trimmed first (the
+/// prompts stay), then the oldest turns go; the last turn is whole, and what is sent next
+/// starts with a user prompt (no result without its call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_session_stays_bounded_and_the_oldest_output_goes_first() {
+    let call = "{\"command\":\"head -c 3000 /dev/zero | tr '\\\\0' x\"}";
+    let mut answers = Vec::new();
+    for n in 0..6 {
+        let id = format!("c{n}");
+        answers.push(openai::reply(&[], &[(id.as_str(), "bash", &[call])]));
+        answers.push(openai::reply(&["ok"], &[]));
+    }
+    let fake = FakeModel::start(answers).await;
+    let mut config = config(Provider::OpenAi, &fake.base);
+    config.max_conversation_bytes = 4 * 1024;
+    let driver = ModelDriver::new(config);
+    let host = Host::new();
+    let size = |messages: &[Message]| acp_bash::driver::model::history::size(messages);
+    let results = |messages: &[Message]| -> Vec<usize> {
+        messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::ToolResult { content, .. } => Some(content.len()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut sizes = Vec::new();
+    for n in 0..6 {
+        let text = format!("prompt {n} {}", "p".repeat(300));
+        host.turn(&driver, &prompt(&text)).await.unwrap();
+        let conversation = driver.conversation("s1");
+        assert!(
+            size(&conversation) <= 4 * 1024,
+            "turn {n}: {}",
+            size(&conversation)
+        );
+        sizes.push(results(&conversation));
+        if n == 1 {
+            // Two turns: the first's output trimmed, both prompts kept.
+            let prompts = conversation
+                .iter()
+                .filter(|m| matches!(m, Message::User(_)))
+                .count();
+            assert_eq!(prompts, 2);
+        }
+    }
+    assert!(sizes[1][0] < 100 && sizes[1][1] > 3000, "{sizes:?}");
+    let last = driver.conversation("s1");
+    assert!(matches!(&last[0], Message::User(_)), "{last:?}");
+    assert_eq!(
+        last.last(),
+        Some(&Message::Assistant {
+            text: "ok".into(),
+            tool_calls: vec![]
+        })
+    );
+    assert!(results(&last).last().unwrap() > &3000);
+    assert!(
+        !last
+            .iter()
+            .any(|m| matches!(m, Message::User(t) if t.starts_with("prompt 0 "))),
+        "the oldest turn is dropped once trimming is not enough"
+    );
+    // What the model got last is the bounded conversation (plus the system prompt and tools).
+    let sent = fake.requests().last().unwrap().body["messages"].clone();
+    assert!(
+        !sent.to_string().contains("prompt 0 "),
+        "the model still got the oldest turn"
+    );
 }
