@@ -8,9 +8,10 @@
 //! change it, not even through `/proc/<pid>/fd`) passed as fd [`PRELUDE_FD`], which the
 //! prelude closes first. Its EXIT action writes its report to fd [`CWD_FD`], the write end of a
 //! pipe made for this run alone, so no command can move another run's directory or variables:
-//! `pwd -P` when the directory changed (else nothing), a NUL, bash's `export -p`, a NUL. No NUL
-//! can be in a path or a variable, so the frame survives any byte of either; a report that is
-//! not complete, or that a command's own writes to the fd broke, changes no variable. The engine
+//! bash's `export -p`, a NUL, then `pwd -P` when the directory changed (else nothing). No NUL
+//! can be in a variable or a path, so the frame survives any byte of either; a report without
+//! its NUL (the shell was killed while writing), or that a command's own writes to the fd broke,
+//! changes no variable. One `printf` is all the frame costs (each is ~35k instructions). The engine
 //! reads the pipe while the command runs ([`ReportReader`]), so a report of any size never
 //! blocks the shell, and keeps at most [`MAX_REPORT_BYTES`] of it.
 //!
@@ -83,7 +84,7 @@ builtin eval "$__acp_bash_user_exit_trap"
 fn prelude_text() -> String {
     format!(
         r#"exec {PRELUDE_FD}<&-
-__acp_bash_start_dir=$PWD __acp_bash_exit_action='__acp_bash_status=$?; {{ [ "$PWD" = "$__acp_bash_start_dir" ] || builtin pwd -P; builtin printf "\0"; builtin export -p; builtin printf "\0"; }} 2>/dev/null >&{CWD_FD}; [ -z "${{__acp_bash_user_exit_trap-}}" ] || builtin eval "$__acp_bash_exit_chain"'
+__acp_bash_start_dir=$PWD __acp_bash_exit_action='__acp_bash_status=$?; {{ builtin export -p; builtin printf "\0"; [ "$PWD" = "$__acp_bash_start_dir" ] || builtin pwd -P; }} 2>/dev/null >&{CWD_FD}; [ -z "${{__acp_bash_user_exit_trap-}}" ] || builtin eval "$__acp_bash_exit_chain"'
 __acp_bash_trap_wrapper='{TRAP_WRAPPER}' __acp_bash_exit_chain='{EXIT_CHAIN}'
 builtin unset BASH_ENV
 builtin trap -- "$__acp_bash_exit_action" EXIT
@@ -234,45 +235,55 @@ pub struct Report {
     pub exported: Option<Result<std::collections::BTreeMap<String, OsString>, String>>,
 }
 
-/// Takes `received` apart: `[pwd -P]` NUL `export -p` NUL (see the module's doc).
+/// Takes `received` apart: `export -p` NUL `[pwd -P]` (see the module's doc).
 pub fn parse_report(received: &Received) -> Report {
     if received.total() == 0 {
         return Report::default();
     }
-    let (cwd_part, rest) = match received.bytes.iter().position(|&b| b == 0) {
-        Some(nul) => (&received.bytes[..nul], &received.bytes[nul + 1..]),
-        None => (&received.bytes[..], &received.bytes[..0]),
+    let malformed = || {
+        Err(
+            "the shell's report was not one the prelude writes (did the command write to fd \
+             63?)"
+                .to_string(),
+        )
     };
+    let Some(nul) = received.bytes.iter().position(|&b| b == 0) else {
+        let exported = if received.dropped > 0 {
+            Err(format!(
+                "the shell's report of its exported variables was over {} MiB",
+                MAX_REPORT_BYTES / (1024 * 1024)
+            ))
+        } else {
+            malformed()
+        };
+        return Report {
+            cwd: None,
+            exported: Some(exported),
+        };
+    };
+    let (listing, cwd_part) = (&received.bytes[..nul], &received.bytes[nul + 1..]);
     // Nothing, or a path and its newline: anything else was not written by `pwd`.
-    let cwd_whole =
-        cwd_part.is_empty() || (cwd_part.starts_with(b"/") && cwd_part.ends_with(b"\n"));
-    let cwd = cwd_whole.then(|| reported_cwd(cwd_part)).flatten();
+    let cwd_whole = !cwd_part.contains(&0)
+        && (cwd_part.is_empty() || (cwd_part.starts_with(b"/") && cwd_part.ends_with(b"\n")));
     let exported = if received.dropped > 0 {
         Err(format!(
             "the shell's report of its exported variables was over {} MiB",
             MAX_REPORT_BYTES / (1024 * 1024)
         ))
+    } else if cwd_whole {
+        super::shell_state::parse_export_listing(listing)
     } else {
-        match rest.strip_suffix(b"\0") {
-            Some(listing)
-                if cwd_whole && !listing.contains(&0) && rest.len() < received.bytes.len() =>
-            {
-                super::shell_state::parse_export_listing(listing)
-            }
-            _ => Err(
-                "the shell's report was not one the prelude writes (did the command write \
-                      to fd 63?)"
-                    .to_string(),
-            ),
-        }
+        malformed()
     };
     Report {
-        cwd,
+        cwd: (cwd_whole && received.dropped == 0)
+            .then(|| reported_cwd(cwd_part))
+            .flatten(),
         exported: Some(exported),
     }
 }
 
-/// The directory in the report's first part (`pwd -P` and a newline; empty when the directory
+/// The directory in the report's last part (`pwd -P` and a newline; empty when the directory
 /// did not change). `None` when there is none, or it no longer exists.
 fn reported_cwd(text: &[u8]) -> Option<PathBuf> {
     let text = text.strip_suffix(b"\n")?;

@@ -378,10 +378,9 @@ fn a_forged_report_reaches_only_its_own_session_and_never_owned_names() {
             // The command writes a whole report of its own and closes the fd, so the prelude's
             // cannot follow: it is taken like the command's own exports, and no more.
             let forged = format!(
-                "printf '%s\\n\\0' {} >&63; printf '%s\\n' 'declare -x PAGER=\"less\"' \
-                 'declare -x BASH_ENV=\"/tmp/evil\"' 'declare -x LD_PRELOAD=\"/tmp/x.so\"' \
-                 'declare -x FORGED=\"yes\"' 'declare -x OLDPWD=\"/\"' >&63; printf '\\0' >&63; \
-                 exec 63>&-",
+                "printf '%s\\n' 'declare -x PAGER=\"less\"' 'declare -x BASH_ENV=\"/tmp/evil\"' \
+                 'declare -x LD_PRELOAD=\"/tmp/x.so\"' 'declare -x FORGED=\"yes\"' \
+                 'declare -x OLDPWD=\"/\"' >&63; printf '\\0%s\\n' {} >&63; exec 63>&-",
                 root.join("b").display()
             );
             let outcome = run(s, &forged).await;
