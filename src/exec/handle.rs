@@ -204,6 +204,7 @@ fn lost(cwd: &Path, why: &str) -> RunOutcome {
         },
         cwd: cwd.to_path_buf(),
         next_cwd: cwd.to_path_buf(),
+        next_shell_state: None,
         notices: vec![notice],
         duration: std::time::Duration::ZERO,
     }

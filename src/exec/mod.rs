@@ -8,7 +8,8 @@
 //!
 //! Files: this one (the [`Engine`]), `config` ([`EngineConfig`]), `request` ([`RunRequest`],
 //! [`RunOutcome`]), `session` ([`Session`]), `run` (one run from start to outcome), `handle`
-//! ([`RunHandle`]), `process` (spawning and the process group).
+//! ([`RunHandle`]), `process` (spawning and the process group), `prelude` (what bash runs first
+//! and its report), `shell_state` (the exported variables that carry over, [`ShellState`]).
 
 pub mod capture;
 pub mod chunk;
@@ -22,12 +23,14 @@ mod process;
 mod request;
 mod run;
 mod session;
+pub mod shell_state;
 pub mod status;
 
 pub use config::EngineConfig;
 pub use handle::RunHandle;
 pub use request::{RunOutcome, RunRequest};
 pub use session::{Session, SessionError};
+pub use shell_state::ShellState;
 pub use status::{signal_name, signal_number, Exit, RunStatus, Truncation};
 
 use std::path::{Path, PathBuf};
@@ -180,6 +183,7 @@ impl Engine {
                 engine: self.clone(),
                 root: root.to_path_buf(),
                 cwd: Mutex::new(root.to_path_buf()),
+                shell: Mutex::new(shell_state::ShellState::default()),
                 mode: Mutex::new(self.inner.config.sandbox_mode),
                 announced_mode: Mutex::new(None),
                 temp: OnceLock::new(),

@@ -1,30 +1,44 @@
-//! The shell prelude: how the session learns where a command's shell ended up (`cd` carries over),
-//! and how a script of any size reaches bash. Out of every command's reach.
+//! The shell prelude: how the session learns where a command's shell ended up (`cd` carries over)
+//! and what it exported (variables carry over, see [`super::shell_state`]), and how a script of
+//! any size reaches bash. Out of every command's reach.
 //!
 //! bash reads the file named by `BASH_ENV` before a non-interactive script, so the prelude runs
 //! without shifting the user's line numbers or touching their script. It is a sealed file from
 //! the sandbox's backend ([`crate::sandbox::sealed_file`]: a sealed memfd on Linux; no one can
 //! change it, not even through `/proc/<pid>/fd`) passed as fd [`PRELUDE_FD`], which the
-//! prelude closes first. Its EXIT action writes `pwd -P` to fd [`CWD_FD`], the write end of a
-//! pipe made for this run alone, so no command can move another run's directory. It chains a
-//! trap the user sets on EXIT instead of letting it replace ours; nothing it does is visible in
-//! the command's output. Children do not inherit it: it unsets `BASH_ENV`.
+//! prelude closes first. Its EXIT action writes its report to fd [`CWD_FD`], the write end of a
+//! pipe made for this run alone, so no command can move another run's directory or variables:
+//! bash's `export -p`, a NUL, then `pwd -P` when the directory changed (else nothing). No NUL
+//! can be in a variable or a path, so the frame survives any byte of either; a report without
+//! its NUL (the shell was killed while writing), or that a command's own writes to the fd broke,
+//! changes no variable. One `printf` is all the frame costs (each is ~35k instructions). The engine
+//! reads the pipe while the command runs ([`ReportReader`]), so a report of any size never
+//! blocks the shell, and keeps at most [`MAX_REPORT_BYTES`] of it.
+//!
+//! It chains a trap the user sets on EXIT instead of letting it replace ours; nothing it does is
+//! visible in the command's output. Children do not inherit it: it unsets `BASH_ENV`.
 //!
 //! The one fd a command sees besides 0–2 is [`CWD_FD`] (documented in the README).
 //!
-//! Owns: the prelude text, the fds it needs, passing long scripts, reading the reported cwd.
-//! Must not touch: spawning.
+//! Owns: the prelude text, the fds it needs, passing long scripts, reading the report.
+//! Must not touch: spawning, what the state means (that is `shell_state`).
 
 use std::ffi::OsString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 /// The fd the prelude is read from (closed by the prelude itself).
 pub const PRELUDE_FD: i32 = 3;
 /// The fd of a long script (closed once read).
 pub const SCRIPT_FD: i32 = 4;
-/// The fd on which the shell reports its final directory: the write end of a per-run pipe.
+/// The fd on which the shell reports its final directory and exported variables: the write end
+/// of a per-run pipe.
 pub const CWD_FD: i32 = 63;
+
+/// Bytes of a report the engine keeps (the rest is read and dropped, and the report refused): a
+/// listing of the whole exported environment, quoted, with room for the 256 KiB of variables a
+/// session carries over ([`super::shell_state::MAX_STATE_BYTES`]) and the agent's own.
+pub const MAX_REPORT_BYTES: usize = 4 * 1024 * 1024;
 
 /// Scripts longer than this go through [`SCRIPT_FD`] instead of `bash -c`'s argument (the kernel
 /// refuses one argument over 128 KiB).
@@ -70,7 +84,7 @@ builtin eval "$__acp_bash_user_exit_trap"
 fn prelude_text() -> String {
     format!(
         r#"exec {PRELUDE_FD}<&-
-__acp_bash_start_dir=$PWD __acp_bash_exit_action='__acp_bash_status=$?; [ "$PWD" = "$__acp_bash_start_dir" ] || builtin pwd -P >&{CWD_FD} 2>/dev/null; [ -z "${{__acp_bash_user_exit_trap-}}" ] || builtin eval "$__acp_bash_exit_chain"'
+__acp_bash_start_dir=$PWD __acp_bash_exit_action='__acp_bash_status=$?; {{ builtin export -p; builtin printf "\0"; [ "$PWD" = "$__acp_bash_start_dir" ] || builtin pwd -P; }} 2>/dev/null >&{CWD_FD}; [ -z "${{__acp_bash_user_exit_trap-}}" ] || builtin eval "$__acp_bash_exit_chain"'
 __acp_bash_trap_wrapper='{TRAP_WRAPPER}' __acp_bash_exit_chain='{EXIT_CHAIN}'
 builtin unset BASH_ENV
 builtin trap -- "$__acp_bash_exit_action" EXIT
@@ -92,14 +106,10 @@ impl Prelude {
     }
 
     /// Everything one run of `script` needs: bash's arguments, the variables and fds to add, and
-    /// the read end of its cwd pipe.
+    /// the read end of its report pipe.
     pub fn shell(&self, script: String) -> std::io::Result<Shell> {
         let (cwd_read, cwd_write) = std::io::pipe()?;
         let cwd_read = OwnedFd::from(cwd_read);
-        // SAFETY: fcntl on our fd; the parent reads only what is there when the shell is gone.
-        unsafe {
-            libc::fcntl(cwd_read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK);
-        }
         let mut pass = vec![
             (self.file.try_clone()?, PRELUDE_FD),
             (OwnedFd::from(cwd_write), CWD_FD),
@@ -120,7 +130,7 @@ impl Prelude {
             args,
             env: vec![("BASH_ENV".into(), format!("/dev/fd/{PRELUDE_FD}").into())],
             pass,
-            cwd_report: cwd_read,
+            report: cwd_read,
         })
     }
 }
@@ -130,21 +140,155 @@ pub struct Shell {
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub pass: Vec<(OwnedFd, i32)>,
-    pub cwd_report: OwnedFd,
+    /// The read end of the run's report pipe.
+    pub report: OwnedFd,
 }
 
-/// The directory the shell reported on its cwd pipe (it reports one only when its directory
-/// changed). `None` when there is none, or it no longer exists. Call once the shell has exited.
-pub fn reported_cwd(cwd_report: &OwnedFd) -> Option<PathBuf> {
-    let mut buf = [0u8; libc::PATH_MAX as usize + 1];
-    // SAFETY: a non-blocking read into our buffer.
-    let n = unsafe { libc::read(cwd_report.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n <= 0 {
-        return None;
+/// What the engine read of a run's report ([`ReportReader::finish`]).
+#[derive(Debug, Default)]
+pub struct Received {
+    /// The report, up to [`MAX_REPORT_BYTES`].
+    pub bytes: Vec<u8>,
+    /// Bytes read past [`MAX_REPORT_BYTES`] and dropped.
+    pub dropped: usize,
+}
+
+impl Received {
+    fn push(&mut self, bytes: &[u8]) {
+        if self.dropped == 0 && self.bytes.len() + bytes.len() <= MAX_REPORT_BYTES {
+            self.bytes.extend_from_slice(bytes);
+        } else {
+            self.dropped += bytes.len();
+        }
     }
-    let text = buf[..n as usize].strip_suffix(b"\n")?;
+
+    fn total(&self) -> usize {
+        self.bytes.len() + self.dropped
+    }
+}
+
+/// Reads a run's report pipe while the command runs, so that the shell never waits on a full
+/// pipe, whatever the size of its report or whatever a command writes to the fd itself.
+pub struct ReportReader {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Received>,
+}
+
+impl ReportReader {
+    /// Starts reading `report` (the read end of the run's pipe) on a task of its own.
+    pub fn start(report: OwnedFd) -> std::io::Result<ReportReader> {
+        let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(report)?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(read_report(pipe, stopped));
+        Ok(ReportReader { stop, task })
+    }
+
+    /// What was reported. Call once the shell has exited: what it wrote is in the pipe then; the
+    /// pipe is drained without waiting for others that may hold its write end.
+    pub async fn finish(self) -> Received {
+        let _ = self.stop.send(());
+        self.task.await.unwrap_or_default()
+    }
+}
+
+async fn read_report(
+    pipe: tokio::net::unix::pipe::Receiver,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) -> Received {
+    let mut received = Received::default();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        tokio::select! {
+            ready = pipe.readable() => {
+                if ready.is_err() {
+                    return received;
+                }
+                match pipe.try_read(&mut buffer) {
+                    Ok(0) => return received, // no writer is left
+                    Ok(n) => received.push(&buffer[..n]),
+                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => return received,
+                }
+            }
+            _ = &mut stopped => {
+                // What is there now, bounded: a writer that keeps writing cannot hold us here.
+                while received.total() <= MAX_REPORT_BYTES {
+                    match pipe.try_read(&mut buffer) {
+                        Ok(n) if n > 0 => received.push(&buffer[..n]),
+                        _ => break,
+                    }
+                }
+                return received;
+            }
+        }
+    }
+}
+
+/// A run's report, taken apart.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The directory the shell ended in, when it changed directory and that directory exists.
+    pub cwd: Option<PathBuf>,
+    /// The exported variables with a value; `None` when there was no report (the shell was
+    /// killed before its EXIT action, or could not write), `Err` (why) when it is not one the
+    /// engine can take.
+    pub exported: Option<Result<std::collections::BTreeMap<String, OsString>, String>>,
+}
+
+/// Takes `received` apart: `export -p` NUL `[pwd -P]` (see the module's doc).
+pub fn parse_report(received: &Received) -> Report {
+    if received.total() == 0 {
+        return Report::default();
+    }
+    let malformed = || {
+        Err(
+            "the shell's report was not one the prelude writes (did the command write to fd \
+             63?)"
+                .to_string(),
+        )
+    };
+    let Some(nul) = received.bytes.iter().position(|&b| b == 0) else {
+        let exported = if received.dropped > 0 {
+            Err(format!(
+                "the shell's report of its exported variables was over {} MiB",
+                MAX_REPORT_BYTES / (1024 * 1024)
+            ))
+        } else {
+            malformed()
+        };
+        return Report {
+            cwd: None,
+            exported: Some(exported),
+        };
+    };
+    let (listing, cwd_part) = (&received.bytes[..nul], &received.bytes[nul + 1..]);
+    // Nothing, or a path and its newline: anything else was not written by `pwd`.
+    let cwd_whole = !cwd_part.contains(&0)
+        && (cwd_part.is_empty() || (cwd_part.starts_with(b"/") && cwd_part.ends_with(b"\n")));
+    let exported = if received.dropped > 0 {
+        Err(format!(
+            "the shell's report of its exported variables was over {} MiB",
+            MAX_REPORT_BYTES / (1024 * 1024)
+        ))
+    } else if cwd_whole {
+        super::shell_state::parse_export_listing(listing)
+    } else {
+        malformed()
+    };
+    Report {
+        cwd: (cwd_whole && received.dropped == 0)
+            .then(|| reported_cwd(cwd_part))
+            .flatten(),
+        exported: Some(exported),
+    }
+}
+
+/// The directory in the report's last part (`pwd -P` and a newline; empty when the directory
+/// did not change). `None` when there is none, or it no longer exists.
+fn reported_cwd(text: &[u8]) -> Option<PathBuf> {
+    let text = text.strip_suffix(b"\n")?;
     if text.contains(&b'\n') {
-        return None; // more than one report: not the shell's own
+        return None; // more than one line: not the shell's own
     }
     let path = PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(text));
     (path.is_absolute() && path.is_dir()).then_some(path)

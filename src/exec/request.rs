@@ -99,6 +99,11 @@ pub struct RunOutcome {
     pub cwd: PathBuf,
     /// The directory the next command of the session will start in (as this run left it).
     pub next_cwd: PathBuf,
+    /// The shell state (exported variables, previous directory) the next command of the
+    /// session will start with, as this run left it; `None` when the run did not get as far as
+    /// reporting it (it never started), which leaves it as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_shell_state: Option<super::ShellState>,
     /// Everything the engine said about the run that is not the command's output
     /// (a deleted cwd, a sandbox layer that is off): also written into `output`.
     pub notices: Vec<String>,

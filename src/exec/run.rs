@@ -189,14 +189,28 @@ pub(super) fn start(session: Session, request: RunRequest) -> RunHandle {
     RunHandle::new(cwd, output, control, task)
 }
 
-/// The environment of one run: the engine's scrubbed one, the request's kept and set variables,
-/// then the prelude's own (which nothing overrides).
+/// The environment of one run: the engine's scrubbed one (without the agent's `OLDPWD`), the
+/// session's shell state (its exported variables, its previous directory), the request's kept
+/// and set variables, then the prelude's own (which nothing overrides).
 fn run_env(
-    engine: &super::EngineInner,
+    session: &super::session::SessionInner,
     request: &RunRequest,
     own: Vec<(OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {
+    let engine = &session.engine.inner;
     let mut vars: Vec<(OsString, OsString)> = engine.env().vars.clone();
+    vars.retain(|(name, _)| name != "OLDPWD");
+    let shell = session.shell.lock().unwrap().clone();
+    let scrubbed_values = session.scrubbed_values();
+    for (name, value) in shell.vars {
+        vars.retain(|(existing, _)| existing.to_str() != Some(name.as_str()));
+        if let Some(value) = value.filter(|v| !scrubbed_values.contains(&v.as_os_str())) {
+            vars.push((name.into(), value));
+        }
+    }
+    if let Some(previous) = shell.previous_dir {
+        vars.push(("OLDPWD".into(), previous.into()));
+    }
     let mut put = |name: OsString, value: OsString| {
         vars.retain(|(existing, _)| *existing != name);
         vars.push((name, value));
@@ -283,7 +297,8 @@ async fn run(
             output.notice(notice.clone());
         }
     }
-    let env = run_env(engine, &request, shell.env);
+    let env = run_env(&session.inner, &request, shell.env);
+    let start_env = plan.persist.then(|| env.clone());
     let started = match process::start(confined, env, cwd.clone(), shell.pass).await {
         Ok(started) => started,
         Err(error) => {
@@ -305,8 +320,28 @@ async fn run(
         }
     };
 
+    let reader = prelude::ReportReader::start(shell.report);
     let timeout = request.timeout.unwrap_or(config.default_timeout);
     let ended = supervise(started, &mut output, &control, timeout, config).await;
+    let report = match reader {
+        Ok(reader) => prelude::parse_report(&reader.finish().await),
+        Err(error) => prelude::Report {
+            cwd: None,
+            exported: Some(Err(format!(
+                "the shell's report could not be read ({error})"
+            ))),
+        },
+    };
+    if let Some(start_env) = start_env {
+        // Only a run in the session's directory changes its state (as only its `cd` moves it).
+        for notice in session
+            .inner
+            .take_exported(&request, &start_env, report.exported)
+        {
+            output.notice(notice);
+        }
+        output.flush();
+    }
     output.deliver().await;
 
     let captured = output.capture.finish();
@@ -316,7 +351,7 @@ async fn run(
         text.push_str(&format!("[acp-bash: {error}]\n"));
         notices.push(error);
     }
-    let recorded = prelude::reported_cwd(&shell.cwd_report);
+    let recorded = report.cwd;
     let next_cwd = match recorded {
         // A run that changed directory moves the session when it ends (the last to end wins).
         Some(recorded) if plan.persist => {
@@ -337,6 +372,7 @@ async fn run(
         },
         cwd,
         next_cwd,
+        next_shell_state: Some(session.shell_state()),
         notices,
         duration: started_at.elapsed(),
     }
@@ -550,6 +586,7 @@ async fn not_started(
         output: captured.text,
         status: RunStatus::exited(code),
         next_cwd: cwd.clone(),
+        next_shell_state: None,
         cwd,
         notices: output.notices,
         duration: started_at.elapsed(),

@@ -1,12 +1,15 @@
-//! One working context: [`Session`] (a root, the current directory that `cd` moves, the
-//! sandbox mode) and why one could not be made ([`SessionError`]). Must not touch: how a run
-//! goes (that is `run`).
+//! One working context: [`Session`] (a root, the current directory that `cd` moves, the shell
+//! state that carries over with it, the sandbox mode) and why one could not be made
+//! ([`SessionError`]). Must not touch: how a run goes (that is `run`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
+use std::ffi::{OsStr, OsString};
+
+use super::shell_state::{self, Owned, ShellState};
 use super::{run, Engine, RunHandle, RunOutcome, RunRequest};
 use crate::sandbox;
 
@@ -25,6 +28,8 @@ pub(super) struct SessionInner {
     pub(super) engine: Engine,
     pub(super) root: PathBuf,
     pub(super) cwd: Mutex<PathBuf>,
+    /// The exported variables and previous directory the next command starts with.
+    pub(super) shell: Mutex<ShellState>,
     pub(super) mode: Mutex<sandbox::Mode>,
     /// The mode whose sandbox notices the session's output last showed: what a mode does not
     /// enforce is said on the first run in that mode, not on every run.
@@ -103,6 +108,121 @@ impl SessionInner {
     }
 }
 
+impl SessionInner {
+    /// The names no run of this session captures, besides a run's own (see
+    /// [`shell_state::ENGINE_OWNED`]).
+    fn owned<'a>(&'a self, request: Option<&'a RunRequest>) -> Owned<'a> {
+        let policy = &self.engine.inner.config.env;
+        Owned {
+            set_list: super::env::ALWAYS_SET
+                .iter()
+                .map(|(name, _)| *name)
+                .chain(policy.set.iter().map(|(name, _)| name.as_str()))
+                .collect(),
+            per_run: request.map_or_else(Vec::new, |request| {
+                request
+                    .env_set
+                    .iter()
+                    .map(|(name, _)| name.as_str())
+                    .chain(request.env_keep.iter().map(String::as_str))
+                    .collect()
+            }),
+        }
+    }
+
+    /// The values of the variables the scrub removed from the engine's environment: none of
+    /// them is ever taken as the session's state, under any name.
+    pub(super) fn scrubbed_values(&self) -> Vec<&OsStr> {
+        let engine = &self.engine.inner;
+        engine
+            .env()
+            .removed
+            .iter()
+            .filter_map(|removed| {
+                engine
+                    .env_source
+                    .iter()
+                    .find(|(name, _)| name.to_str() == Some(removed.name.as_str()))
+                    .map(|(_, value)| value.as_os_str())
+            })
+            .filter(|value| !value.is_empty())
+            .collect()
+    }
+
+    /// The variables of the engine's environment a command could change.
+    fn base(&self) -> std::collections::BTreeMap<String, OsString> {
+        shell_state::changeable(&self.engine.inner.env().vars, &self.owned(None))
+    }
+
+    /// Takes what a run that started with `start_env` (its whole environment) exported at its
+    /// end into the session's state: each variable it changed, name by name, within the bounds.
+    /// Returns what to tell the user (nothing when all went as the command meant).
+    pub(super) fn take_exported(
+        &self,
+        request: &RunRequest,
+        start_env: &[(OsString, OsString)],
+        exported: Option<Result<std::collections::BTreeMap<String, OsString>, String>>,
+    ) -> Vec<String> {
+        let keep = "the session's exported variables stay as they were";
+        let end = match exported {
+            None => return Vec::new(),
+            Some(Err(why)) => return vec![format!("{why}: {keep}")],
+            Some(Ok(end)) => end,
+        };
+        let owned = self.owned(Some(request));
+        let start = shell_state::changeable(start_env, &owned);
+        let previous =
+            |vars: &std::collections::BTreeMap<String, OsString>| vars.get("OLDPWD").cloned();
+        let (oldpwd_before, oldpwd_after) = (
+            start_env
+                .iter()
+                .find(|(name, _)| name == "OLDPWD")
+                .map(|(_, value)| value.clone()),
+            previous(&end),
+        );
+        let end = end
+            .into_iter()
+            .filter(|(name, _)| is_changeable(name, &owned))
+            .collect();
+        let scrubbed_values = self.scrubbed_values();
+        let changes = shell_state::changes(&start, &end, &scrubbed_values);
+        let mut notices = Vec::new();
+        if !changes.scrubbed.is_empty() {
+            notices.push(format!(
+                "not carried over to the next command: {} (the value of a variable the \
+                 environment scrub removed from acp-bash's own environment)",
+                changes.scrubbed.join(", ")
+            ));
+        }
+        let base = self.base();
+        let mut shell = self.shell.lock().unwrap();
+        let mut next = shell.clone();
+        for (name, value) in changes.vars {
+            if value.as_ref() == base.get(&name) {
+                next.vars.remove(&name);
+            } else {
+                next.vars.insert(name, value);
+            }
+        }
+        if oldpwd_after != oldpwd_before {
+            next.previous_dir = oldpwd_after
+                .map(PathBuf::from)
+                .filter(|dir| dir.is_absolute());
+        }
+        if let Some(why) = shell_state::over_bound(&next) {
+            next.vars = shell.vars.clone();
+            notices.push(format!("{why}: {keep}"));
+        }
+        *shell = next;
+        notices
+    }
+}
+
+/// Whether a run may change `name` in the session's state.
+fn is_changeable(name: &str, owned: &Owned<'_>) -> bool {
+    shell_state::is_identifier(name.as_bytes()) && !owned.contains(name)
+}
+
 /// Makes the session temp folder `dir` (0700) under `root` (0700, this user's, not a symlink).
 fn make_session_temp(root: &Path, dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -177,6 +297,55 @@ impl Session {
     /// it before each run, as it does for one a `cd` left: a directory that is gone is reported.
     pub fn restore_cwd(&self, cwd: PathBuf) {
         *self.inner.cwd.lock().unwrap() = cwd;
+    }
+
+    /// The shell state the next command starts with besides its directory: the exported
+    /// variables the session's commands changed (and `unset`), and the previous directory for
+    /// `cd -`. The same in every sandbox mode. See [`ShellState`].
+    pub fn shell_state(&self) -> ShellState {
+        self.inner.shell.lock().unwrap().clone()
+    }
+
+    /// Sets the shell state the next command starts with (a restored session's). What no
+    /// command could have made is left out: names the engine owns or that are not shell
+    /// identifiers, values of variables the scrub removed from the engine's environment, and,
+    /// when they are over the bounds, all the variables. Returns what was left out and why
+    /// (names only), for the user.
+    pub fn restore_shell_state(&self, state: ShellState) -> Vec<String> {
+        let inner = &self.inner;
+        let owned = inner.owned(None);
+        let scrubbed_values = inner.scrubbed_values();
+        let mut notes = Vec::new();
+        let mut kept = ShellState {
+            previous_dir: state.previous_dir.filter(|dir| dir.is_absolute()),
+            ..ShellState::default()
+        };
+        let mut left_out = Vec::new();
+        for (name, value) in state.vars {
+            let scrubbed = value
+                .as_ref()
+                .is_some_and(|value| scrubbed_values.contains(&value.as_os_str()));
+            if is_changeable(&name, &owned) && !scrubbed {
+                kept.vars.insert(name, value);
+            } else {
+                left_out.push(name);
+            }
+        }
+        if !left_out.is_empty() {
+            notes.push(format!(
+                "Not restored: {} (names acp-bash sets itself, or the value of a variable its \
+                 environment scrub removes).",
+                left_out.join(", ")
+            ));
+        }
+        if let Some(why) = shell_state::over_bound(&kept) {
+            kept.vars.clear();
+            notes.push(format!(
+                "The session's exported variables were not restored: {why}."
+            ));
+        }
+        *inner.shell.lock().unwrap() = kept;
+        notes
     }
 
     /// The sandbox mode of the session's next commands.

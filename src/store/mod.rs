@@ -17,7 +17,9 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use fs::{ListPage, ListQuery, SessionSummary, Store, StoreError};
-pub use record::{CallEnd, CallRecord, JobRecord, SaidRecord, SessionRecord, TurnRecord};
+pub use record::{
+    CallEnd, CallRecord, JobRecord, SaidRecord, SessionRecord, ShellRecord, TurnRecord, VarRecord,
+};
 
 use crate::exec::RunOutcome;
 
@@ -176,11 +178,16 @@ impl SessionLog {
     }
 
     /// Records how the call `call_id` ended, what it printed (head and tail are kept), and
-    /// where the session's next command starts.
+    /// where and with what shell state the session's next command starts.
     pub fn call_finished(&self, call_id: &str, outcome: &RunOutcome) {
         let end = CallEnd::new(now_ms(), &outcome.status, &outcome.output)
             .with_duration(outcome.duration);
-        self.change(|record| record.finish_call(call_id, end, outcome.next_cwd.clone()));
+        self.change(|record| {
+            if let Some(state) = &outcome.next_shell_state {
+                record.shell = ShellRecord::of(state);
+            }
+            record.finish_call(call_id, end, outcome.next_cwd.clone())
+        });
     }
 
     /// Records that background job `job_id` started, with its card's tool call id `call_id`.
@@ -255,6 +262,7 @@ mod tests {
             status: crate::exec::RunStatus::exited(code),
             cwd: "/w".into(),
             next_cwd: "/w".into(),
+            next_shell_state: None,
             notices: Vec::new(),
             duration: std::time::Duration::from_millis(7),
         }

@@ -3,7 +3,9 @@
 //! its turn and its end) and its bounded list of background [`JobRecord`]s.
 //!
 //! Format 2 added the turns. A format-1 record (written before) still loads: its calls carry
-//! their prompt and no turn, and each is replayed as a turn of its own, as before.
+//! their prompt and no turn, and each is replayed as a turn of its own, as before. The shell
+//! state ([`ShellRecord`]) is an optional field of format 2: a record without it loads with
+//! none, and an older agent that reads a record with it ignores it.
 //!
 //! Owns the record's shape (serialized as JSON by [`super::fs`]), its bounds (how many calls and
 //! jobs, how much of each one's text and output) and the conversion of a run's status to and
@@ -14,7 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::exec::{signal_name, signal_number, Exit, RunStatus, Truncation};
+use crate::exec::{signal_name, signal_number, Exit, RunStatus, ShellState, Truncation};
 
 /// The format of the records this version writes.
 pub const FORMAT: u32 = 2;
@@ -90,6 +92,105 @@ pub struct SessionRecord {
     /// The last [`MAX_TURNS`] turns, oldest first (their calls are in `history`).
     #[serde(default)]
     pub turns: Vec<TurnRecord>,
+    /// The shell state the session's next command starts with besides `cwd` (exported
+    /// variables and the previous directory). Absent when there is none, and in records written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "ShellRecord::is_empty")]
+    pub shell: ShellRecord,
+}
+
+/// The shell state of a session as kept on disk: [`ShellState`] in a form JSON can hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ShellRecord {
+    /// The exported variables that differ from the agent's environment, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vars: Vec<VarRecord>,
+    /// The previous directory (`cd -`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_dir: Option<PathBuf>,
+}
+
+/// One variable of a [`ShellRecord`]: set (to `value`, or to the bytes `value_hex` when they are
+/// not UTF-8), or unset when neither is there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct VarRecord {
+    /// The variable's name.
+    pub name: String,
+    /// Its value, when it is UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Its value's bytes in hexadecimal, when they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_hex: Option<String>,
+}
+
+impl ShellRecord {
+    /// No variable and no previous directory.
+    pub fn is_empty(&self) -> bool {
+        self.vars.is_empty() && self.previous_dir.is_none()
+    }
+
+    /// The stored form of `state`.
+    pub fn of(state: &ShellState) -> Self {
+        use std::os::unix::ffi::OsStrExt;
+        ShellRecord {
+            vars: state
+                .vars
+                .iter()
+                .map(|(name, value)| {
+                    let (value, value_hex) = match value.as_ref().map(|v| v.as_bytes()) {
+                        None => (None, None),
+                        Some(bytes) => match std::str::from_utf8(bytes) {
+                            Ok(text) => (Some(text.to_string()), None),
+                            Err(_) => (None, Some(hex(bytes))),
+                        },
+                    };
+                    VarRecord {
+                        name: name.clone(),
+                        value,
+                        value_hex,
+                    }
+                })
+                .collect(),
+            previous_dir: state.previous_dir.clone(),
+        }
+    }
+
+    /// The state this record holds; a variable whose `value_hex` is not hexadecimal is left
+    /// out.
+    pub fn state(&self) -> ShellState {
+        use std::os::unix::ffi::OsStringExt;
+        let mut state = ShellState::default();
+        for var in &self.vars {
+            let value = match (&var.value, &var.value_hex) {
+                (Some(text), _) => Some(std::ffi::OsString::from(text)),
+                (None, Some(digits)) => match unhex(digits) {
+                    Some(bytes) => Some(std::ffi::OsString::from_vec(bytes)),
+                    None => continue,
+                },
+                (None, None) => None,
+            };
+            state.vars.insert(var.name.clone(), value);
+        }
+        state.previous_dir = self.previous_dir.clone();
+        state
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(digits: &str) -> Option<Vec<u8>> {
+    if digits.len() % 2 != 0 || !digits.is_ascii() {
+        return None;
+    }
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).ok())
+        .collect()
 }
 
 /// One turn of a session: the prompt once, and the agent's text placed among the turn's calls
@@ -371,6 +472,7 @@ impl SessionRecord {
             turns_made: 0,
             dropped_turns: 0,
             turns: Vec::new(),
+            shell: ShellRecord::default(),
         }
     }
 
@@ -581,6 +683,45 @@ mod tests {
         assert!(end.get("duration_ms").is_none(), "{end}");
         let end: CallEnd = serde_json::from_value(end).unwrap();
         assert_eq!(end.duration(), None);
+    }
+
+    #[test]
+    fn shell_state_round_trips_every_byte_and_an_old_record_has_none() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+        let mut state = ShellState::default();
+        state.vars.insert("TEXT".into(), Some("a\nb=c é".into()));
+        state.vars.insert(
+            "BYTES".into(),
+            Some(OsString::from_vec(vec![0xff, 0x01, b'x'])),
+        );
+        state.vars.insert("GONE".into(), None);
+        state.previous_dir = Some("/w/a".into());
+        let mut record = SessionRecord::new("s", "/w".into(), "workspace", 1);
+        record.shell = ShellRecord::of(&state);
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(json.contains(r#""value_hex":"ff0178""#), "{json}");
+        let read: SessionRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.shell.state(), state);
+
+        let mut value =
+            serde_json::to_value(SessionRecord::new("s", "/w".into(), "full", 1)).unwrap();
+        assert!(
+            value.get("shell").is_none(),
+            "an empty state is not written"
+        );
+        value.as_object_mut().unwrap().remove("shell");
+        let old: SessionRecord = serde_json::from_value(value).unwrap();
+        assert!(old.shell.state().is_empty());
+        let broken = ShellRecord {
+            vars: vec![VarRecord {
+                name: "X".into(),
+                value: None,
+                value_hex: Some("zz".into()),
+            }],
+            previous_dir: None,
+        };
+        assert!(broken.state().vars.is_empty());
     }
 
     #[test]

@@ -97,6 +97,7 @@ impl BashResult {
             output: message,
             status: crate::exec::status::RunStatus::exited(1),
             next_cwd: cwd.clone(),
+            next_shell_state: None,
             cwd,
             notices: Vec::new(),
             duration: std::time::Duration::ZERO,

@@ -21,7 +21,9 @@ pub const TOOL_NAME: &str = "bash";
 const DESCRIPTION: &str = "Run a bash script in the user's workspace and get its output \
 (stdout and stderr merged), then a status line such as `[exit code: 0]`, \
 `[killed by signal: SIGKILL]`, `[timed out after 2m]` or `[cancelled]`. The working directory \
-persists between calls (`cd` carries over); environment variables and background jobs do not. \
+persists between calls (`cd` carries over, and `cd -`), and so do exported variables and `unset` \
+(`export`, `source .venv/bin/activate`); functions, aliases, shell options, non-exported variables, \
+traps and background jobs do not. \
 Commands run in a sandbox without a terminal: stdin is empty, so never wait for input. Long \
 output is cut in the middle.";
 

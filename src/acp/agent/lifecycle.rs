@@ -254,6 +254,7 @@ impl Connection {
             record.cwd = record.root.clone();
         }
         session.restore_cwd(record.cwd.clone());
+        notes.extend(session.restore_shell_state(record.shell.state()));
         let number = self.next_session.fetch_add(1, Ordering::Relaxed);
         Ok((self.open(id.clone(), number, session, record), notes))
     }

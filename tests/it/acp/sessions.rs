@@ -625,3 +625,69 @@ async fn two_agents_on_one_session_never_tear_its_record() {
     // No temporary file is left behind.
     assert_eq!(record_files(&state), [record]);
 }
+
+#[tokio::test]
+async fn load_and_resume_in_other_processes_restore_exported_variables_and_cd_minus() {
+    const TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123";
+    let (_tmp, dir) = temp_dir();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    let state = dir.join(".state");
+    // The agent has a secret and an editor's OLDPWD in its environment.
+    let agent = || {
+        client_with_store(ClientProfile::Plain, &state)
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("OLDPWD", "/")
+    };
+    let (session, _) = converse_with(agent(), "make", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let first = ok(&mut c, &session, "echo \"[${OLDPWD-}]\"").await;
+        assert!(console_block(&first).contains("[]\n"), "{first:?}");
+        ok(
+            &mut c,
+            &session,
+            &format!("export GREETING=$'hello\\nworld' LEAK={TOKEN}; unset LANG; cd sub; cd .."),
+        )
+        .await;
+        Ok(session)
+    })
+    .await;
+    let record =
+        std::fs::read_to_string(state.join("sessions").join(format!("{}.json", session.0)))
+            .unwrap();
+    // The prompt's own text is history; the shell state holds no trace of the secret.
+    let shell = serde_json::from_str::<Value>(&record).unwrap()["shell"].to_string();
+    assert!(
+        shell.contains("\"GREETING\"") && !shell.contains(TOKEN),
+        "{shell}"
+    );
+    let probe =
+        "printf '%s|' \"$GREETING\" \"${LEAK-unset}\" \"${LANG-unset}\"; cd - >/dev/null; pwd";
+    let expected = format!("hello\nworld|unset|unset|{}/sub\n", dir.display());
+    converse_with(agent(), "load", async |mut c| {
+        c.load_session(&session, &dir).await?;
+        let after = ok(&mut c, &session, probe).await;
+        assert_eq!(
+            console_block(&after),
+            format!("```console\n{expected}[exit code: 0]\n```")
+        );
+        Ok(())
+    })
+    .await;
+    // The load's `cd -` moved the session to sub (and its previous directory to the root).
+    converse_with(agent(), "resume", async |mut c| {
+        c.connection()
+            .send_request(ResumeSessionRequest::new(session.clone(), &dir))
+            .block_task()
+            .await?;
+        let after = ok(&mut c, &session, "echo \"$GREETING\"; cd - >/dev/null; pwd").await;
+        assert_eq!(
+            console_block(&after),
+            format!(
+                "```console\nhello\nworld\n{}\n[exit code: 0]\n```",
+                dir.display()
+            )
+        );
+        Ok(())
+    })
+    .await;
+}

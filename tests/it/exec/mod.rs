@@ -11,3 +11,4 @@ mod large_output;
 mod log_limits;
 mod overrides;
 mod prelude;
+mod shell_state;
