@@ -17,7 +17,9 @@ files. Keep your answers short; when you are done, answer without a tool call.\n
 \n\
 Environment:\n\
 - The project's directory is {root}; commands start in {cwd}. The working directory \
-carries over between calls (`cd` persists); shell variables and functions do not.\n\
+carries over between calls (`cd` persists, and `cd -`), and so do exported variables and \
+`unset` (`export`, `source .venv/bin/activate`); functions, aliases, shell options and \
+non-exported variables do not.\n\
 - Sandbox mode `{mode_id}`: {mode_text}\n\
 - Commands have no terminal and no stdin: never run anything that waits for input (use \
 non-interactive flags such as `-y`, `--no-pager`, `GIT_PAGER=cat`).\n\
