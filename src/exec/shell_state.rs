@@ -3,7 +3,7 @@
 //! `source .venv/bin/activate` sets) and the previous directory that `cd -` goes to.
 //!
 //! The prelude's EXIT action reports bash's `export -p` on the run's private pipe
-//! (see [`super::prelude`]); [`parse_export_listing`] reads it. A run changes the session's state
+//! (see the `prelude` module); [`parse_export_listing`] reads it. A run changes the session's state
 //! by what changed between its start and its end, name by name, so of two overlapping runs each
 //! keeps its own changes (the last to end wins a name both changed), as with `cd`.
 //!

@@ -184,7 +184,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(digits: &str) -> Option<Vec<u8>> {
-    if digits.len() % 2 != 0 || !digits.is_ascii() {
+    if !digits.len().is_multiple_of(2) || !digits.is_ascii() {
         return None;
     }
     (0..digits.len())
