@@ -182,7 +182,8 @@ impl CommandHost for Host<'_> {
     }
 
     fn shows_jobs_live(&self) -> bool {
-        self.turn.features.card()
+        // The card, or the console view plain clients get while a job runs.
+        self.turn.features.card() || self.turn.limits.plain_live.is_some()
     }
 
     fn job_shown_ended<'b>(&'b self, job: &'b Job) -> BoxFuture<'b, ()> {

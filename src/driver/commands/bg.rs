@@ -56,7 +56,7 @@ impl Run for Bg {
     }
 }
 
-/// The message for a job that started. `card`: the client shows the job's live terminal card.
+/// The message for a job that started. `card`: the client shows the job's output as it comes (a live card or console view).
 pub fn started(job: &Job, card: bool) -> String {
     let id = job.id();
     let Some(pid) = job.pid() else {
@@ -66,7 +66,7 @@ pub fn started(job: &Job, card: bool) -> String {
         );
     };
     let output = if card {
-        "its card shows the output as it comes"
+        "its tool call shows the output as it comes"
     } else {
         "its output is shown when it ends"
     };

@@ -228,7 +228,7 @@ async fn a_plain_client_gets_the_console_block_when_the_job_ends() {
         tool_call(&turn).meta.is_none(),
         "no card for a plain client"
     );
-    assert!(message(&turn).contains("its output is shown when it ends"));
+    assert!(message(&turn).contains("its tool call shows the output as it comes"));
     assert!(output_chunks(&after).is_empty());
     assert_eq!(status(final_update(&after)), "completed");
     assert_eq!(
