@@ -74,7 +74,11 @@ impl SessionInner {
                 let root = config.session_temp_root.as_ref()?;
                 static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
                 let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let dir = root.join(format!("session-{}-{n}", std::process::id()));
+                // Random too: a pid is reused, and an agent that was killed leaves its folders.
+                let mut salt = [0u8; 4];
+                crate::random::random_bytes(&mut salt);
+                let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
+                let dir = root.join(format!("session-{}-{n}-{salt}", std::process::id()));
                 match make_session_temp(root, &dir).and_then(|()| {
                     // `tmp`: the commands' temp dir; `caches`: the package caches' layers
                     // (out of the commands' sight).
