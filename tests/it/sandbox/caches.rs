@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use crate::support::engine::{run, HANG_GUARD};
 use crate::support::sandbox::{as_root_and_nobody, require_namespaces};
 use crate::support::skip::skip_unless;
-use acp_bash::exec::{Engine, EngineConfig, Exit, Session};
+use acp_bash::exec::{EngineConfig, Exit, Session};
 use acp_bash::sandbox::{self, Launch, Limits, Mode, Protection, Roots, Support};
 
-const PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+use super::view::{block_on, dir, engine};
 
 /// Whether workspace commands get the cache layer here (skips, recorded, when not).
 fn require_cache_layer() -> bool {
@@ -26,34 +26,6 @@ fn require_cache_layer() -> bool {
             "package caches copy-on-write",
             Support::current().cache_layer.clone(),
         )
-}
-
-/// A folder of this process's user outside the temp dir (which the view replaces).
-fn dir(tag: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("acpbash-caches-{tag}-"))
-        .tempdir_in("/var/tmp")
-        .unwrap()
-}
-
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
-}
-
-fn engine(home: &Path, config: EngineConfig) -> Engine {
-    Engine::with_environment(
-        config
-            .kill_grace(Duration::from_millis(300))
-            .pipe_grace(Duration::from_millis(300)),
-        [
-            ("PATH".into(), PATH.into()),
-            ("HOME".into(), home.as_os_str().to_owned()),
-        ],
-    )
 }
 
 fn run_in(session: &Session, script: &str) -> (Exit, String) {

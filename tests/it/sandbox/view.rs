@@ -29,14 +29,14 @@ pub fn require_view() -> bool {
 }
 
 /// A folder this process's user owns, outside the temp dir (which the view replaces).
-fn dir(tag: &str) -> tempfile::TempDir {
+pub(super) fn dir(tag: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(&format!("acpbash-view-{tag}-"))
         .tempdir_in("/var/tmp")
         .unwrap()
 }
 
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
+pub(super) fn block_on<F: std::future::Future>(future: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -46,7 +46,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 
 /// An engine whose commands' environment has `HOME=home` (what the engine masks credentials
 /// of), with `config`'s protection.
-fn engine(home: &Path, config: EngineConfig) -> Engine {
+pub(super) fn engine(home: &Path, config: EngineConfig) -> Engine {
     Engine::with_environment(
         config
             .kill_grace(Duration::from_millis(300))
