@@ -227,14 +227,6 @@ fn input_tokens(usage: &Value) -> u64 {
     .sum()
 }
 
-/// The message of an error body `{type: "error", error: {message}}` (or the body itself).
-pub fn error_message(body: &str) -> String {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|value| value["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| body.trim().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::api::{ReplyBuilder, ToolCall};

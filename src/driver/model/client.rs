@@ -215,10 +215,7 @@ impl ModelClient {
                 body = response.text() => body.unwrap_or_default(),
                 () = cancel.cancelled() => return Ok(reply.finish()),
             };
-            let message = match self.provider {
-                Provider::OpenAi => openai::error_message(&body),
-                Provider::Anthropic => anthropic::error_message(&body),
-            };
+            let message = error_message(&body);
             let status = if status == 529 { 503 } else { status };
             return Err(ApiError::from_status(status, retry_after, message));
         }
@@ -253,6 +250,16 @@ impl ModelClient {
     }
 }
 
+/// The message of a provider's error body. Both forms put it at `error.message` (OpenAI's
+/// `{error: {message}}`, Anthropic's `{type: "error", error: {message}}`); any other body is
+/// its own message.
+fn error_message(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|value| value["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or_else(|| body.trim().to_string())
+}
+
 fn connection_error(error: reqwest::Error) -> ApiError {
     // reqwest's message names the URL, never a header.
     let mut message = error.to_string();
@@ -263,4 +270,24 @@ fn connection_error(error: reqwest::Error) -> ApiError {
         source = cause.source();
     }
     ApiError::Connection(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_message;
+
+    #[test]
+    fn an_error_body_gives_its_message_in_either_providers_form() {
+        let openai =
+            r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error"}}"#;
+        let anthropic =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(error_message(openai), "Incorrect API key provided");
+        assert_eq!(error_message(anthropic), "Overloaded");
+        assert_eq!(
+            error_message("  upstream timed out\n"),
+            "upstream timed out"
+        );
+        assert_eq!(error_message(r#"{"detail":"no"}"#), r#"{"detail":"no"}"#);
+    }
 }

@@ -131,14 +131,6 @@ pub fn parse_event(data: &str) -> Result<Option<Vec<Delta>>, ApiError> {
     Ok(Some(deltas))
 }
 
-/// The message of an error body `{error: {message}}` (or the body itself).
-pub fn error_message(body: &str) -> String {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|value| value["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| body.trim().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::api::{ToolCall, ToolSpec};
