@@ -72,6 +72,12 @@ pub async fn converse<R>(
 
 /// Runs `conversation` with `client` under the hang guard; a failure panics with the agent's
 /// stderr. Every line is checked against the schema. Returns the result and the transcript.
+///
+/// When the guard fires, the panic says which part hung: the conversation itself (it waits for
+/// an answer or an update that does not come; the agent's stdin is still open, so the agent
+/// rightly keeps running), or the end after it (the conversation returned and stdin closed,
+/// but the agent did not exit). Both look alike from outside ("the conversation does not
+/// end"), and telling them apart once took a whole investigation (notes/reliability.md).
 pub async fn converse_with<R>(
     client: AcpClient,
     what: &str,
@@ -80,7 +86,30 @@ pub async fn converse_with<R>(
     ) -> agent_client_protocol::Result<R>,
 ) -> (R, acp_bash::acp::client::Transcript) {
     let transcript = client.transcript();
-    let result = guard(what, client.run(conversation)).await;
+    let returned = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = returned.clone();
+    let run = client.run(async move |c| {
+        let result = conversation(c).await;
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        result
+    });
+    let result = match tokio::time::timeout(HANG_GUARD, run).await {
+        Ok(result) => result,
+        Err(_) => panic!(
+            "{what}: still not done after {HANG_GUARD:?}: {}\nlast lines on the wire:\n{}\n\
+             agent stderr (last lines):\n{}",
+            match returned.load(std::sync::atomic::Ordering::SeqCst) {
+                true =>
+                    "the conversation returned and the agent's stdin was closed, \
+                         but the agent did not exit",
+                false =>
+                    "still inside the conversation (waiting for an answer or an \
+                          update that did not come; the agent's stdin is still open)",
+            },
+            last(&transcript.lines(), 12),
+            last(&transcript.stderr(), 40),
+        ),
+    };
     let result = result.unwrap_or_else(|error| {
         panic!(
             "{what}: {error:?}\nagent stderr:\n{}",
@@ -89,6 +118,18 @@ pub async fn converse_with<R>(
     });
     validate_wire(&transcript.lines());
     (result, transcript)
+}
+
+/// The last `n` of `lines`, one a line, each cut at 400 characters.
+fn last(lines: &[String], n: usize) -> String {
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|line| match line.char_indices().nth(400) {
+            Some((at, _)) => format!("{}…", &line[..at]),
+            None => line.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A hang guard: generous, never a timing assertion.
