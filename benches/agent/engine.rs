@@ -364,3 +364,164 @@ pub fn layers(bench: &Bench) -> Vec<Row> {
     }
     rows
 }
+
+/// What each layer of the view costs a command, in one run against a raw spawn: `bash -c true`
+/// spawned through `sandbox::spawn` with the layers added one at a time (each row's roots hold
+/// the previous row's and one more), interleaved with a raw `bash -c true` so that every row
+/// sees the same load. A row's own cost is the median of its paired difference from the row
+/// above it (same iteration). Run as the bench's user: root makes no cgroup here (the library's
+/// default limits), as `Session::run` would not either without `--max-processes`.
+pub fn view(bench: &Bench) -> Vec<Row> {
+    use acp_bash::sandbox::{Protection, Roots, Support};
+    let count = if bench.quick { 40 } else { 200 };
+    let base = bench.work.path().join("view-layers");
+    let (ws, temp, layer, home) = (
+        base.join("ws"),
+        base.join("session-tmp"),
+        base.join("layers"),
+        base.join("home"),
+    );
+    for dir in [&ws, &temp, &layer, &home] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    // Three package caches, as on the bench machine's own home (cargo, rustup, npm).
+    for cache in [".cargo/registry", ".rustup", ".npm"] {
+        std::fs::create_dir_all(home.join(cache)).unwrap();
+    }
+    let bare = Roots::new(&ws, std::env::temp_dir());
+    let with_temp = bare.clone().session_temp(&temp);
+    let mut caches_only = Protection::default();
+    caches_only.home = Some(home.clone());
+    let with_caches = with_temp
+        .clone()
+        .cache_layer(&layer)
+        .protection(caches_only.clone());
+    // Every credential the view masks (30 masks), then three repositories (Git binds).
+    let credentials = |home: &std::path::Path| {
+        for rel in acp_bash::sandbox::HOME_CREDENTIALS {
+            let path = home.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "secret").unwrap();
+        }
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        for key in ["id_ed25519", "id_rsa", "deploy.pem"] {
+            std::fs::write(home.join(".ssh").join(key), "secret").unwrap();
+        }
+    };
+    let home_masked = base.join("home-masked");
+    for cache in [".cargo/registry", ".rustup", ".npm"] {
+        std::fs::create_dir_all(home_masked.join(cache)).unwrap();
+    }
+    credentials(&home_masked);
+    let mut masked = caches_only.clone();
+    masked.home = Some(home_masked);
+    let with_masks = with_caches.clone().protection(masked.clone());
+    let mut repos = Vec::new();
+    for repo in [ws.clone(), ws.join("a"), ws.join("libs/b")] {
+        std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+        std::fs::write(repo.join(".git/config"), "[core]\n").unwrap();
+        if repo != ws {
+            repos.push(repo);
+        }
+    }
+    let mut with_git_protection = masked;
+    with_git_protection.git_repos = repos;
+    let with_git = with_masks.clone().protection(with_git_protection);
+    let all = Support::current().clone();
+    let mut no_view = all.clone();
+    no_view.filesystem_view = Err("bench: off".into());
+    let steps: [(&str, Mode, &Roots, &Support); 8] = [
+        (
+            "full mode (user/PID/mount/UTS/IPC namespaces, no view)",
+            Mode::Full,
+            &bare,
+            &all,
+        ),
+        (
+            "workspace without the view (namespaces, Landlock, seccomp)",
+            Mode::Workspace,
+            &bare,
+            &no_view,
+        ),
+        (
+            "workspace: + the view (/ read-only, the session folder bound, own /dev, socket masks)",
+            Mode::Workspace,
+            &bare,
+            &all,
+        ),
+        (
+            "workspace: + the session's own /tmp",
+            Mode::Workspace,
+            &with_temp,
+            &all,
+        ),
+        (
+            "workspace: + 3 package-cache layers (overlayfs)",
+            Mode::Workspace,
+            &with_caches,
+            &all,
+        ),
+        (
+            "workspace: + 30 credential masks",
+            Mode::Workspace,
+            &with_masks,
+            &all,
+        ),
+        (
+            "workspace: + 3 repositories' Git metadata",
+            Mode::Workspace,
+            &with_git,
+            &all,
+        ),
+        (
+            "read-only (own network namespace, tmpfs /tmp)",
+            Mode::ReadOnly,
+            &bare,
+            &all,
+        ),
+    ];
+    let mut deltas: Vec<Vec<f64>> = vec![Vec::new(); steps.len()];
+    let mut own: Vec<Vec<f64>> = vec![Vec::new(); steps.len()];
+    for _ in 0..5 {
+        for (_, mode, roots, support) in &steps {
+            raw::bash_confined_with(*mode, roots, support, "true");
+        }
+    }
+    for _ in 0..count {
+        let raw = ms(raw::bash_to_devnull("true"));
+        let mut previous = None;
+        for (i, (_, mode, roots, support)) in steps.iter().enumerate() {
+            let took = ms(raw::bash_confined_with(*mode, roots, support, "true"));
+            deltas[i].push(took - raw);
+            // Read-only's row stands alone (against full mode, the row without a view).
+            let against = if *mode == Mode::ReadOnly {
+                Some(deltas[0][deltas[0].len() - 1] + raw)
+            } else {
+                previous
+            };
+            if let Some(before) = against {
+                own[i].push(took - before);
+            }
+            previous = Some(took);
+        }
+    }
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, (what, _, _, _))| Row {
+            case: "engine-view".into(),
+            metric: format!("`bash -c true`, {what}"),
+            median: format!("paired Δ {:+.2} ms", median(&deltas[i])),
+            baseline: if own[i].is_empty() {
+                "vs raw `bash -c true`".into()
+            } else if i == steps.len() - 1 {
+                format!("this layer vs full mode: {:+.2} ms", median(&own[i]))
+            } else {
+                format!("this layer vs the row above: {:+.2} ms", median(&own[i]))
+            },
+            ratio: "-".into(),
+            target: "(context)".into(),
+            met: None,
+        })
+        .collect()
+}

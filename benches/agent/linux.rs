@@ -100,6 +100,7 @@ const CASES: &[(&str, Case)] = &[
     ("engine-throughput", |b| Ok(engine::throughput(b))),
     ("engine-chunk-capture", |b| Ok(engine::chunk_capture(b))),
     ("engine-layers", |b| Ok(engine::layers(b))),
+    ("engine-view", |b| Ok(engine::view(b))),
 ];
 
 fn machine() -> String {

@@ -453,3 +453,43 @@ fn overlapping_commands_of_a_session_both_write_into_the_layer() {
         },
     );
 }
+
+/// A cache's layer is mounted `volatile`: without it, the end of every workspace command (its
+/// mount namespace going away) synced the whole filesystem under the layer's upper folder,
+/// once per package cache (`notes/2026-12-01-per-command-cost.md`).
+#[test]
+fn a_cache_layer_is_volatile_so_a_command_ending_syncs_no_filesystem() {
+    as_root_and_nobody(
+        "sandbox::caches::a_cache_layer_is_volatile_so_a_command_ending_syncs_no_filesystem",
+        || {
+            if !require_cache_layer() {
+                return;
+            }
+            let home = dir("home-volatile");
+            let ws = dir("ws-volatile");
+            fake_home(home.path());
+            let engine = engine(home.path(), EngineConfig::default());
+            let session = engine.session(ws.path()).unwrap();
+            session.set_mode(Mode::Workspace);
+            let registry = home.path().join(".cargo/registry").canonicalize().unwrap();
+            let (exit, output) = run_in(&session, "cat /proc/self/mountinfo");
+            assert_eq!(exit, Exit::Code(0), "{output}");
+            // `id parent major:minor root mount-point options … - fstype source super-options`
+            let line = output
+                .lines()
+                .find(|l| l.split(' ').nth(4) == registry.to_str() && l.contains(" - overlay "))
+                .unwrap_or_else(|| panic!("no overlay on {}:\n{output}", registry.display()));
+            let options = line
+                .split(" - ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').nth(2))
+                .unwrap_or_default();
+            assert!(
+                options
+                    .split(',')
+                    .any(|o| o == "volatile" || o == "fsync=volatile"),
+                "the layer syncs its upper filesystem when the command ends: {line}"
+            );
+        },
+    );
+}

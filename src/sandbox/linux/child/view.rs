@@ -451,8 +451,19 @@ fn mask_dir_with(empty: RawFd, dir: &CStr, error_fd: RawFd) {
 }
 
 /// A detached overlayfs (`userxattr`: the trusted xattrs are not ours in a user namespace;
-/// nosuid, nodev) with `overlay.target` as its lower layer and its upper and work folders, or
-/// -1 (errno set).
+/// nosuid, nodev; `volatile` where the kernel has it, see below) with `overlay.target` as its
+/// lower layer and its upper and work folders, or -1 (errno set).
+///
+/// `volatile` (Linux 5.10): an overlay with an upper layer otherwise syncs the *whole* upper
+/// filesystem when it goes away (`ovl_sync_fs` → `sync_filesystem` of the upper superblock),
+/// and it goes away when the command's last process exits, so every workspace command waited
+/// for a `syncfs` of the filesystem holding the session folder per package cache: two
+/// `ext4_sync_fs` per layer and the writeback of every dirty page on that filesystem, the
+/// agent's and other programs' alike (`notes/2026-12-01-per-command-cost.md`). The upper folder
+/// is the session's scratch, removed with the session: nothing in it needs to survive a crash,
+/// which is all `volatile` gives up. Each command has a work folder of its own, so the marker a
+/// volatile mount leaves there (`work/incompat/volatile`) never blocks a later mount. A kernel
+/// without the option refuses the flag (EINVAL) and gets the overlay without it.
 fn make_overlay(overlay: &Overlay) -> RawFd {
     // SAFETY: the new mount API with valid strings; fds closed on every path.
     unsafe {
@@ -485,6 +496,18 @@ fn make_overlay(overlay: &Overlay) -> RawFd {
                 std::ptr::null::<libc::c_char>(),
                 0,
             ) >= 0
+            && {
+                // Best effort: refused on kernels before 5.10, which sync as before.
+                libc::syscall(
+                    SYS_FSCONFIG,
+                    fs,
+                    FSCONFIG_SET_FLAG,
+                    c"volatile".as_ptr(),
+                    std::ptr::null::<libc::c_char>(),
+                    0,
+                );
+                true
+            }
             && libc::syscall(
                 SYS_FSCONFIG,
                 fs,
