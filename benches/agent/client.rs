@@ -3,6 +3,7 @@
 //! A reader thread stamps each line with the instant it was read, so that the latencies measured
 //! are the wire's, not the bench's bookkeeping.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -77,7 +78,7 @@ impl Agent {
     pub fn spawn(
         program: &Path,
         args: &[String],
-        envs: &[(&str, &Path)],
+        envs: &[(&str, &OsStr)],
         stderr_log: Option<&Path>,
     ) -> Result<Agent> {
         let stderr = match stderr_log {

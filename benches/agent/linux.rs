@@ -20,6 +20,8 @@ mod raw;
 mod stats;
 mod wire;
 
+use std::ffi::OsStr;
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -31,6 +33,8 @@ pub struct Bench {
     quick: bool,
     bytes: u64,
     work: tempfile::TempDir,
+    /// The base URL of the `--model` cases: a loopback port nothing answers.
+    model_listener: TcpListener,
 }
 
 impl Bench {
@@ -64,12 +68,36 @@ impl Bench {
         let tmp = self.agent_tmp();
         // The session store is on (the default), in the bench's own directory.
         let state = self.work.path().join(".agent-state");
-        Agent::spawn(
-            &self.bin,
-            &args,
-            &[("TMPDIR", &tmp), ("XDG_STATE_HOME", &state)],
-            Some(&self.stderr_log()),
-        )
+        let mut envs = vec![
+            ("TMPDIR", tmp.as_os_str()),
+            ("XDG_STATE_HOME", state.as_os_str()),
+        ];
+        // With `--model` the agent needs a key to be a model agent (without one it only
+        // advertises an auth method): a made-up one, never sent anywhere.
+        if args.iter().any(|a| a == "--model") {
+            envs.push(("OPENAI_API_KEY", OsStr::new("sk-bench-never-sent")));
+        }
+        Agent::spawn(&self.bin, &args, &envs, Some(&self.stderr_log()))
+    }
+
+    /// The flags of a model agent whose provider is the bench's own loopback listener
+    /// ([`Bench::model_listener`]), which nothing should ever connect to before a prompt reaches
+    /// the model: `--model openai:bench --base-url http://127.0.0.1:PORT/v1`.
+    fn model_args(&self) -> [String; 4] {
+        let port = self.model_listener.local_addr().map_or(9, |a| a.port());
+        [
+            "--model".into(),
+            "openai:bench".into(),
+            "--base-url".into(),
+            format!("http://127.0.0.1:{port}/v1"),
+        ]
+    }
+
+    /// How many connections reached the model's base URL so far (the listener is never
+    /// answered: a connection counted here is one the agent made).
+    fn model_connections(&self) -> usize {
+        let _ = self.model_listener.set_nonblocking(true);
+        std::iter::from_fn(|| self.model_listener.accept().ok()).count()
     }
 
     /// Removes the agent's full logs (a 1 GiB run leaves a 1 GiB log).
@@ -165,6 +193,7 @@ pub fn main() {
             .prefix("acp-bash-bench-")
             .tempdir()
             .expect("a temp dir"),
+        model_listener: TcpListener::bind("127.0.0.1:0").expect("a loopback port"),
     };
     println!("machine: {}", machine());
     println!("agent: {}", bench.bin.display());
