@@ -133,8 +133,9 @@ impl Drop for Zygote {
     }
 }
 
-/// The setup message for `plan` (which [`suits`]).
-fn setup_message(plan: &ChildPlan) -> Vec<u8> {
+/// The setup message for `plan` (which [`suits`]); without `with_work`, what decides whether
+/// a running zygote still fits (the view but for the overlays' per-command work folders).
+fn setup_message(plan: &ChildPlan, with_work: bool) -> Vec<u8> {
     let mut w = Writer::default();
     w.u8(u8::from(plan.parent_maps_ids));
     w.u32(plan.uid);
@@ -142,7 +143,7 @@ fn setup_message(plan: &ChildPlan) -> Vec<u8> {
     w.u8(u8::from(plan.private_ipc_uts));
     w.u8(u8::from(plan.network_namespace));
     if let Some(view) = &plan.view {
-        wire::write_view(&mut w, view);
+        wire::write_view(&mut w, view, with_work);
     }
     w.0
 }
@@ -252,21 +253,24 @@ pub(crate) fn spawn(
         return None;
     }
     let program = self::program(program).ok()?;
-    let setup = setup_message(plan);
-    if setup.len() > MAX_MESSAGE {
-        return None;
-    }
+    // What the zygote is for: the same view (the session's roots, masks, Git repositories and
+    // the host's sockets as they are now) and ids; anything else starts a new one.
+    let key = setup_message(plan, false);
     let index = match zygotes.entries.iter().position(|(m, _, _)| *m == mode) {
-        Some(i) if zygotes.entries[i].1 == setup => i,
+        Some(i) if zygotes.entries[i].1 == key => i,
         found => {
             if let Some(i) = found {
                 zygotes.entries.remove(i);
+            }
+            let setup = setup_message(plan, true);
+            if setup.len() > MAX_MESSAGE {
+                return None;
             }
             let started = start(&program, &setup, plan.netns_fd);
             if let Err(error) = &started {
                 tracing::debug!(%error, %mode, "no zygote for this session: its commands build their own namespaces");
             }
-            zygotes.entries.push((mode, setup, started.ok()));
+            zygotes.entries.push((mode, key, started.ok()));
             zygotes.entries.len() - 1
         }
     };

@@ -101,7 +101,9 @@ impl Reader<'_> {
 }
 
 /// The view, field by field (a new field of [`View`] does not compile here until it travels).
-pub(crate) fn write_view(w: &mut Writer, view: &View) {
+/// Without `with_work`, the overlays' work folders are left out: they are new for every
+/// command (see `view_plan::cache_layers`) and only the first one a zygote gets is used.
+pub(crate) fn write_view(w: &mut Writer, view: &View, with_work: bool) {
     let View {
         writable,
         temps,
@@ -150,7 +152,9 @@ pub(crate) fn write_view(w: &mut Writer, view: &View) {
     {
         w.cstr(target);
         w.cstr(upper);
-        w.cstr(work);
+        if with_work {
+            w.cstr(work);
+        }
     }
     w.u8(u8::from(*overlays_required));
 }

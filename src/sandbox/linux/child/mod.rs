@@ -219,6 +219,9 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
                 ) as i64,
             );
         }
+        if let Some(view) = &plan.view {
+            view::refresh_private(view, efd);
+        }
         start_init_and_shell(plan, exec);
         restrict(plan, efd);
         return;
