@@ -163,7 +163,9 @@ mod tests {
             Limits::default(),
             &Support::none("test: the plain path"),
         );
-        let mut started = start(confined, env, "/".into(), Vec::new(), None).await.unwrap();
+        let mut started = start(confined, env, "/".into(), Vec::new(), None)
+            .await
+            .unwrap();
         let mut output = String::new();
         started.output.read_to_string(&mut output).await.unwrap();
         let status = started.child.wait().await.unwrap();

@@ -306,7 +306,8 @@ async fn run(
         shell.pass,
         Some(session.inner.sandbox.clone()),
     )
-    .await {
+    .await
+    {
         Ok(started) => started,
         Err(error) => {
             let step = sandbox::is_setup_failure(&error);

@@ -17,9 +17,9 @@ pub(crate) mod seccomp;
 pub(crate) mod spawn;
 pub mod step;
 pub(crate) mod support;
+mod view_plan;
 pub(crate) mod zygote;
 mod zygote_wire;
-mod view_plan;
 
 use std::ffi::CStr;
 use std::io;
@@ -126,10 +126,7 @@ impl Backend for Linux {
             .is_some_and(|inner| inner.is::<step::StepError>())
     }
 
-    fn watch_child(
-        pid: i32,
-        status: Option<OwnedFd>,
-    ) -> io::Result<child_process::SpawnedChild> {
+    fn watch_child(pid: i32, status: Option<OwnedFd>) -> io::Result<child_process::SpawnedChild> {
         match status {
             Some(status) => child_process::SpawnedChild::reported(pid, status),
             None => child_process::SpawnedChild::new(pid),
@@ -185,7 +182,7 @@ pub(crate) fn process_limit_support(user_namespace: bool) -> Result<String, Stri
     match (cgroup::available(cgroup::Controller::Pids), user_namespace) {
         (Ok(how), _) => Ok(how),
         (Err(_), true) if current_ids().0 != 0 => {
-            Ok("RLIMIT_NPROC, counted per command inside its user namespace".to_string())
+            Ok("RLIMIT_NPROC, counted inside the user namespace: per command, or where the per-session zygote serves, for the running commands of a session and mode together".to_string())
         }
         (Err(why), _) => Err(format!(
             "{why}; RLIMIT_NPROC does not bind root or counts every process of this user"

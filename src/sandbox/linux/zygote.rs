@@ -78,10 +78,12 @@ pub(crate) fn program(configured: Option<&Path>) -> Result<PathBuf, String> {
     if SELF_SERVES.load(Ordering::Relaxed) {
         return Ok(PathBuf::from("/proc/self/exe"));
     }
-    Err("this program does not serve as the sandbox's zygote (an embedder calls \
+    Err(
+        "this program does not serve as the sandbox's zygote (an embedder calls \
          `acp_bash::sandbox::zygote_main_if_asked()` first thing in `main`, or sets \
          `EngineConfig::zygote_program`)"
-        .to_string())
+            .to_string(),
+    )
 }
 
 /// Whether commands with `plan` can come from a zygote: they have a user namespace and the
@@ -125,7 +127,8 @@ impl Drop for Zygote {
                 // SAFETY: waitpid on our own child.
                 while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
                     && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
-                {}
+                {
+                }
             });
         if let Err(error) = reaper {
             tracing::debug!(%error, "no thread to reap the zygote");
@@ -221,7 +224,11 @@ fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<Zygote> {
         socket: Some(ours),
         pid,
     };
-    let socket = zygote.socket.as_ref().map(|s| s.as_fd()).ok_or_else(|| io::Error::other("no socket"))?;
+    let socket = zygote
+        .socket
+        .as_ref()
+        .map(|s| s.as_fd())
+        .ok_or_else(|| io::Error::other("no socket"))?;
     let fds: Vec<RawFd> = (netns_fd >= 0).then_some(netns_fd).into_iter().collect();
     wire::send(socket, setup, &fds)?;
     let mut reply = [0u8; 8];
@@ -565,7 +572,17 @@ fn serve_one(
         for _ in 0..passc.min(8) {
             targets.push(r.u32()? as RawFd);
         }
-        Some((max_processes, max_memory, write_rights, flags, program, cwd, args, env, targets))
+        Some((
+            max_processes,
+            max_memory,
+            write_rights,
+            flags,
+            program,
+            cwd,
+            args,
+            env,
+            targets,
+        ))
     };
     let (max_processes, max_memory, write_rights, flags, program, cwd, args, env, targets) =
         parse().ok_or(libc::EINVAL)?;
@@ -583,7 +600,11 @@ fn serve_one(
         pass.push((next()?, target));
     }
     let seccomp = if bit(2) {
-        Some(super::seccomp::programs().as_ref().map_err(|_| libc::ENOSYS)?)
+        Some(
+            super::seccomp::programs()
+                .as_ref()
+                .map_err(|_| libc::ENOSYS)?,
+        )
     } else {
         None
     };
@@ -601,13 +622,24 @@ fn serve_one(
     let mut argv = vec![program.clone()];
     argv.extend(args);
     let exec = ExecArgs {
-        argv: argv.iter().map(|a| a.as_ptr()).chain([std::ptr::null()]).collect(),
-        envp: env.iter().map(|v| v.as_ptr()).chain([std::ptr::null()]).collect(),
+        argv: argv
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain([std::ptr::null()])
+            .collect(),
+        envp: env
+            .iter()
+            .map(|v| v.as_ptr())
+            .chain([std::ptr::null()])
+            .collect(),
         program,
         cwd,
         stdin: null,
         output: output.as_raw_fd(),
-        pass: pass.iter().map(|(fd, target)| (fd.as_raw_fd(), *target)).collect(),
+        pass: pass
+            .iter()
+            .map(|(fd, target)| (fd.as_raw_fd(), *target))
+            .collect(),
         // SAFETY: plain getter.
         parent: unsafe { libc::getpid() },
         error_fd: error_fd.as_raw_fd(),

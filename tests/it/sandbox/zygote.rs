@@ -18,7 +18,9 @@ use acp_bash::sandbox::Mode;
 use super::view::{block_on, dir, engine, require_view};
 use crate::support::acp::binary;
 use crate::support::engine::{run, HANG_GUARD};
-use crate::support::sandbox::{as_root_and_nobody, marker, processes_with, start_escapees, wait_until_gone};
+use crate::support::sandbox::{
+    as_root_and_nobody, marker, processes_with, start_escapees, wait_until_gone,
+};
 
 fn root() -> bool {
     // SAFETY: plain getter.
@@ -35,7 +37,12 @@ fn session(home: &Path, ws: &Path, mode: Mode) -> Session {
 
 fn run_ok(session: &Session, script: &str) -> String {
     let outcome = block_on(run(session, script));
-    assert_eq!(outcome.status.exit, Exit::Code(0), "{script}: {}", outcome.output);
+    assert_eq!(
+        outcome.status.exit,
+        Exit::Code(0),
+        "{script}: {}",
+        outcome.output
+    );
     outcome.output
 }
 
@@ -67,7 +74,8 @@ fn wait_until_pids_gone(pids: &[i32], what: &str) {
     }
 }
 
-const NS: &str = "for n in user mnt pid uts ipc net; do echo \"$n=$(readlink /proc/self/ns/$n)\"; done";
+const NS: &str =
+    "for n in user mnt pid uts ipc net; do echo \"$n=$(readlink /proc/self/ns/$n)\"; done";
 
 /// Bash lines that start a `sleep` tagged with `mark` (it has the command's namespaces) and
 /// wait until `go` exists. The marker is assembled at run time, so only that `sleep` carries it.
@@ -188,13 +196,13 @@ fn nothing_a_command_does_reaches_the_next_command_of_its_session_or_the_zygote(
                 let mark = marker("zygote-bg");
                 let hostile = format!(
                     "{escapees}
-                     mkdir -p \"$TMPDIR/m\"
-                     mount -t tmpfs none \"$TMPDIR/m\" 2>/dev/null && echo MOUNTED-TMPFS
-                     mount --bind / \"$TMPDIR/m\" 2>/dev/null && echo MOUNTED-BIND
+                     mkdir -p /tmp/m
+                     mount -t tmpfs none /tmp/m 2>/dev/null && echo MOUNTED-TMPFS
+                     mount --bind / /tmp/m 2>/dev/null && echo MOUNTED-BIND
                      mount -o remount,rw / 2>/dev/null && echo REMOUNTED
                      unshare -rm sh -c 'mount -t tmpfs none /mnt && echo NESTED-MOUNT' 2>/dev/null
                      ulimit -n 10; ulimit -v 500000
-                     exec 7>\"$TMPDIR/seven\" 8<&0 9>&1
+                     exec 7>/tmp/seven 8<&0 9>&1
                      perl -e 'syscall(248, \"user\", \"{key}\", \"v\", 1, -3) > 0 and print \"ADDED-KEY\\n\"'
                      cat /proc/{zygote}/environ >/dev/null 2>&1 && echo READ-ENVIRON
                      cat /proc/{zygote}/mem >/dev/null 2>&1 && echo READ-MEM
@@ -297,7 +305,8 @@ impl Served {
     fn send(&mut self, method: &str, params: serde_json::Value) -> u64 {
         let id = self.next;
         self.next += 1;
-        let line = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let stdin = self.stdin.as_mut().expect("the agent's stdin is open");
         writeln!(stdin, "{line}").unwrap();
         stdin.flush().unwrap();
@@ -325,8 +334,10 @@ impl Served {
     }
 
     fn new_session(&mut self, cwd: &Path) -> serde_json::Value {
-        self.request("session/new", serde_json::json!({"cwd": cwd, "mcpServers": []}))["result"]
-            ["sessionId"]
+        self.request(
+            "session/new",
+            serde_json::json!({"cwd": cwd, "mcpServers": []}),
+        )["result"]["sessionId"]
             .clone()
     }
 
