@@ -409,7 +409,7 @@ impl SessionSandbox {
     }
 }
 
-/// When this process was started as a session's zygote (under its hidden argv[0]), runs it
+/// When this process was started as a session's zygote (under its hidden `argv[0]`), runs it
 /// and exits; otherwise returns at once and lets this program serve as its own sessions'
 /// zygote. Call it first thing in `main` (the `acp-bash` binary does): without it (and
 /// without `EngineConfig::zygote_program`), each sandboxed command builds its own namespaces.

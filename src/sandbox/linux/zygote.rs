@@ -9,7 +9,7 @@
 //!
 //! Z is a fresh exec of this binary (`/proc/self/exe` when `main` called
 //! [`main_if_asked`], or `EngineConfig::zygote_program`) under the hidden
-//! argv[0] [`ARGV0`], with an empty environment and no fd of the agent's but its request
+//! `argv[0]` [`ARGV0`], with an empty environment and no fd of the agent's but its request
 //! socket: it holds no copy of the agent's memory. **Z stays single-threaded** (no runtime, no
 //! thread is ever started in it), so its forks may run the async-signal-safe code of
 //! `child/` exactly as the agent's forks do; it is never landlocked or filtered itself (it
@@ -45,7 +45,7 @@ use super::step::{Step, StepError};
 use super::zygote_wire::{self as wire, Reader, Writer, MAX_MESSAGE, PROTOCOL};
 use crate::sandbox::Mode;
 
-/// The zygote's argv[0]: `main` checks it before anything else.
+/// The zygote's `argv[0]`: `main` checks it before anything else.
 pub(crate) const ARGV0: &str = "__acp-bash-sandbox-zygote";
 
 static SELF_SERVES: AtomicBool = AtomicBool::new(false);
