@@ -9,6 +9,8 @@ use clap::Parser;
 use cli::{Cli, Invocation};
 
 fn main() -> ExitCode {
+    // First: a session's zygote is this binary under a hidden argv[0] (it serves and exits).
+    acp_bash::sandbox::zygote_main_if_asked();
     let cli = Cli::parse();
     let log_level = cli.log_level.clone();
     let invocation = match cli.invocation() {

@@ -49,6 +49,12 @@ pub struct EngineConfig {
     /// commands see as the temp dir and `/tmp`, removed when the session ends (`None`: the
     /// host's temp dir, shared with every process).
     pub session_temp_root: Option<PathBuf>,
+    /// The program each session's sandbox zygote is started from (it holds the session's
+    /// namespaces and view; `notes/2026-12-01-session-zygote.md`): an `acp-bash` binary of
+    /// this very build. `None`: this program itself, when its `main` calls
+    /// [`sandbox::zygote_main_if_asked`] first (the `acp-bash` binary does); otherwise every
+    /// command builds its own namespaces.
+    pub zygote_program: Option<PathBuf>,
 }
 
 impl EngineConfig {
@@ -125,6 +131,12 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::zygote_program`].
+    pub fn zygote_program(mut self, program: Option<PathBuf>) -> Self {
+        self.zygote_program = program;
+        self
+    }
+
     /// Sets [`EngineConfig::sandbox_mode`].
     pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
         self.sandbox_mode = mode;
@@ -151,6 +163,7 @@ impl Default for EngineConfig {
             limits: sandbox::Limits::default(),
             protection: sandbox::Protection::default(),
             session_temp_root: Some(super::default_session_temp_root()),
+            zygote_program: None,
         }
     }
 }

@@ -188,6 +188,9 @@ impl Engine {
                 announced_mode: Mutex::new(None),
                 temp: OnceLock::new(),
                 git_repos: OnceLock::new(),
+                sandbox: Arc::new(crate::sandbox::SessionSandbox::new(
+                    self.inner.config.zygote_program.clone(),
+                )),
             }),
         })
     }

@@ -37,6 +37,7 @@ pub async fn start(
     env: Vec<(OsString, OsString)>,
     cwd: PathBuf,
     pass: Vec<(OwnedFd, i32)>,
+    session: Option<std::sync::Arc<crate::sandbox::SessionSandbox>>,
 ) -> std::io::Result<Started> {
     let (reader, writer) = std::io::pipe()?;
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -47,18 +48,20 @@ pub async fn start(
             cwd: &cwd,
             output: writer.as_fd(),
             pass: &borrowed,
+            session: session.as_deref(),
         };
-        let result = crate::sandbox::spawn(&confined, &request);
+        let result = crate::sandbox::spawn_watched(&confined, &request);
         // Our copies of the pipe's write end and the passed fds close here: the pipe closes
         // when the command's processes are gone.
         drop(borrowed);
-        drop((writer, pass, confined));
+        drop((writer, pass, confined, session));
         let _ = tx.send(result);
     }));
-    let pid = rx
+    let spawned = rx
         .await
         .map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
-    let child = crate::sandbox::SpawnedChild::new(pid)?;
+    let pid = spawned.pid;
+    let child = crate::sandbox::SpawnedChild::new(spawned)?;
     let output = tokio::net::unix::pipe::Receiver::from_owned_fd(reader.into())?;
     Ok(Started {
         child: Child(child),
@@ -160,7 +163,9 @@ mod tests {
             Limits::default(),
             &Support::none("test: the plain path"),
         );
-        let mut started = start(confined, env, "/".into(), Vec::new()).await.unwrap();
+        let mut started = start(confined, env, "/".into(), Vec::new(), None)
+            .await
+            .unwrap();
         let mut output = String::new();
         started.output.read_to_string(&mut output).await.unwrap();
         let status = started.child.wait().await.unwrap();
@@ -205,6 +210,7 @@ mod tests {
             Vec::new(),
             "/".into(),
             Vec::new(),
+            None,
         )
         .await;
         assert_eq!(missing.err().unwrap().kind(), std::io::ErrorKind::NotFound);
@@ -213,6 +219,7 @@ mod tests {
             Vec::new(),
             "/nonexistent".into(),
             Vec::new(),
+            None,
         )
         .await;
         assert_eq!(

@@ -299,7 +299,15 @@ async fn run(
     }
     let env = run_env(&session.inner, &request, shell.env);
     let start_env = plan.persist.then(|| env.clone());
-    let started = match process::start(confined, env, cwd.clone(), shell.pass).await {
+    let started = match process::start(
+        confined,
+        env,
+        cwd.clone(),
+        shell.pass,
+        Some(session.inner.sandbox.clone()),
+    )
+    .await
+    {
         Ok(started) => started,
         Err(error) => {
             let step = sandbox::is_setup_failure(&error);

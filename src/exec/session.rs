@@ -40,6 +40,9 @@ pub(super) struct SessionInner {
     pub(super) temp: OnceLock<Option<PathBuf>>,
     /// The repositories under the root whose Git metadata is protected, found once.
     pub(super) git_repos: OnceLock<Vec<PathBuf>>,
+    /// The session's zygotes (its namespaces and view, built once per mode): they end when
+    /// the session does.
+    pub(super) sandbox: Arc<sandbox::SessionSandbox>,
 }
 
 impl Drop for SessionInner {
@@ -360,6 +363,13 @@ impl Session {
     /// Sets the sandbox mode for the session's next commands.
     pub fn set_mode(&self, mode: sandbox::Mode) {
         *self.inner.mode.lock().unwrap() = mode;
+    }
+
+    /// The pids of the session's sandbox zygotes now running (at most one per mode it ran
+    /// workspace or read-only commands in; empty where each command builds its own
+    /// namespaces): for diagnostics and tests.
+    pub fn zygote_pids(&self) -> Vec<i32> {
+        self.inner.sandbox.zygote_pids()
     }
 
     /// The engine this session runs on.

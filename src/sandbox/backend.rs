@@ -28,6 +28,8 @@ pub(crate) trait Backend {
     /// Waiting for what [`Backend::spawn_confined`] started (an empty enum where nothing can be
     /// started).
     type SpawnedChild: Send;
+    /// A session's helpers that start its commands (Linux: its zygotes), dropped with it.
+    type Zygotes: Send + Default;
 
     /// Probes every layer for real.
     fn probe_support() -> Self::Support;
@@ -47,13 +49,23 @@ pub(crate) trait Backend {
     /// Whether a session's namespaces and view are built once per session (`Ok(how)`) or once
     /// per command (`Err(why)`), for `doctor`.
     fn per_session_sandbox(support: &Self::Support) -> Result<String, String>;
-    /// Starts `confined` as `sandbox::spawn` documents (or refuses with an error saying why).
-    fn spawn_confined(confined: &Confined, request: &SpawnRequest) -> io::Result<i32>;
+    /// Starts `confined` as `sandbox::spawn` documents (or refuses with an error saying why):
+    /// the pid, and the pipe its wait status comes on where that pid is not this process's
+    /// child (started by the session's zygote, `request.session`).
+    fn spawn_confined(
+        confined: &Confined,
+        request: &SpawnRequest,
+    ) -> io::Result<(i32, Option<OwnedFd>)>;
+    /// The pids of a session's running zygotes.
+    fn zygote_pids(zygotes: &Self::Zygotes) -> Vec<i32>;
+    /// Runs the zygote and exits when this process was started as one.
+    fn zygote_main_if_asked();
     /// Whether `error` (from [`Backend::spawn_confined`]) is a sandbox step that failed before
     /// the command ran, rather than the program failing to start.
     fn is_setup_failure(error: &io::Error) -> bool;
-    /// Starts waiting for `pid`, which [`Backend::spawn_confined`] returned.
-    fn watch_child(pid: i32) -> io::Result<Self::SpawnedChild>;
+    /// Starts waiting for `pid`, which [`Backend::spawn_confined`] returned (with its status
+    /// pipe, if any).
+    fn watch_child(pid: i32, status: Option<OwnedFd>) -> io::Result<Self::SpawnedChild>;
     /// Waits until `child` has exited and is reaped.
     fn wait_child(
         child: &mut Self::SpawnedChild,

@@ -314,6 +314,8 @@ pub struct SpawnRequest<'a> {
     /// `(source, number)`: `source` appears as fd `number` in the shell (at most 8). Nothing
     /// else but 0–2 reaches the shell.
     pub pass: &'a [(std::os::fd::BorrowedFd<'a>, i32)],
+    /// The session whose zygote starts the command (the engine's path, [`spawn_watched`]).
+    pub(crate) session: Option<&'a SessionSandbox>,
 }
 
 impl<'a> SpawnRequest<'a> {
@@ -329,6 +331,7 @@ impl<'a> SpawnRequest<'a> {
             cwd,
             output,
             pass: &[],
+            session: None,
         }
     }
 
@@ -347,7 +350,71 @@ impl<'a> SpawnRequest<'a> {
 /// calls it on a thread of its own, which must outlive the command (the parent-death signal
 /// is tied to the thread that forks).
 pub fn spawn(confined: &Confined, request: &SpawnRequest) -> std::io::Result<i32> {
-    Platform::spawn_confined(confined, request)
+    let request = SpawnRequest {
+        session: None,
+        ..*request
+    };
+    Platform::spawn_confined(confined, &request).map(|(pid, _)| pid)
+}
+
+/// [`spawn`], through `request.session`'s zygote where it serves the command, returning what
+/// to wait on ([`SpawnedChild::new`]).
+pub(crate) fn spawn_watched(
+    confined: &Confined,
+    request: &SpawnRequest,
+) -> std::io::Result<Spawned> {
+    Platform::spawn_confined(confined, request).map(|(pid, status)| Spawned { pid, status })
+}
+
+/// What [`spawn_watched`] started: the pid (and process group) and, for a command a zygote
+/// started, the pipe its wait status comes on.
+pub(crate) struct Spawned {
+    pub(crate) pid: i32,
+    status: Option<OwnedFd>,
+}
+
+/// A session's own part of the sandbox: on Linux its zygotes (one per mode, each holding the
+/// session's namespaces and view; `notes/2026-12-01-session-zygote.md`). Dropped with the
+/// session, which ends them.
+pub(crate) struct SessionSandbox {
+    zygotes: std::sync::Mutex<<Platform as Backend>::Zygotes>,
+    /// The zygote's program (`None`: this program, if it serves as one).
+    program: Option<PathBuf>,
+}
+
+impl SessionSandbox {
+    /// A session's sandbox whose zygotes start from `program` (`None`: this program, when its
+    /// `main` calls [`zygote_main_if_asked`]).
+    pub(crate) fn new(program: Option<PathBuf>) -> SessionSandbox {
+        SessionSandbox {
+            zygotes: Default::default(),
+            program,
+        }
+    }
+
+    /// The backend's zygotes and the program they start from.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn parts(
+        &self,
+    ) -> (
+        &std::sync::Mutex<<Platform as Backend>::Zygotes>,
+        Option<&std::path::Path>,
+    ) {
+        (&self.zygotes, self.program.as_deref())
+    }
+
+    /// The pids of this session's running zygotes.
+    pub(crate) fn zygote_pids(&self) -> Vec<i32> {
+        Platform::zygote_pids(&self.zygotes.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// When this process was started as a session's zygote (under its hidden `argv[0]`), runs it
+/// and exits; otherwise returns at once and lets this program serve as its own sessions'
+/// zygote. Call it first thing in `main` (the `acp-bash` binary does): without it (and
+/// without `EngineConfig::zygote_program`), each sandboxed command builds its own namespaces.
+pub fn zygote_main_if_asked() {
+    Platform::zygote_main_if_asked()
 }
 
 /// Whether `error`, from [`spawn`], says that the sandbox could not be set up (a step between
@@ -367,9 +434,9 @@ pub(crate) fn sealed_file(name: &std::ffi::CStr, contents: &[u8]) -> std::io::Re
 pub(crate) struct SpawnedChild(<Platform as Backend>::SpawnedChild);
 
 impl SpawnedChild {
-    /// Starts waiting for `pid`, which [`spawn`] returned.
-    pub(crate) fn new(pid: i32) -> std::io::Result<SpawnedChild> {
-        Platform::watch_child(pid).map(SpawnedChild)
+    /// Starts waiting for what [`spawn_watched`] started.
+    pub(crate) fn new(spawned: Spawned) -> std::io::Result<SpawnedChild> {
+        Platform::watch_child(spawned.pid, spawned.status).map(SpawnedChild)
     }
 
     /// Waits until the process has exited and is reaped.

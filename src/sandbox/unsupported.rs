@@ -43,6 +43,7 @@ impl Backend for Unsupported {
     type Support = Support;
     type Prepared = Prepared;
     type SpawnedChild = NoChild;
+    type Zygotes = ();
 
     fn probe_support() -> Support {
         Support::none(&format!(
@@ -103,7 +104,10 @@ impl Backend for Unsupported {
     }
 
     /// No sandbox to start commands in: refuses, so that nothing runs unconfined by surprise.
-    fn spawn_confined(_confined: &Confined, _request: &SpawnRequest) -> io::Result<i32> {
+    fn spawn_confined(
+        _confined: &Confined,
+        _request: &SpawnRequest,
+    ) -> io::Result<(i32, Option<OwnedFd>)> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             format!(
@@ -119,9 +123,17 @@ impl Backend for Unsupported {
     }
 
     /// Refuses: nothing was started.
-    fn watch_child(_pid: i32) -> io::Result<NoChild> {
+    fn watch_child(_pid: i32, _status: Option<OwnedFd>) -> io::Result<NoChild> {
         Err(io::ErrorKind::Unsupported.into())
     }
+
+    /// No zygotes here.
+    fn zygote_pids(_zygotes: &()) -> Vec<i32> {
+        Vec::new()
+    }
+
+    /// Nothing to serve here.
+    fn zygote_main_if_asked() {}
 
     async fn wait_child(child: &mut NoChild) -> io::Result<ExitStatus> {
         match *child {}

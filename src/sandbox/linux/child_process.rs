@@ -19,6 +19,9 @@ pub(crate) struct SpawnedChild {
 enum Waiter {
     PidFd(AsyncFd<OwnedFd>),
     Thread(tokio::task::JoinHandle<io::Result<std::process::ExitStatus>>),
+    /// Started by the session's zygote (not our child): W writes the shell's wait status here
+    /// before it exits (the zygote reaps it). EOF without one: W was killed (SIGKILL).
+    Reported(tokio::net::unix::pipe::Receiver),
 }
 
 impl SpawnedChild {
@@ -54,8 +57,37 @@ impl SpawnedChild {
         })
     }
 
+    /// A child of the session's zygote, whose status comes on `status`.
+    pub(crate) fn reported(pid: libc::pid_t, status: OwnedFd) -> io::Result<SpawnedChild> {
+        let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(status)?;
+        Ok(SpawnedChild {
+            pid,
+            waiter: Waiter::Reported(receiver),
+            reaped: false,
+        })
+    }
+
     pub(crate) async fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
         let status = match &mut self.waiter {
+            Waiter::Reported(receiver) => {
+                use tokio::io::AsyncReadExt;
+                let mut word = [0u8; 4];
+                let mut got = 0;
+                while got < 4 {
+                    match receiver.read(&mut word[got..]).await {
+                        Ok(0) => break,
+                        Ok(n) => got += n,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                let raw = if got == 4 {
+                    libc::c_int::from_ne_bytes(word)
+                } else {
+                    libc::SIGKILL // W died before it could report: killed
+                };
+                Ok(std::process::ExitStatus::from_raw(raw))
+            }
             Waiter::PidFd(fd) => loop {
                 let mut ready = fd.readable().await?;
                 let mut status = 0;
@@ -87,7 +119,7 @@ impl Drop for SpawnedChild {
     /// A run dropped before its shell was reaped: reap it when it exits (no zombie left),
     /// as tokio does for its own children.
     fn drop(&mut self) {
-        if self.reaped || matches!(self.waiter, Waiter::Thread(_)) {
+        if self.reaped || matches!(self.waiter, Waiter::Thread(_) | Waiter::Reported(_)) {
             return;
         }
         let pid = self.pid;

@@ -18,6 +18,8 @@ pub(crate) mod spawn;
 pub mod step;
 pub(crate) mod support;
 mod view_plan;
+pub(crate) mod zygote;
+mod zygote_wire;
 
 use std::ffi::CStr;
 use std::io;
@@ -54,6 +56,7 @@ impl Backend for Linux {
     type Support = support::Support;
     type Prepared = Prepared;
     type SpawnedChild = child_process::SpawnedChild;
+    type Zygotes = zygote::Zygotes;
 
     fn probe_support() -> Support {
         probe::probe_support()
@@ -81,7 +84,10 @@ impl Backend for Linux {
         report::per_session_sandbox(support)
     }
 
-    fn spawn_confined(confined: &Confined, request: &SpawnRequest) -> io::Result<i32> {
+    fn spawn_confined(
+        confined: &Confined,
+        request: &SpawnRequest,
+    ) -> io::Result<(i32, Option<OwnedFd>)> {
         let pass: Vec<(i32, i32)> = request
             .pass
             .iter()
@@ -94,7 +100,23 @@ impl Backend for Linux {
             output: request.output.as_raw_fd(),
             pass: &pass,
         };
-        spawn::spawn(&raw, confined.plan.as_ref().map(|p| &p.plan), false)
+        if let (Some(session), Some(prepared)) = (request.session, &confined.plan) {
+            let (zygotes, program) = session.parts();
+            let mut zygotes = zygotes.lock().unwrap_or_else(|e| e.into_inner());
+            let started = zygote::spawn(&mut zygotes, program, prepared.mode, &raw, &prepared.plan);
+            if let Some(started) = started {
+                return started.map(|(pid, status)| (pid, Some(status)));
+            }
+        }
+        spawn::spawn(&raw, confined.plan.as_ref().map(|p| &p.plan), false).map(|pid| (pid, None))
+    }
+
+    fn zygote_pids(zygotes: &zygote::Zygotes) -> Vec<i32> {
+        zygotes.pids()
+    }
+
+    fn zygote_main_if_asked() {
+        zygote::main_if_asked()
     }
 
     /// A failed step comes back from [`spawn::spawn`] wrapping a [`step::StepError`].
@@ -104,8 +126,11 @@ impl Backend for Linux {
             .is_some_and(|inner| inner.is::<step::StepError>())
     }
 
-    fn watch_child(pid: i32) -> io::Result<child_process::SpawnedChild> {
-        child_process::SpawnedChild::new(pid)
+    fn watch_child(pid: i32, status: Option<OwnedFd>) -> io::Result<child_process::SpawnedChild> {
+        match status {
+            Some(status) => child_process::SpawnedChild::reported(pid, status),
+            None => child_process::SpawnedChild::new(pid),
+        }
     }
 
     async fn wait_child(child: &mut child_process::SpawnedChild) -> io::Result<ExitStatus> {
@@ -142,6 +167,8 @@ impl Backend for Linux {
 /// The per-command plan the child runs, with the fds it refers to.
 pub(crate) struct Prepared {
     pub(crate) plan: ChildPlan,
+    /// The mode the plan is for: a session keeps one zygote per mode.
+    pub(crate) mode: Mode,
     /// Keeps the Landlock ruleset open until the command has started.
     _ruleset: Option<OwnedFd>,
     /// Keeps the prepared network namespace open until then too.
@@ -155,7 +182,7 @@ pub(crate) fn process_limit_support(user_namespace: bool) -> Result<String, Stri
     match (cgroup::available(cgroup::Controller::Pids), user_namespace) {
         (Ok(how), _) => Ok(how),
         (Err(_), true) if current_ids().0 != 0 => {
-            Ok("RLIMIT_NPROC, counted per command inside its user namespace".to_string())
+            Ok("RLIMIT_NPROC, counted inside the user namespace: per command, or where the per-session zygote serves, for the running commands of a session and mode together".to_string())
         }
         (Err(why), _) => Err(format!(
             "{why}; RLIMIT_NPROC does not bind root or counts every process of this user"
@@ -209,6 +236,7 @@ impl Prepared {
             .max_memory
             .and_then(|max| cgroup::for_one_command(cgroup::Controller::Memory, max));
         Prepared {
+            mode,
             plan: ChildPlan {
                 namespaces: layers.namespaces,
                 user_namespace,
@@ -248,6 +276,7 @@ impl Prepared {
                 } else {
                     None
                 },
+                in_zygote: false,
             },
             _ruleset: ruleset,
             _netns: netns,

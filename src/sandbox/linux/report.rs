@@ -224,13 +224,33 @@ const SECCOMP_PURPOSE: &str = "workspace / read-only: io_uring (ENOSYS), keyctl 
 /// command builds its own namespaces and mount view (the design of the per-session zygote that
 /// will change this: `notes/2026-12-01-session-zygote.md`).
 pub(crate) fn per_session_sandbox(support: &Support) -> Result<String, String> {
-    let per_command = match &support.namespaces {
-        Ok(()) => "each sandboxed command builds its own namespaces and read-only view (about 2 ms per command)",
-        Err(_) => "there are no namespaces to keep here (see PID + mount namespaces above)",
-    };
-    Err(format!(
-        "{per_command}; this build has no per-session zygote (designed, not built: notes/2026-12-01-session-zygote.md)"
-    ))
+    let per_command = "each sandboxed command builds its own namespaces and read-only view (about 2 ms per command)";
+    if support.namespaces.is_err() {
+        return Err(
+            "there are no namespaces to keep here (see PID + mount namespaces above)".to_string(),
+        );
+    }
+    if support.user_namespace.is_err() || support.filesystem_view.is_err() {
+        return Err(format!(
+            "{per_command}: the zygote holds a user namespace and the read-only view, and this \
+             machine gives commands {} (see above)",
+            if support.user_namespace.is_err() {
+                "no user namespace"
+            } else {
+                "no read-only view"
+            }
+        ));
+    }
+    match super::zygote::program(None) {
+        Ok(_) => Ok(
+            "workspace and read-only: a zygote per session and mode holds the user, mount, UTS \
+             and IPC namespaces (and read-only's network one) with the view built once; each \
+             command gets its own PID namespace and its own copy of the mount view; full mode \
+             builds per command"
+                .to_string(),
+        ),
+        Err(why) => Err(format!("{per_command}: {why}")),
+    }
 }
 
 pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {

@@ -108,6 +108,7 @@ pub(crate) fn spawn(
             (tell.as_raw_fd(), wait.as_raw_fd())
         }),
         probe,
+        status_fd: -1,
     };
     let mut stack = if plan.is_none() {
         vec![0u8; 64 * 1024]
@@ -189,7 +190,7 @@ impl WriteOnce for std::fs::File {
 }
 
 /// Reads until `buf` is full or EOF; returns how many bytes came.
-fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
+pub(crate) fn read_full(fd: &OwnedFd, buf: &mut [u8]) -> usize {
     let mut got = 0;
     while got < buf.len() {
         let rest = &mut buf[got..];

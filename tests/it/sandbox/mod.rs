@@ -15,3 +15,4 @@ mod support;
 mod syscalls;
 mod unprivileged;
 mod view;
+mod zygote;

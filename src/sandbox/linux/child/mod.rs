@@ -32,6 +32,7 @@ pub(crate) mod reaper;
 pub(crate) mod sys;
 pub(crate) mod view;
 pub(crate) mod waiter;
+pub(crate) mod zygote;
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
@@ -94,6 +95,10 @@ pub(crate) struct ChildPlan {
     pub fresh_keyring: bool,
     /// The seccomp programs to install last, right before exec (compiled in the parent).
     pub seccomp: Option<&'static super::seccomp::Programs>,
+    /// A fork of the session's zygote (`zygote.rs`), which already holds the user, UTS, IPC
+    /// and network namespaces and the built view: this command only makes its own PID
+    /// namespace and its own copy of the mount namespace.
+    pub in_zygote: bool,
 }
 
 /// What the child execs and with which fds, prepared in the parent.
@@ -114,6 +119,9 @@ pub(crate) struct ExecArgs {
     pub map_sync: (RawFd, RawFd),
     /// A probe: B exits 0 instead of exec'ing.
     pub probe: bool,
+    /// Where W writes the shell's wait status (4 bytes) before it exits the same way (-1:
+    /// nowhere): a zygote's fork is not the agent's child, so the agent cannot wait for it.
+    pub status_fd: RawFd,
 }
 
 /// The child: from just after clone to exec. Never returns.
@@ -188,6 +196,36 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
         restrict(plan, efd);
         return;
     }
+    if plan.in_zygote {
+        // SAFETY: raw syscalls only, as required between fork and exec.
+        unsafe {
+            // The zygote's user namespace owns both: the mounts copied from its view are not
+            // locked, but the shell keeps no capability over them (see `restrict`), and what
+            // this command mounts lives in its copy only.
+            check(
+                efd,
+                Step::Unshare,
+                libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) as i64,
+            );
+            check(
+                efd,
+                Step::PrivateMounts,
+                libc::mount(
+                    std::ptr::null(),
+                    c"/".as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) as i64,
+            );
+        }
+        if let Some(view) = &plan.view {
+            view::refresh_private(view, efd);
+        }
+        start_init_and_shell(plan, exec);
+        restrict(plan, efd);
+        return;
+    }
     // SAFETY: raw syscalls only, as required between fork and exec.
     unsafe {
         let join_netns = plan.network_namespace && plan.netns_fd >= 0;
@@ -258,6 +296,18 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
         if let Some(view) = &plan.view {
             view::build(view, efd);
         }
+    }
+    start_init_and_shell(plan, exec);
+    // B: the shell-to-be, PID 2.
+    restrict(plan, efd);
+}
+
+/// Forks I (PID 1 of the new PID namespace: a fresh `/proc`, reaps) and B; returns in B only
+/// (W goes on as the waiter, I as init).
+fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
+    let efd = exec.error_fd;
+    // SAFETY: raw syscalls only, as required between fork and exec.
+    unsafe {
         let mut pipe = [-1 as c_int; 2];
         check(
             efd,
@@ -269,7 +319,7 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
         check(efd, Step::StartInit, init as i64);
         if init > 0 {
             libc::close(status_write);
-            waiter::run(init, status_read);
+            waiter::run(init, status_read, exec.status_fd);
         }
 
         // I: PID 1.
@@ -316,8 +366,6 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
         }
         libc::close(status_write);
     }
-    // B: the shell-to-be, PID 2.
-    restrict(plan, efd);
 }
 
 /// Opens the window in which W (a fork of the agent, already in the command's new user

@@ -683,6 +683,19 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
 }
 
 /// The temp dirs replaced (see [`View::temps`]), the session folder kept inside.
+/// For a fork of the session's zygote, in its own copy of the zygote's mount namespace: a
+/// fresh private temp dir (read-only mode's tmpfs, when no session folder stands for it) and a
+/// fresh `/dev/shm` over the zygote's, so that a command's files there are not the next
+/// command's, as when each command built the whole view.
+pub(crate) fn refresh_private(view: &View, error_fd: RawFd) {
+    if view.temp_source.is_none() && !view.temps.is_empty() {
+        build_temps(view, error_fd);
+    }
+    if view.private_dev.is_some() || view.private_shm {
+        check(error_fd, Step::PrivateShm, tmpfs(c"/dev/shm"));
+    }
+}
+
 fn build_temps(view: &View, error_fd: RawFd) {
     let step = Step::PrivateTemp;
     let kept = match &view.keep_inside_temp {

@@ -1,0 +1,658 @@
+//! The per-session zygote, Z (`notes/2026-12-01-session-zygote.md`): one process per session and
+//! mode that holds the user, mount, UTS and IPC namespaces (and read-only mode's network one)
+//! with the read-only view built once, and forks every command of that session and mode from
+//! there. Each fork (W) makes only its own PID namespace and its own copy of the mount
+//! namespace, then goes on as every sandboxed command does (`child/`: I, then B, which joins
+//! the cgroups, sets the limits, drops capabilities, joins a fresh keyring, applies Landlock and
+//! seccomp, passes the fds and execs). What a command mounts lives in its copy and is gone with
+//! it; its processes die with its PID namespace.
+//!
+//! Z is a fresh exec of this binary (`/proc/self/exe` when `main` called
+//! [`main_if_asked`], or `EngineConfig::zygote_program`) under the hidden
+//! `argv[0]` [`ARGV0`], with an empty environment and no fd of the agent's but its request
+//! socket: it holds no copy of the agent's memory. **Z stays single-threaded** (no runtime, no
+//! thread is ever started in it), so its forks may run the async-signal-safe code of
+//! `child/` exactly as the agent's forks do; it is never landlocked or filtered itself (it
+//! must fork into the view), and it never runs command code.
+//!
+//! Protocol (`zygote_wire.rs`), over a `SOCK_SEQPACKET` socketpair: the agent sends the setup
+//! (ids, which namespaces, the view; read-only's prepared network namespace as an fd); Z
+//! answers `R` or a step's 8-byte error record. Then one message per command (argv, envp,
+//! cwd, limits; its fds as `SCM_RIGHTS`: the error pipe, the status pipe, the output, the
+//! Landlock ruleset, the cgroups, the passed fds); Z answers W's pid (the agent's PID
+//! namespace sees it: Z makes no PID namespace of its own) or `-errno`. W writes the shell's
+//! wait status to the status pipe before exiting like the shell: the agent is not W's parent,
+//! so that pipe is how it learns the status.
+//!
+//! Lifetime: Z ends when its socket closes (the session dropped its [`Zygotes`], or the agent
+//! died) and on the spawner thread's death (`PR_SET_PDEATHSIG`, so also on SIGKILL of the
+//! agent); every W has `PR_SET_PDEATHSIG(SIGKILL)` on Z, every I on its W. A new setup for a
+//! mode (the session's roots, masks or Git repositories changed) replaces that mode's Z.
+//!
+//! The agent's side runs on the spawner thread only (it forks Z there, so Z's parent-death
+//! signal is tied to that long-lived thread).
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::child::{self, ChildPlan, ExecArgs};
+use super::spawn::{read_full, Request};
+use super::step::{Step, StepError};
+use super::zygote_wire::{self as wire, Reader, Writer, MAX_MESSAGE, PROTOCOL};
+use crate::sandbox::Mode;
+
+/// The zygote's `argv[0]`: `main` checks it before anything else.
+pub(crate) const ARGV0: &str = "__acp-bash-sandbox-zygote";
+
+static SELF_SERVES: AtomicBool = AtomicBool::new(false);
+
+/// Runs the zygote and exits when this process was started as one; otherwise notes that this
+/// binary can serve as its own zygote and returns.
+pub(crate) fn main_if_asked() {
+    let mut args = std::env::args_os();
+    if args.next().as_deref() != Some(OsStr::new(ARGV0)) {
+        SELF_SERVES.store(true, Ordering::Relaxed);
+        return;
+    }
+    let protocol = args.next();
+    if protocol.as_deref() != Some(OsStr::new(PROTOCOL)) {
+        eprintln!(
+            "acp-bash: this binary's zygote speaks {PROTOCOL}, not {:?}: an agent of another build started it",
+            protocol.unwrap_or_default()
+        );
+        std::process::exit(2);
+    }
+    std::process::exit(zygote_main());
+}
+
+/// The program to start as the zygote (`configured`, else this one if it serves), or why
+/// there is none.
+pub(crate) fn program(configured: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(program) = configured {
+        return Ok(program.to_path_buf());
+    }
+    if SELF_SERVES.load(Ordering::Relaxed) {
+        return Ok(PathBuf::from("/proc/self/exe"));
+    }
+    Err(
+        "this program does not serve as the sandbox's zygote (an embedder calls \
+         `acp_bash::sandbox::zygote_main_if_asked()` first thing in `main`, or sets \
+         `EngineConfig::zygote_program`)"
+            .to_string(),
+    )
+}
+
+/// Whether commands with `plan` can come from a zygote: they have a user namespace and the
+/// view (workspace and read-only modes where those work).
+pub(crate) fn suits(plan: &ChildPlan) -> bool {
+    plan.namespaces && plan.user_namespace && plan.view.is_some() && !plan.reaper
+}
+
+/// A session's zygotes, at most one per mode (an entry whose start failed is kept, so that
+/// the session does not try again for every command).
+#[derive(Default)]
+pub(crate) struct Zygotes {
+    entries: Vec<(Mode, Vec<u8>, Option<Zygote>)>,
+}
+
+impl Zygotes {
+    /// The pids of the running zygotes (for tests and `doctor`).
+    pub(crate) fn pids(&self) -> Vec<i32> {
+        self.entries
+            .iter()
+            .filter_map(|(_, _, z)| z.as_ref().map(|z| z.pid))
+            .collect()
+    }
+}
+
+/// One running zygote: the agent's end of its socket, and its pid (reaped once it ends).
+struct Zygote {
+    socket: Option<OwnedFd>,
+    pid: libc::pid_t,
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        // Z reads EOF and exits; its forks have their parent-death signal on it.
+        drop(self.socket.take());
+        let pid = self.pid;
+        let reaper = std::thread::Builder::new()
+            .name("acp-bash-zygote-reap".into())
+            .spawn(move || {
+                let mut status = 0;
+                // SAFETY: waitpid on our own child.
+                while unsafe { libc::waitpid(pid, &mut status, 0) } < 0
+                    && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+                {
+                }
+            });
+        if let Err(error) = reaper {
+            tracing::debug!(%error, "no thread to reap the zygote");
+        }
+    }
+}
+
+/// The setup message for `plan` (which [`suits`]); without `with_work`, what decides whether
+/// a running zygote still fits (the view but for the overlays' per-command work folders).
+fn setup_message(plan: &ChildPlan, with_work: bool) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u8(u8::from(plan.parent_maps_ids));
+    w.u32(plan.uid);
+    w.u32(plan.gid);
+    w.u8(u8::from(plan.private_ipc_uts));
+    w.u8(u8::from(plan.network_namespace));
+    if let Some(view) = &plan.view {
+        wire::write_view(&mut w, view, with_work);
+    }
+    w.0
+}
+
+fn cstring(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "nul byte found in provided data",
+        )
+    })
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 into a local array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two new fds we own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Starts a zygote and sends it `setup`; returns once its namespaces and view are built.
+fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<Zygote> {
+    let program = cstring(program.as_os_str().as_bytes())?;
+    let argv0 = cstring(ARGV0.as_bytes())?;
+    let protocol = cstring(PROTOCOL.as_bytes())?;
+    let mut pair = [-1; 2];
+    // SAFETY: socketpair into a local array.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two new fds we own.
+    let (ours, theirs) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    let exec = child::zygote::ZygoteExec {
+        program,
+        argv: [argv0.as_ptr(), protocol.as_ptr(), std::ptr::null()],
+        socket: theirs.as_raw_fd(),
+        null: null.as_raw_fd(),
+        parent: std::process::id() as libc::pid_t,
+    };
+    // SAFETY: all signals blocked around the fork so no handler of the agent runs in the
+    // child before it resets them; the child only makes raw system calls on `exec`.
+    let pid = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = child::sys::raw_fork();
+        if pid == 0 {
+            child::zygote::exec(&exec);
+        }
+        let error = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 {
+            return Err(error);
+        }
+        pid
+    };
+    drop(theirs);
+    let zygote = Zygote {
+        socket: Some(ours),
+        pid,
+    };
+    let socket = zygote
+        .socket
+        .as_ref()
+        .map(|s| s.as_fd())
+        .ok_or_else(|| io::Error::other("no socket"))?;
+    let fds: Vec<RawFd> = (netns_fd >= 0).then_some(netns_fd).into_iter().collect();
+    wire::send(socket, setup, &fds)?;
+    let mut reply = [0u8; 8];
+    let (n, _) = wire::recv(socket, &mut reply)?;
+    match n {
+        1 if reply[0] == b'R' => Ok(zygote),
+        8 => {
+            let error = StepError::decode(reply);
+            Err(io::Error::new(error.io_error().kind(), error))
+        }
+        _ => Err(io::Error::other(
+            "the sandbox's zygote ended while building the session's namespaces",
+        )),
+    }
+}
+
+/// Starts `request` with `plan` from the session's zygote for `mode` (starting it first if
+/// needed): the pid to signal and whose group to kill, and the pipe its status comes on.
+/// `None`: no zygote serves this command (it does not [`suits`], none can be started here, or
+/// the zygote is gone): the caller takes the per-command path.
+pub(crate) fn spawn(
+    zygotes: &mut Zygotes,
+    program: Option<&Path>,
+    mode: Mode,
+    request: &Request,
+    plan: &ChildPlan,
+) -> Option<io::Result<(libc::pid_t, OwnedFd)>> {
+    if !suits(plan) {
+        return None;
+    }
+    let program = self::program(program).ok()?;
+    // What the zygote is for: the same view (the session's roots, masks, Git repositories and
+    // the host's sockets as they are now) and ids; anything else starts a new one.
+    let key = setup_message(plan, false);
+    let index = match zygotes.entries.iter().position(|(m, _, _)| *m == mode) {
+        Some(i) if zygotes.entries[i].1 == key => i,
+        found => {
+            if let Some(i) = found {
+                zygotes.entries.remove(i);
+            }
+            let setup = setup_message(plan, true);
+            if setup.len() > MAX_MESSAGE {
+                return None;
+            }
+            let started = start(&program, &setup, plan.netns_fd);
+            if let Err(error) = &started {
+                tracing::debug!(%error, %mode, "no zygote for this session: its commands build their own namespaces");
+            }
+            zygotes.entries.push((mode, key, started.ok()));
+            zygotes.entries.len() - 1
+        }
+    };
+    let zygote = zygotes.entries[index].2.as_ref()?;
+    match command(zygote, request, plan) {
+        Some(result) => Some(result),
+        None => {
+            // Z is gone (killed, or it failed): the next command starts a new one.
+            zygotes.entries.remove(index);
+            None
+        }
+    }
+}
+
+/// Sends one command to `zygote`. `None`: the zygote did not answer.
+fn command(
+    zygote: &Zygote,
+    request: &Request,
+    plan: &ChildPlan,
+) -> Option<io::Result<(libc::pid_t, OwnedFd)>> {
+    let socket = zygote.socket.as_ref()?.as_fd();
+    let mut w = Writer::default();
+    w.u64(plan.max_processes);
+    w.u64(plan.max_memory);
+    w.u64(plan.landlock_write_rights);
+    let flags = u32::from(plan.drop_capabilities)
+        | u32::from(plan.fresh_keyring) << 1
+        | u32::from(plan.seccomp.is_some()) << 2
+        | u32::from(plan.private_proc) << 3
+        | u32::from(plan.landlock_fd >= 0) << 4
+        | u32::from(plan.pids_cgroup_fd >= 0) << 5
+        | u32::from(plan.memory_cgroup_fd >= 0) << 6;
+    w.u32(flags);
+    w.bytes(request.launch.program.as_os_str().as_bytes());
+    w.bytes(request.cwd.as_os_str().as_bytes());
+    w.u32(request.launch.args.len() as u32);
+    for arg in &request.launch.args {
+        w.bytes(arg.as_bytes());
+    }
+    w.u32(request.env.len() as u32);
+    for (name, value) in request.env {
+        let mut pair = name.as_bytes().to_vec();
+        pair.push(b'=');
+        pair.extend_from_slice(value.as_bytes());
+        w.bytes(&pair);
+    }
+    w.u32(request.pass.len() as u32);
+    for &(_, target) in request.pass {
+        w.u32(target as u32);
+    }
+    if w.0.len() > MAX_MESSAGE || request.pass.len() > 8 {
+        return None;
+    }
+    let pipes = pipe().and_then(|errors| Ok((errors, pipe()?)));
+    let ((error_read, error_write), (status_read, status_write)) = match pipes {
+        Ok(pipes) => pipes,
+        Err(error) => return Some(Err(error)),
+    };
+    let mut fds = vec![
+        error_write.as_raw_fd(),
+        status_write.as_raw_fd(),
+        request.output,
+    ];
+    for fd in [plan.landlock_fd, plan.pids_cgroup_fd, plan.memory_cgroup_fd] {
+        if fd >= 0 {
+            fds.push(fd);
+        }
+    }
+    fds.extend(request.pass.iter().map(|&(source, _)| source));
+    if let Err(error) = wire::send(socket, &w.0, &fds) {
+        tracing::debug!(%error, "the session's zygote is gone");
+        return None;
+    }
+    drop((error_write, status_write));
+    let mut reply = [0u8; 4];
+    let pid = match wire::recv(socket, &mut reply) {
+        Ok((4, _)) => i32::from_le_bytes(reply),
+        _ => return None,
+    };
+    if pid < 0 {
+        return Some(Err(io::Error::from_raw_os_error(-pid)));
+    }
+    let mut record = [0u8; 8];
+    if read_full(&error_read, &mut record) == 0 {
+        return Some(Ok((pid, status_read)));
+    }
+    // W reported a failed step and exits; Z reaps it.
+    let error = StepError::decode(record);
+    Some(Err(io::Error::new(error.io_error().kind(), error)))
+}
+
+// ---- Z's side -----------------------------------------------------------------------------
+
+/// Z's main: builds the namespaces and the view from the setup, then serves commands until
+/// its socket closes. Single-threaded throughout.
+fn zygote_main() -> i32 {
+    // SAFETY: fd 3 is the socket the agent's fork put there (checked below); everything else
+    // above stderr is closed.
+    let socket = unsafe {
+        if libc::fcntl(3, libc::F_GETFD) < 0 {
+            eprintln!("acp-bash: the sandbox's zygote has no request socket (fd 3)");
+            return 2;
+        }
+        libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
+        child::sys::close_from(4, true);
+        libc::prctl(libc::PR_SET_NAME, c"acp-bash-zygote".as_ptr(), 0, 0, 0);
+        OwnedFd::from_raw_fd(3)
+    };
+    let mut buf = vec![0u8; MAX_MESSAGE + 1];
+    let Ok((n, mut fds)) = wire::recv(socket.as_fd(), &mut buf) else {
+        return 1;
+    };
+    let Some((mut plan, netns)) = read_setup(&buf[..n], fds.pop()) else {
+        return 1;
+    };
+    enter(&plan, netns.as_ref(), socket.as_raw_fd());
+    drop(netns);
+    let view_ready = wire::send(socket.as_fd(), b"R", &[]);
+    if view_ready.is_err() {
+        return 1;
+    }
+    // Forks end on their own (each reports on its status pipe): the kernel reaps them.
+    // SAFETY: setting a signal disposition in this single-threaded process.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    let null = 0; // stdin, /dev/null since the exec
+    loop {
+        let (n, fds) = match wire::recv(socket.as_fd(), &mut buf) {
+            Ok((0, _)) => return 0, // the session (or the agent) is gone
+            Ok(got) => got,
+            Err(_) => return 1,
+        };
+        let reply = match serve_one(&mut plan, &buf[..n], fds, null) {
+            Ok(pid) => pid,
+            Err(errno) => -errno,
+        };
+        if wire::send(socket.as_fd(), &reply.to_le_bytes(), &[]).is_err() {
+            return 1;
+        }
+    }
+}
+
+/// The plan every fork starts from, and read-only's prepared network namespace.
+fn read_setup(bytes: &[u8], netns: Option<OwnedFd>) -> Option<(ChildPlan, Option<OwnedFd>)> {
+    let mut r = Reader(bytes);
+    let parent_maps_ids = r.u8()? != 0;
+    let uid = r.u32()?;
+    let gid = r.u32()?;
+    let private_ipc_uts = r.u8()? != 0;
+    let network_namespace = r.u8()? != 0;
+    let view = wire::read_view(&mut r)?;
+    let plan = ChildPlan {
+        namespaces: true,
+        user_namespace: true,
+        private_ipc_uts,
+        parent_maps_ids,
+        uid,
+        gid,
+        network_namespace,
+        netns_fd: -1,
+        view: Some(view),
+        landlock_fd: -1,
+        pids_cgroup_fd: -1,
+        memory_cgroup_fd: -1,
+        in_zygote: true,
+        ..ChildPlan::default()
+    };
+    Some((plan, netns))
+}
+
+/// Z enters its namespaces and builds the view; a failed step is reported on `efd` (the
+/// socket, as an 8-byte record) and ends Z.
+fn enter(plan: &ChildPlan, netns: Option<&OwnedFd>, efd: RawFd) {
+    use child::sys::{check, fail, write_file, write_id_map};
+    // SAFETY: plain system calls in this single-threaded process.
+    unsafe {
+        if let Some(netns) = netns {
+            check(
+                efd,
+                Step::JoinNetworkNamespace,
+                libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) as i64,
+            );
+        }
+        let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+        if plan.private_ipc_uts {
+            flags |= libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
+        }
+        let new_netns = plan.network_namespace && netns.is_none();
+        if new_netns {
+            flags |= libc::CLONE_NEWNET;
+        }
+        if plan.parent_maps_ids {
+            // Root's identity map of every id needs CAP_SETUID in the parent namespace: a
+            // helper forked before the unshare (still there) writes it.
+            let me = libc::getpid();
+            let (wait, tell) = match pipe() {
+                Ok(p) => p,
+                Err(e) => fail(efd, Step::UidMap, e.raw_os_error().unwrap_or(libc::EIO)),
+            };
+            let helper = libc::fork();
+            check(efd, Step::UidMap, helper as i64);
+            if helper == 0 {
+                drop(tell);
+                let mut byte = [0u8; 1];
+                if read_full(&wait, &mut byte) != 1 {
+                    libc::_exit(1);
+                }
+                let full = "0 0 4294967295\n";
+                let ok = std::fs::write(format!("/proc/{me}/uid_map"), full)
+                    .and_then(|()| std::fs::write(format!("/proc/{me}/gid_map"), full));
+                libc::_exit(i32::from(ok.is_err()));
+            }
+            drop(wait);
+            let unshared = libc::unshare(flags);
+            let unshare_errno = child::sys::errno();
+            let _ = libc::write(tell.as_raw_fd(), b"u".as_ptr().cast(), 1);
+            drop(tell);
+            let mut status = 0;
+            while libc::waitpid(helper, &mut status, 0) < 0 && child::sys::errno() == libc::EINTR {}
+            if unshared < 0 {
+                fail(efd, Step::Unshare, unshare_errno);
+            }
+            if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+                fail(efd, Step::UidMap, libc::EPERM);
+            }
+        } else {
+            check(efd, Step::Unshare, libc::unshare(flags) as i64);
+            check(
+                efd,
+                Step::Setgroups,
+                write_file(b"/proc/self/setgroups\0", b"deny") as i64,
+            );
+            check(
+                efd,
+                Step::UidMap,
+                write_id_map(b"/proc/self/uid_map\0", plan.uid, plan.uid, 1) as i64,
+            );
+            check(
+                efd,
+                Step::GidMap,
+                write_id_map(b"/proc/self/gid_map\0", plan.gid, plan.gid, 1) as i64,
+            );
+        }
+        // Not readable or traceable by the user's other processes from here on.
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        check(
+            efd,
+            Step::PrivateMounts,
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) as i64,
+        );
+        if new_netns {
+            child::sys::loopback_up();
+        }
+    }
+    if let Some(view) = &plan.view {
+        child::view::build(view, efd);
+    }
+}
+
+/// Forks one command from a request; returns its pid, or an errno.
+fn serve_one(
+    plan: &mut ChildPlan,
+    bytes: &[u8],
+    fds: Vec<OwnedFd>,
+    null: RawFd,
+) -> Result<i32, i32> {
+    let mut r = Reader(bytes);
+    let mut parse = || -> Option<_> {
+        let max_processes = r.u64()?;
+        let max_memory = r.u64()?;
+        let write_rights = r.u64()?;
+        let flags = r.u32()?;
+        let program = r.cstr()?;
+        let cwd = r.cstr()?;
+        let argc = r.u32()? as usize;
+        let mut args = Vec::new();
+        for _ in 0..argc.min(bytes.len()) {
+            args.push(r.cstr()?);
+        }
+        let envc = r.u32()? as usize;
+        let mut env = Vec::new();
+        for _ in 0..envc.min(bytes.len()) {
+            env.push(r.cstr()?);
+        }
+        let passc = r.u32()? as usize;
+        let mut targets = Vec::new();
+        for _ in 0..passc.min(8) {
+            targets.push(r.u32()? as RawFd);
+        }
+        Some((
+            max_processes,
+            max_memory,
+            write_rights,
+            flags,
+            program,
+            cwd,
+            args,
+            env,
+            targets,
+        ))
+    };
+    let (max_processes, max_memory, write_rights, flags, program, cwd, args, env, targets) =
+        parse().ok_or(libc::EINVAL)?;
+    let bit = |n: u32| flags & (1 << n) != 0;
+    let mut fds = fds.into_iter();
+    let mut next = || fds.next().ok_or(libc::EBADF);
+    let error_fd = next()?;
+    let status_fd = next()?;
+    let output = next()?;
+    let landlock = if bit(4) { Some(next()?) } else { None };
+    let pids = if bit(5) { Some(next()?) } else { None };
+    let memory = if bit(6) { Some(next()?) } else { None };
+    let mut pass = Vec::new();
+    for &target in &targets {
+        pass.push((next()?, target));
+    }
+    let seccomp = if bit(2) {
+        Some(
+            super::seccomp::programs()
+                .as_ref()
+                .map_err(|_| libc::ENOSYS)?,
+        )
+    } else {
+        None
+    };
+    plan.max_processes = max_processes;
+    plan.max_memory = max_memory;
+    plan.landlock_write_rights = write_rights;
+    plan.drop_capabilities = bit(0);
+    plan.fresh_keyring = bit(1);
+    plan.seccomp = seccomp;
+    plan.private_proc = bit(3);
+    let raw = |fd: &Option<OwnedFd>| fd.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+    plan.landlock_fd = raw(&landlock);
+    plan.pids_cgroup_fd = raw(&pids);
+    plan.memory_cgroup_fd = raw(&memory);
+    let mut argv = vec![program.clone()];
+    argv.extend(args);
+    let exec = ExecArgs {
+        argv: argv
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain([std::ptr::null()])
+            .collect(),
+        envp: env
+            .iter()
+            .map(|v| v.as_ptr())
+            .chain([std::ptr::null()])
+            .collect(),
+        program,
+        cwd,
+        stdin: null,
+        output: output.as_raw_fd(),
+        pass: pass
+            .iter()
+            .map(|(fd, target)| (fd.as_raw_fd(), *target))
+            .collect(),
+        // SAFETY: plain getter.
+        parent: unsafe { libc::getpid() },
+        error_fd: error_fd.as_raw_fd(),
+        map_sync: (-1, -1),
+        probe: false,
+        status_fd: status_fd.as_raw_fd(),
+    };
+    let pid = child::sys::raw_fork();
+    if pid == 0 {
+        child::program(&exec, Some(plan));
+    }
+    if pid < 0 {
+        return Err(child::sys::errno());
+    }
+    Ok(pid)
+}

@@ -1,0 +1,558 @@
+//! The per-session zygote (`src/sandbox/linux/zygote.rs`): a session's workspace and read-only
+//! commands are forks of one process that holds the session's user, mount, UTS and IPC
+//! namespaces and its built view; each command gets its own PID namespace and its own copy of
+//! the mount namespace. Hostile checks that nothing one command does reaches the next one or Z,
+//! through the library (`EngineConfig::zygote_program`) and through the built binary
+//! (`acp-bash serve` over pipes), as root and as an ordinary user; and how Z ends (with its
+//! session, with its agent, on SIGKILL of the agent).
+#![cfg(target_os = "linux")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use acp_bash::exec::{EngineConfig, Exit, Session};
+use acp_bash::sandbox::Mode;
+
+use super::view::{block_on, dir, engine, require_view};
+use crate::support::acp::binary;
+use crate::support::engine::{run, HANG_GUARD};
+use crate::support::sandbox::{
+    as_root_and_nobody, marker, processes_with, start_escapees, wait_until_gone,
+};
+
+fn root() -> bool {
+    // SAFETY: plain getter.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A session whose zygote is the built binary.
+fn session(home: &Path, ws: &Path, mode: Mode) -> Session {
+    let engine = engine(home, EngineConfig::default().zygote_program(Some(binary())));
+    let session = engine.session(ws).unwrap();
+    session.set_mode(mode);
+    session
+}
+
+fn run_ok(session: &Session, script: &str) -> String {
+    let outcome = block_on(run(session, script));
+    assert_eq!(
+        outcome.status.exit,
+        Exit::Code(0),
+        "{script}: {}",
+        outcome.output
+    );
+    outcome.output
+}
+
+/// The value after `name=` in `output`.
+fn field<'a>(output: &'a str, name: &str) -> &'a str {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name}= in {output}"))
+}
+
+/// Whether `pid` is gone (no process, or only its zombie).
+fn pid_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|s| s.trim_start().starts_with('Z')),
+    }
+}
+
+/// Waits (hang guard only) until every pid of `pids` is gone.
+fn wait_until_pids_gone(pids: &[i32], what: &str) {
+    let start = Instant::now();
+    while !pids.iter().all(|&pid| pid_gone(pid)) {
+        assert!(start.elapsed() < HANG_GUARD, "{what} still runs: {pids:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+const NS: &str =
+    "for n in user mnt pid uts ipc net; do echo \"$n=$(readlink /proc/self/ns/$n)\"; done";
+
+/// Bash lines that start a `sleep` tagged with `mark` (it has the command's namespaces) and
+/// wait until `go` exists. The marker is assembled at run time, so only that `sleep` carries it.
+fn hold(mark: &str, go: &Path) -> String {
+    let (head, rest) = mark.split_at(4);
+    format!(
+        r#"P={head}; P="${{P}}{rest}"; ( exec -a "$P" sleep 1000 ) &
+until [ -e {go} ]; do sleep 0.01; done"#,
+        go = go.display()
+    )
+}
+
+/// Waits for the process tagged `mark` (see [`hold`]), opens its namespaces and keeps them,
+/// then creates `go`. A namespace's number is reused once it is gone: only namespaces held
+/// alive can be told apart from the next command's by number.
+fn keep_namespaces(mark: &str, go: &Path) -> Vec<std::fs::File> {
+    let start = Instant::now();
+    let pid = loop {
+        if let Some(&pid) = processes_with(mark).first() {
+            break pid;
+        }
+        assert!(start.elapsed() < HANG_GUARD, "{mark} never ran");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let held = ["user", "mnt", "pid"]
+        .map(|name| std::fs::File::open(format!("/proc/{pid}/ns/{name}")).unwrap())
+        .into();
+    std::fs::write(go, "go\n").unwrap();
+    held
+}
+
+fn host_ns(name: &str) -> String {
+    std::fs::read_link(format!("/proc/self/ns/{name}"))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn a_sessions_commands_share_its_zygotes_user_namespace_and_each_get_their_own_mounts_and_pids() {
+    as_root_and_nobody(
+        "sandbox::zygote::a_sessions_commands_share_its_zygotes_user_namespace_and_each_get_their_own_mounts_and_pids",
+        || {
+            if !require_view() {
+                return;
+            }
+            let (home, ws) = (dir("zyg-home"), dir("zyg-ws"));
+            let session = session(home.path(), ws.path(), Mode::Workspace);
+            let mut zygotes = Vec::new();
+            for mode in [Mode::Workspace, Mode::ReadOnly] {
+                session.set_mode(mode);
+                let (mark, go) = (marker("zyg-ns"), ws.path().join(format!("go-{mode}")));
+                let script = format!("{NS}; {}", hold(&mark, &go));
+                let (first, _held) = block_on(async {
+                    let keep = tokio::task::spawn_blocking(move || keep_namespaces(&mark, &go));
+                    let (first, held) = tokio::join!(run(&session, &script), keep);
+                    (first.output, held.unwrap())
+                });
+                let second = run_ok(&session, NS);
+                for name in ["user", "uts", "ipc", "net"] {
+                    assert_eq!(field(&first, name), field(&second, name), "{mode} {name}");
+                }
+                for name in ["mnt", "pid"] {
+                    assert_ne!(field(&first, name), field(&second, name), "{mode} {name}");
+                }
+                for name in ["user", "mnt", "pid", "uts", "ipc"] {
+                    assert_ne!(field(&first, name), host_ns(name), "{mode} {name}");
+                }
+                let pids = session.zygote_pids();
+                let zygote = *pids.last().expect("a zygote for the session");
+                assert!(!zygotes.contains(&zygote), "{mode}: one zygote per mode");
+                zygotes.push(zygote);
+                assert_eq!(pids.len(), zygotes.len(), "{pids:?}");
+                if root() {
+                    // Z holds exactly the user namespace its commands run in, and a mount
+                    // namespace none of them shares.
+                    let ns = |name: &str| {
+                        std::fs::read_link(format!("/proc/{zygote}/ns/{name}"))
+                            .unwrap()
+                            .to_string_lossy()
+                            .into_owned()
+                    };
+                    assert_eq!(ns("user"), field(&first, "user"));
+                    assert_ne!(ns("mnt"), field(&first, "mnt"));
+                    assert_ne!(ns("mnt"), field(&second, "mnt"));
+                    assert_eq!(ns("pid"), host_ns("pid"));
+                }
+            }
+            // Closing the session ends its zygotes.
+            drop(session);
+            wait_until_pids_gone(&zygotes, "a closed session's zygote");
+        },
+    );
+}
+
+#[test]
+fn nothing_a_command_does_reaches_the_next_command_of_its_session_or_the_zygote() {
+    as_root_and_nobody(
+        "sandbox::zygote::nothing_a_command_does_reaches_the_next_command_of_its_session_or_the_zygote",
+        || {
+            if !require_view() {
+                return;
+            }
+            let (home, ws) = (dir("zyg-home"), dir("zyg-ws"));
+            let session = session(home.path(), ws.path(), Mode::Workspace);
+            for mode in [Mode::Workspace, Mode::ReadOnly] {
+                session.set_mode(mode);
+                let key = marker("zyg-key");
+                let state = format!(
+                    "echo fds=$(ls /proc/self/fd | sort -n | tr '\\n' ' '); \
+                     echo nofile=$(ulimit -n); echo vmem=$(ulimit -v); \
+                     echo mounts=$(awk '{{print $5}}' /proc/self/mountinfo | sort | md5sum); \
+                     echo keys=$(grep -c {key} /proc/keys)"
+                );
+                let state = state.as_str();
+                let before = run_ok(&session, state);
+                let zygote = *session.zygote_pids().last().unwrap();
+                let mark = marker("zygote-bg");
+                let hostile = format!(
+                    "{escapees}
+                     mkdir -p /tmp/m
+                     mount -t tmpfs none /tmp/m 2>/dev/null && echo MOUNTED-TMPFS
+                     mount --bind / /tmp/m 2>/dev/null && echo MOUNTED-BIND
+                     mount -o remount,rw / 2>/dev/null && echo REMOUNTED
+                     unshare -rm sh -c 'mount -t tmpfs none /mnt && echo NESTED-MOUNT' 2>/dev/null
+                     ulimit -n 10; ulimit -v 500000
+                     exec 7>/tmp/seven 8<&0 9>&1
+                     perl -e 'syscall(248, \"user\", \"{key}\", \"v\", 1, -3) > 0 and print \"ADDED-KEY\\n\"'
+                     cat /proc/{zygote}/environ >/dev/null 2>&1 && echo READ-ENVIRON
+                     cat /proc/{zygote}/mem >/dev/null 2>&1 && echo READ-MEM
+                     echo x 2>/dev/null > /proc/{zygote}/mem && echo WROTE-MEM
+                     kill -0 {zygote} 2>/dev/null && echo SIGNALLED
+                     kill -0 -1 2>/dev/null; ls /proc | grep -qx {zygote} && echo SEES-ZYGOTE
+                     timeout 10 strace -p {zygote} -o /dev/null 2>/dev/null && echo TRACED
+                     true",
+                    escapees = start_escapees(&mark)
+                );
+                let output = run_ok(&session, &hostile);
+                for reached in [
+                    "READ-ENVIRON",
+                    "READ-MEM",
+                    "WROTE-MEM",
+                    "SIGNALLED",
+                    "SEES-ZYGOTE",
+                    "TRACED",
+                ] {
+                    assert!(!output.contains(reached), "{mode}: {reached}: {output}");
+                }
+                // Its background processes ended with it.
+                wait_until_gone(&mark);
+                let after = run_ok(&session, state);
+                for name in ["fds", "nofile", "vmem", "mounts"] {
+                    assert_eq!(
+                        field(&before, name),
+                        field(&after, name),
+                        "{mode}: {name} leaked into the next command (the hostile one said {output})"
+                    );
+                }
+                // A key the hostile command added (where seccomp let it) is not in the next
+                // command's keyring: each has a fresh one of its own.
+                assert_eq!(field(&after, "keys"), "0", "{mode}: {output}");
+                assert_eq!(session.zygote_pids().last(), Some(&zygote), "{mode}: Z survived");
+            }
+            // Z's environment holds nothing of the agent's, and outside the sandbox only root
+            // can read Z's files at all (it is not dumpable).
+            let zygote = *session.zygote_pids().first().unwrap();
+            match std::fs::read(format!("/proc/{zygote}/environ")) {
+                Ok(environ) => {
+                    assert!(root(), "an ordinary user read a zygote's environ");
+                    assert!(environ.is_empty(), "{}", String::from_utf8_lossy(&environ));
+                }
+                Err(error) => {
+                    assert!(!root(), "{error}");
+                    assert_eq!(error.kind(), std::io::ErrorKind::PermissionDenied, "{error}");
+                }
+            }
+        },
+    );
+}
+
+/// `acp-bash serve` over pipes, spoken to line by line.
+struct Served {
+    agent: Child,
+    stdin: Option<ChildStdin>,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+    next: u64,
+    /// What came before the last answer.
+    seen: Vec<serde_json::Value>,
+}
+
+impl Served {
+    fn start(mode: &str) -> Served {
+        let mut agent = Command::new(binary())
+            .args(["--sandbox", mode, "serve", "--no-history"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = agent.stdin.take().unwrap();
+        let stdout = agent.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if let Ok(value) = serde_json::from_str(&line) {
+                    if tx.send(value).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let mut served = Served {
+            agent,
+            stdin: Some(stdin),
+            lines,
+            next: 1,
+            seen: Vec::new(),
+        };
+        served.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        );
+        served
+    }
+
+    fn send(&mut self, method: &str, params: serde_json::Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let line =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().expect("the agent's stdin is open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        id
+    }
+
+    fn answer(&mut self, id: u64) -> serde_json::Value {
+        let mut seen = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(HANG_GUARD)
+                .expect("the agent answered");
+            if line["id"] == id && line.get("method").is_none() {
+                self.seen = seen;
+                return line;
+            }
+            seen.push(line);
+        }
+    }
+
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.send(method, params);
+        self.answer(id)
+    }
+
+    fn new_session(&mut self, cwd: &Path) -> serde_json::Value {
+        self.request(
+            "session/new",
+            serde_json::json!({"cwd": cwd, "mcpServers": []}),
+        )["result"]["sessionId"]
+            .clone()
+    }
+
+    fn start_prompt(&mut self, session: &serde_json::Value, text: &str) -> u64 {
+        self.send(
+            "session/prompt",
+            serde_json::json!({"sessionId": session,
+                               "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+
+    /// Runs `text` as a prompt; returns the output the final update shows.
+    fn prompt(&mut self, session: &serde_json::Value, text: &str) -> String {
+        let id = self.start_prompt(session, text);
+        let answer = self.answer(id);
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        self.seen
+            .iter()
+            .rev()
+            .map(|line| &line["params"]["update"])
+            .find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+            .and_then(|u| u["content"][0]["content"]["text"].as_str())
+            .unwrap_or_else(|| panic!("no final output: {:?}", self.seen))
+            .to_string()
+    }
+
+    /// The agent's children that are zygotes.
+    fn zygotes(&self) -> Vec<i32> {
+        zygotes_of(self.agent.id() as i32)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.agent.kill();
+        let _ = self.agent.wait();
+    }
+}
+
+/// The live children of `agent` that run as a zygote.
+fn zygotes_of(agent: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if fields.first() != Some(&"Z")
+            && fields.get(1) == Some(&agent.to_string().as_str())
+            && cmdline.starts_with(b"__acp-bash-sandbox-zygote\0")
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn served_workspace() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = dir("zyg-served");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+fn read_out(ws: &Path, name: &str) -> String {
+    std::fs::read_to_string(ws.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn a_served_sessions_commands_leak_nothing_into_the_next_and_its_zygote_ends_with_it() {
+    as_root_and_nobody(
+        "sandbox::zygote::a_served_sessions_commands_leak_nothing_into_the_next_and_its_zygote_ends_with_it",
+        || {
+            if !require_view() {
+                return;
+            }
+            for mode in ["workspace", "read-only"] {
+                let ws = served_workspace();
+                let mut served = Served::start(mode);
+                let session = served.new_session(ws.path());
+                let state = "echo fds=$(ls /proc/self/fd | sort -n | tr '\\n' ' '); \
+                             echo nofile=$(ulimit -n); echo vmem=$(ulimit -v); \
+                             echo mounts=$(awk '{print $5}' /proc/self/mountinfo | sort | md5sum)";
+                let before = served.prompt(&session, state);
+                let zygotes = served.zygotes();
+                assert_eq!(zygotes.len(), 1, "{mode}: {zygotes:?}");
+                let zygote = zygotes[0];
+                let mark = marker("served-bg");
+                let hostile = served.prompt(
+                    &session,
+                    &format!(
+                        "{escapees}
+                         cat /proc/{zygote}/environ >/dev/null 2>&1 && echo READ-ENVIRON
+                         kill -0 {zygote} 2>/dev/null && echo SIGNALLED
+                         mount -t tmpfs none /tmp 2>/dev/null; ulimit -n 10; ulimit -v 500000
+                         exec 7>/dev/null; true",
+                        escapees = start_escapees(&mark)
+                    ),
+                );
+                wait_until_gone(&mark);
+                // Outputs hold the script's lines too (`$ …`): only a line of its own counts.
+                for reached in ["READ-ENVIRON", "SIGNALLED"] {
+                    assert!(!hostile.lines().any(|l| l == reached), "{mode}: {hostile}");
+                }
+                let after = served.prompt(&session, state);
+                for name in ["fds", "nofile", "vmem", "mounts"] {
+                    assert_eq!(field(&before, name), field(&after, name), "{mode}: {name}");
+                }
+                assert_eq!(served.zygotes(), vec![zygote], "{mode}");
+                // Closing the agent's stdin ends it, its session and the zygote.
+                drop(served.stdin.take());
+                served.agent.wait().unwrap();
+                wait_until_pids_gone(&[zygote], "a served session's zygote");
+            }
+        },
+    );
+}
+
+#[test]
+fn sigkill_of_a_served_agent_ends_its_zygote_and_every_command() {
+    as_root_and_nobody(
+        "sandbox::zygote::sigkill_of_a_served_agent_ends_its_zygote_and_every_command",
+        || {
+            if !require_view() {
+                return;
+            }
+            let ws = served_workspace();
+            let mut served = Served::start("workspace");
+            let first = served.new_session(ws.path());
+            let second = served.new_session(ws.path());
+            let mark = marker("served-kill");
+            let ready = ws.path().join("ready");
+            // A command of each session, each with escapees, still running when the agent dies.
+            for (n, session) in [&first, &second].into_iter().enumerate() {
+                served.start_prompt(
+                    session,
+                    &format!(
+                        "{}echo > {}{n}; exec -a \"$P\"-fg sleep 1000",
+                        start_escapees(&format!("{mark}{n}")),
+                        ready.display()
+                    ),
+                );
+                crate::support::sandbox::wait_for_file(&PathBuf::from(format!(
+                    "{}{n}",
+                    ready.display()
+                )));
+            }
+            let zygotes = served.zygotes();
+            assert_eq!(zygotes.len(), 2, "{zygotes:?}");
+            // Three escapees and the foreground command of each session (each has exec'd once
+            // the count is reached).
+            let start = Instant::now();
+            while processes_with(&mark).len() < 8 {
+                assert!(start.elapsed() < HANG_GUARD, "{:?}", processes_with(&mark));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // SAFETY: SIGKILL to the agent this test started.
+            unsafe { libc::kill(served.agent.id() as i32, libc::SIGKILL) };
+            served.agent.wait().unwrap();
+            wait_until_pids_gone(&zygotes, "a killed agent's zygote");
+            wait_until_gone(&mark);
+        },
+    );
+}
+
+/// `doctor`'s per-session row against what two commands of one served session got: in use,
+/// they share one user namespace (the zygote's) and each has its own mount namespace; not in
+/// use, each has its own user namespace too.
+#[test]
+fn doctor_says_whether_a_served_sessions_commands_come_from_one_zygote() {
+    as_root_and_nobody(
+        "sandbox::zygote::doctor_says_whether_a_served_sessions_commands_come_from_one_zygote",
+        || {
+            if !require_view() {
+                return;
+            }
+            let doctor = Command::new(binary()).arg("doctor").output().unwrap();
+            let report = String::from_utf8_lossy(&doctor.stdout);
+            let row = report
+                .lines()
+                .find(|l| l.starts_with("Per-session sandbox: "))
+                .unwrap_or_else(|| panic!("no per-session row: {report}"));
+            let in_use = row.starts_with("Per-session sandbox: in use (");
+            assert!(
+                in_use || row.starts_with("Per-session sandbox: not in use: "),
+                "{row}"
+            );
+            let ws = served_workspace();
+            let mut served = Served::start("workspace");
+            let session = served.new_session(ws.path());
+            // The first command holds its namespaces until the test has them open.
+            let (mark, go) = (marker("zyg-doctor"), ws.path().join("go"));
+            let one = ws.path().join("one");
+            let id = served.start_prompt(
+                &session,
+                &format!("{{ {NS}; }} > {}; {}", one.display(), hold(&mark, &go)),
+            );
+            let _held = keep_namespaces(&mark, &go);
+            let answer = served.answer(id);
+            assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+            let two = ws.path().join("two");
+            served.prompt(&session, &format!("{{ {NS}; }} > {}", two.display()));
+            let (one, two) = (read_out(ws.path(), "one"), read_out(ws.path(), "two"));
+            assert_ne!(field(&one, "mnt"), field(&two, "mnt"), "{row}");
+            assert_eq!(
+                field(&one, "user") == field(&two, "user"),
+                in_use,
+                "doctor: {row}\nfirst: {one}\nsecond: {two}"
+            );
+            assert_eq!(served.zygotes().len(), usize::from(in_use), "{row}");
+        },
+    );
+}
