@@ -481,6 +481,39 @@ pub fn masked_host_sockets() -> Vec<(PathBuf, Option<PathBuf>)> {
     Platform::masked_host_sockets()
 }
 
+/// What `doctor` says of the package caches of `home` (`None`: no home known): for each one
+/// that exists, whether workspace commands get a copy-on-write layer over it here, probed for
+/// real, or why not (then it stays read-only for them).
+pub fn cache_layer_report(home: Option<&std::path::Path>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("\nPackage caches in workspace mode (copy-on-write layers):\n");
+    let Some(home) = home else {
+        out.push_str("  no home folder known: no layers\n");
+        return out;
+    };
+    let verdicts = Platform::cache_layer_verdicts(home);
+    if verdicts.is_empty() {
+        let _ = writeln!(
+            out,
+            "  none of {} exists under {}",
+            PACKAGE_CACHES.join(", "),
+            home.display()
+        );
+    }
+    for (cache, verdict) in verdicts {
+        let _ = match verdict {
+            Ok(()) => writeln!(out, "  [layer]     {}", cache.display()),
+            Err(why) => writeln!(
+                out,
+                "  [read-only] {}: {why}; installs that fill it fail in workspace mode (use full \
+                 mode for them)",
+                cache.display()
+            ),
+        };
+    }
+    out
+}
+
 /// What `doctor` lists after the layers: what workspace and read-only commands do not see on
 /// this machine with `protection` (credential files, the agent's folders, host sockets), and
 /// whether Git metadata stays read-only.

@@ -134,6 +134,10 @@ impl Backend for Linux {
             .collect()
     }
 
+    fn cache_layer_verdicts(home: &std::path::Path) -> Vec<(PathBuf, Result<(), String>)> {
+        probe::cache_layer_verdicts(home)
+    }
+
     fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd> {
         sealed::sealed_memfd(name, contents)
     }
