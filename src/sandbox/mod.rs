@@ -381,8 +381,9 @@ impl SpawnedChild {
 /// Makes this process non-dumpable (`PR_SET_DUMPABLE 0`): a command running as the same user
 /// can then not open `/proc/<agent>/fd` (the protocol stream), `environ` or `mem`. `serve` does
 /// this at start; an embedder should too, early in `main`. It also turns off core dumps of the
-/// agent and lets only root attach a debugger. Root commands (holding CAP_SYS_PTRACE) are not
-/// stopped by it: that is what the user namespace of the confined modes is for.
+/// agent and lets only CAP_SYS_PTRACE attach a debugger. No command holds it: the confined
+/// modes run commands in a user namespace, and root's `full`-mode commands lose it (`off`
+/// gives up everything).
 pub fn protect_agent_process() {
     Platform::protect_agent_process()
 }
