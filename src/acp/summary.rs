@@ -10,7 +10,7 @@ use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallContent};
 use serde_json::Value;
 
 use crate::exec::{Exit, RunStatus};
-use crate::tool::parse_result;
+use crate::tool::markers::parse_console_result;
 
 /// What a client saw of one call, read from the wire as a client would: start from
 /// `CallSummary::default()` and [`CallSummary::apply`] each update.
@@ -100,11 +100,14 @@ impl CallSummary {
     }
 }
 
-/// The status line of a ```` ```console ```` block (fence lines removed, then the markers parsed).
+/// The status of a ```` ```console ```` block (fence lines removed, then the markers' console
+/// parser, which also reads the log line of a truncated run).
 pub fn status_from_console(block: &str) -> Option<RunStatus> {
     let (_fence, rest) = block.split_once('\n')?;
     let (result_text, _fence) = rest.rsplit_once('\n')?;
-    parse_result(result_text).ok().map(|(_, status)| status)
+    parse_console_result(result_text)
+        .ok()
+        .map(|(_, status)| status)
 }
 
 fn meta_str(

@@ -71,6 +71,9 @@ const DEMO: &[(&str, &[Step])] = &[
 ];
 
 pub async fn demo(engine: &EngineArgs, log_level: Option<&str>) -> ExitCode {
+    // This process holds the same environment as the agent it starts (secrets included): as
+    // non-dumpable as the agent, so no command of the same user opens its `/proc` files.
+    acp_bash::sandbox::protect_agent_process();
     let dir = std::env::temp_dir().join(format!("acp-bash-demo-{}", std::process::id()));
     if let Err(error) = std::fs::create_dir_all(&dir) {
         eprintln!("acp-bash: cannot create {}: {error}", dir.display());

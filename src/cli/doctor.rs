@@ -28,10 +28,10 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
         .protection
         .agent_dirs
         .extend(StoreArgs::default().state_dir_path());
-    print!(
-        "{}",
-        sandbox::masked_report(Engine::new(config).protection())
-    );
+    let engine = Engine::new(config);
+    let config_home = engine.protection().home.clone();
+    print!("{}", sandbox::masked_report(engine.protection()));
+    print!("{}", sandbox::cache_layer_report(config_home.as_deref()));
     print!("\n{}", verdicts(&report));
     print!("\n{}", scrub_report(&args.env, std::env::vars_os()));
     ExitCode::SUCCESS

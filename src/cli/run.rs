@@ -15,6 +15,9 @@ use agent_client_protocol::LineDirection;
 use super::{child_client, describe_error, RunArgs};
 
 pub async fn run(log_level: Option<&str>, args: RunArgs) -> ExitCode {
+    // This process holds the same environment as the agent it starts (secrets included): as
+    // non-dumpable as the agent, so no command of the same user opens its `/proc` files.
+    acp_bash::sandbox::protect_agent_process();
     let engine = &args.engine;
     let script = args.script.join(" ");
     let cwd = match std::env::current_dir() {

@@ -76,6 +76,9 @@ pub(crate) trait Backend {
     fn protect_agent_process();
     /// The host daemons' sockets the view hides now, each with what is kept inside.
     fn masked_host_sockets() -> Vec<(PathBuf, Option<PathBuf>)>;
+    /// Each package cache of `home` and whether workspace commands get its copy-on-write
+    /// layer here (`Err(why not)`: it stays read-only), for `doctor`.
+    fn cache_layer_verdicts(home: &std::path::Path) -> Vec<(PathBuf, Result<(), String>)>;
     /// A read-only, close-on-exec fd holding `contents`, which no one can change (the shell
     /// prelude, long scripts). The engine passes one prelude fd to every run, so opening
     /// `/dev/fd/N` must read from the start each time: true of Linux's memfd; where

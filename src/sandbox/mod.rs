@@ -448,8 +448,9 @@ impl SpawnedChild {
 /// Makes this process non-dumpable (`PR_SET_DUMPABLE 0`): a command running as the same user
 /// can then not open `/proc/<agent>/fd` (the protocol stream), `environ` or `mem`. `serve` does
 /// this at start; an embedder should too, early in `main`. It also turns off core dumps of the
-/// agent and lets only root attach a debugger. Root commands (holding CAP_SYS_PTRACE) are not
-/// stopped by it: that is what the user namespace of the confined modes is for.
+/// agent and lets only CAP_SYS_PTRACE attach a debugger. No command holds it: the confined
+/// modes run commands in a user namespace, and root's `full`-mode commands lose it (`off`
+/// gives up everything).
 pub fn protect_agent_process() {
     Platform::protect_agent_process()
 }
@@ -546,6 +547,39 @@ impl std::fmt::Display for DoctorReport {
 /// where the platform has no filesystem view.
 pub fn masked_host_sockets() -> Vec<(PathBuf, Option<PathBuf>)> {
     Platform::masked_host_sockets()
+}
+
+/// What `doctor` says of the package caches of `home` (`None`: no home known): for each one
+/// that exists, whether workspace commands get a copy-on-write layer over it here, probed for
+/// real, or why not (then it stays read-only for them).
+pub fn cache_layer_report(home: Option<&std::path::Path>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from("\nPackage caches in workspace mode (copy-on-write layers):\n");
+    let Some(home) = home else {
+        out.push_str("  no home folder known: no layers\n");
+        return out;
+    };
+    let verdicts = Platform::cache_layer_verdicts(home);
+    if verdicts.is_empty() {
+        let _ = writeln!(
+            out,
+            "  none of {} exists under {}",
+            PACKAGE_CACHES.join(", "),
+            home.display()
+        );
+    }
+    for (cache, verdict) in verdicts {
+        let _ = match verdict {
+            Ok(()) => writeln!(out, "  [layer]     {}", cache.display()),
+            Err(why) => writeln!(
+                out,
+                "  [read-only] {}: {why}; installs that fill it fail in workspace mode (use full \
+                 mode for them)",
+                cache.display()
+            ),
+        };
+    }
+    out
 }
 
 /// What `doctor` lists after the layers: what workspace and read-only commands do not see on

@@ -152,6 +152,14 @@ impl Backend for Unsupported {
         Vec::new()
     }
 
+    /// No layers: every cache stays read-only.
+    fn cache_layer_verdicts(home: &std::path::Path) -> Vec<(PathBuf, Result<(), String>)> {
+        super::package_caches(home)
+            .into_iter()
+            .map(|(_, cache)| (cache, Err("no kernel sandbox on this platform".to_string())))
+            .collect()
+    }
+
     /// The portable stand-in for a sealed memfd: a new file in the temp dir (mode 0600,
     /// `create_new` so nothing planted there is followed), opened again read-only and removed
     /// at once. Until the removal another process of the same user could open it.

@@ -23,6 +23,15 @@
 //! `echo hi` renders as `hi\n[exit code: 0]`; a run with no output renders as the status line
 //! alone. Because only the last line is parsed, output that prints marker-like lines (even a
 //! whole fake status line) comes back unchanged.
+//!
+//! A console block (what plain clients show) writes a truncated run's log path on a line of its
+//! own before the status line ([`render_console_result`], read back by [`parse_console_result`]),
+//! so the status line stays short for clients that do not wrap:
+//!
+//! ```text
+//! [full output: "PATH"]   or   [full output, first M bytes only: "PATH"]   or   [full output not saved]
+//! [output truncated: N bytes dropped] [exit code: N]
+//! ```
 
 use std::fmt;
 use std::time::Duration;
@@ -35,6 +44,10 @@ const BYTES_DROPPED: &str = " bytes dropped";
 const FULL_OUTPUT: &str = ", full output: ";
 const LOG_HOLDS_FIRST: &str = ", log holds only the first ";
 const LOG_BYTES: &str = " bytes: ";
+const LOG_LINE: &str = "[full output: ";
+const LOG_LINE_FIRST: &str = "[full output, first ";
+const LOG_LINE_BYTES: &str = " bytes only: ";
+const LOG_NOT_SAVED: &str = "[full output not saved]";
 const TIMED_OUT: &str = "[timed out after ";
 const CANCELLED: &str = "[cancelled]";
 const EXIT_CODE: &str = "[exit code: ";
@@ -56,37 +69,139 @@ pub fn render_result(output: &str, status: &RunStatus) -> String {
     text
 }
 
-/// The result text as a reader's console block shows it: [`render_result`], except that a
-/// truncation token (which holds the log's path) stands on a line of its own before the status
-/// line, so that a client that does not wrap long lines still shows how the run ended and where
-/// its full output is. The last line is still a status line [`parse_result`] reads (without the
-/// truncation, which is the line before it).
+/// The result text as a reader's console block shows it: [`render_result`], except that where
+/// the full output is (the log's path, which can be long) stands on a line of its own before
+/// the status line, so that a client that does not wrap long lines still shows how the run
+/// ended and where its full output is. The status line keeps `[output truncated: N bytes
+/// dropped]` without the path; the line before it is then always the log line:
+///
+/// ```text
+/// [full output: "PATH"]   or   [full output, first M bytes only: "PATH"]   or   [full output not saved]
+/// ```
+///
+/// [`parse_console_result`] is its exact inverse. The last line is also a status line
+/// [`parse_result`] reads (the truncation without its path).
 pub fn render_console_result(output: &str, status: &RunStatus) -> String {
     let Some(truncation) = &status.truncation else {
         return render_result(output, status);
     };
-    let rest = RunStatus {
-        truncation: None,
+    let mut text = String::with_capacity(output.len() + 128);
+    text.push_str(output);
+    let no_newline = !output.is_empty() && !output.ends_with('\n');
+    if no_newline {
+        text.push('\n');
+    }
+    text.push_str(&log_line(truncation));
+    text.push('\n');
+    let short = RunStatus {
+        truncation: Some(Truncation {
+            dropped_bytes: truncation.dropped_bytes,
+            full_output: None,
+            log_holds_first: None,
+        }),
         ..status.clone()
     };
-    let text = render_result(output, &rest);
-    let (before, status_line) = match text.rfind('\n') {
-        Some(newline) => text.split_at(newline + 1),
-        None => ("", text.as_str()),
-    };
-    let alone = RunStatus {
-        truncation: Some(truncation.clone()),
-        ..RunStatus::exited(0)
-    };
-    let token = status_line_of(&alone)
-        .strip_suffix(" [exit code: 0]")
-        .map(str::to_string)
-        .unwrap_or_default();
-    format!("{before}{token}\n{status_line}")
+    text.push_str(&status_line(no_newline, &short));
+    text
 }
 
-fn status_line_of(status: &RunStatus) -> String {
-    status_line(false, status)
+/// Splits a console block's content into the output and the status, undoing
+/// [`render_console_result`]: accepts exactly the texts it writes.
+pub fn parse_console_result(text: &str) -> Result<(String, RunStatus), MarkerError> {
+    let (before, line) = split_last_line(text);
+    let (no_newline, mut status) = parse_status_line(line)?;
+    let Some(truncation) = &mut status.truncation else {
+        return Ok((output_before(before, no_newline, line)?.to_string(), status));
+    };
+    if truncation.full_output.is_some() {
+        return Err(MarkerError::new(
+            line,
+            "in a console block the log's path stands on the line before the status line, \
+             not in the [output truncated: …] token",
+        ));
+    }
+    let Some(before_log) = before.strip_suffix('\n') else {
+        return Err(MarkerError::new(
+            line,
+            "it says [output truncated: …], but no [full output: …] line comes before it",
+        ));
+    };
+    let (before, log) = split_last_line(before_log);
+    let (full_output, log_holds_first) =
+        parse_log_line(log).map_err(|problem| MarkerError::new(log, problem))?;
+    truncation.full_output = full_output;
+    truncation.log_holds_first = log_holds_first;
+    Ok((output_before(before, no_newline, line)?.to_string(), status))
+}
+
+/// The console block's log line for `truncation`.
+fn log_line(truncation: &Truncation) -> String {
+    match (&truncation.full_output, truncation.log_holds_first) {
+        (Some(path), None) => format!("{LOG_LINE}{}]", json_string(path)),
+        (Some(path), Some(bytes)) => {
+            format!(
+                "{LOG_LINE_FIRST}{bytes}{LOG_LINE_BYTES}{}]",
+                json_string(path)
+            )
+        }
+        (None, _) => LOG_NOT_SAVED.to_string(),
+    }
+}
+
+/// The inverse of [`log_line`]: the path and how much of the output the log holds.
+fn parse_log_line(line: &str) -> Result<(Option<String>, Option<u64>), String> {
+    if line == LOG_NOT_SAVED {
+        return Ok((None, None));
+    }
+    let (quoted, first) = if let Some(quoted) = line.strip_prefix(LOG_LINE) {
+        (quoted, None)
+    } else if let Some(capped) = line.strip_prefix(LOG_LINE_FIRST) {
+        let (count, quoted) = capped.split_once(LOG_LINE_BYTES).ok_or_else(|| {
+            "the log line's size is not followed by ` bytes only: \"PATH\"`".to_string()
+        })?;
+        let bytes = parse_canonical_int(count).ok_or_else(|| {
+            format!("the log's byte count {count:?} is not a plain decimal number")
+        })?;
+        (quoted, Some(bytes))
+    } else {
+        return Err(format!(
+            "the line before a status line with [output truncated: …] must be \
+             `{LOG_LINE}\"PATH\"]`, `{LOG_LINE_FIRST}M{LOG_LINE_BYTES}\"PATH\"]` or `{LOG_NOT_SAVED}`"
+        ));
+    };
+    let (path, rest) = parse_path(quoted)?;
+    if rest != "]" {
+        return Err("the log line does not end right after the path with `]`".to_string());
+    }
+    Ok((Some(path), first))
+}
+
+/// `text` up to its last line (with the newline) and the last line.
+fn split_last_line(text: &str) -> (&str, &str) {
+    match text.rfind('\n') {
+        Some(newline) => (&text[..=newline], &text[newline + 1..]),
+        None => ("", text),
+    }
+}
+
+/// The output in `before` (everything before the status line, or the log line): without the
+/// newline the renderer added when the status says `[no newline at end of output]`.
+fn output_before<'a>(
+    before: &'a str,
+    no_newline: bool,
+    line: &str,
+) -> Result<&'a str, MarkerError> {
+    if !no_newline {
+        return Ok(before);
+    }
+    match before.strip_suffix('\n') {
+        Some(output) if !output.is_empty() && !output.ends_with('\n') => Ok(output),
+        _ => Err(MarkerError::new(
+            line,
+            "it says [no newline at end of output], but the output before it is empty \
+             or already ends with a newline",
+        )),
+    }
 }
 
 /// Splits a result text into the command's output and its status, undoing [`render_result`].
@@ -95,26 +210,9 @@ fn status_line_of(status: &RunStatus) -> String {
 /// written (tokens out of order, `07` for `7`, an unknown signal name, …) is an error that says
 /// which part is wrong.
 pub fn parse_result(text: &str) -> Result<(String, RunStatus), MarkerError> {
-    let (before, line) = match text.rfind('\n') {
-        Some(newline) => (&text[..=newline], &text[newline + 1..]),
-        None => ("", text),
-    };
+    let (before, line) = split_last_line(text);
     let (no_newline, status) = parse_status_line(line)?;
-    let output = if no_newline {
-        match before.strip_suffix('\n') {
-            Some(output) if !output.is_empty() && !output.ends_with('\n') => output,
-            _ => {
-                return Err(MarkerError::new(
-                    line,
-                    "it says [no newline at end of output], but the output before it is empty \
-                     or already ends with a newline",
-                ))
-            }
-        }
-    } else {
-        before
-    };
-    Ok((output.to_string(), status))
+    Ok((output_before(before, no_newline, line)?.to_string(), status))
 }
 
 /// Why a text is not a result text: which line was read as the status line and what is wrong
@@ -333,17 +431,7 @@ fn parse_truncation(after: &str) -> Result<(Truncation, &str), String> {
                 .to_string(),
         );
     };
-    let mut strings = serde_json::Deserializer::from_str(quoted).into_iter::<String>();
-    let path = match strings.next() {
-        Some(Ok(path)) => path,
-        _ => return Err("the full output path is not a JSON string literal".to_string()),
-    };
-    let (literal, rest) = quoted.split_at(strings.byte_offset());
-    if json_string(&path) != literal {
-        return Err(format!(
-            "the full output path {literal} is not written the way the renderer writes it"
-        ));
-    }
+    let (path, rest) = parse_path(quoted)?;
     let rest = rest.strip_prefix(']').ok_or_else(|| {
         "the [output truncated: …] token is not closed after the path".to_string()
     })?;
@@ -355,6 +443,23 @@ fn parse_truncation(after: &str) -> Result<(Truncation, &str), String> {
         },
         rest,
     ))
+}
+
+/// The JSON string literal at the start of `quoted`, written exactly as [`json_string`] writes
+/// it, and what follows it.
+fn parse_path(quoted: &str) -> Result<(String, &str), String> {
+    let mut strings = serde_json::Deserializer::from_str(quoted).into_iter::<String>();
+    let path = match strings.next() {
+        Some(Ok(path)) => path,
+        _ => return Err("the full output path is not a JSON string literal".to_string()),
+    };
+    let (literal, rest) = quoted.split_at(strings.byte_offset());
+    if json_string(&path) != literal {
+        return Err(format!(
+            "the full output path {literal} is not written the way the renderer writes it"
+        ));
+    }
+    Ok((path, rest))
 }
 
 /// The inverse of [`render_duration`]; anything else (`5.0s`, `1.2345s`, `5`) is refused.
@@ -413,22 +518,100 @@ mod tests {
         text
     }
 
+    fn console_round_trips(output: &str, status: &RunStatus) -> String {
+        let text = render_console_result(output, status);
+        assert_eq!(
+            parse_console_result(&text),
+            Ok((output.to_string(), status.clone())),
+            "rendered as {text:?}"
+        );
+        text
+    }
+
     #[test]
-    fn a_console_result_puts_the_truncation_and_the_log_on_a_line_before_the_status() {
+    fn a_console_result_puts_the_log_on_its_own_line_before_the_status_line() {
         let status = RunStatus::exited(2).truncated(Truncation::new(7, Some("/l/1.log".into())));
         assert_eq!(
-            render_console_result("head\ntail\n", &status),
-            "head\ntail\n[output truncated: 7 bytes dropped, full output: \"/l/1.log\"]\n[exit code: 2]"
+            console_round_trips("head\ntail\n", &status),
+            "head\ntail\n[full output: \"/l/1.log\"]\n[output truncated: 7 bytes dropped] [exit code: 2]"
         );
         assert_eq!(
-            render_console_result("", &status),
-            "[output truncated: 7 bytes dropped, full output: \"/l/1.log\"]\n[exit code: 2]"
+            console_round_trips("", &status),
+            "[full output: \"/l/1.log\"]\n[output truncated: 7 bytes dropped] [exit code: 2]"
+        );
+        assert_eq!(
+            console_round_trips("partial", &status),
+            "partial\n[full output: \"/l/1.log\"]\n[no newline at end of output] \
+             [output truncated: 7 bytes dropped] [exit code: 2]"
+        );
+        let capped = RunStatus::signalled(9).truncated(Truncation {
+            dropped_bytes: 30,
+            full_output: Some("/l/2.log".into()),
+            log_holds_first: Some(20),
+        });
+        assert_eq!(
+            console_round_trips("", &capped),
+            "[full output, first 20 bytes only: \"/l/2.log\"]\n\
+             [output truncated: 30 bytes dropped] [killed by signal: SIGKILL]"
+        );
+        let unsaved = RunStatus::exited(0).truncated(Truncation::new(5, None));
+        assert_eq!(
+            console_round_trips("x\n", &unsaved),
+            "x\n[full output not saved]\n[output truncated: 5 bytes dropped] [exit code: 0]"
         );
         let plain = RunStatus::exited(0);
         assert_eq!(
-            render_console_result("hi\n", &plain),
+            console_round_trips("hi\n", &plain),
             render_result("hi\n", &plain)
         );
+        // The last line is a status line for the plain parser too (the truncation without its
+        // path), so a reader that knows only the status line still reads how the run ended.
+        let text = render_console_result("head\n", &status);
+        let (_, read) = parse_result(&text).expect("the last line is a status line");
+        assert_eq!(read.exit, Exit::Code(2));
+        assert_eq!(read.truncation, Some(Truncation::new(7, None)));
+    }
+
+    #[test]
+    fn a_console_text_the_renderer_would_not_write_is_refused() {
+        for (text, complaint) in [
+            (
+                "[output truncated: 5 bytes dropped, full output: \"/a\"] [exit code: 0]",
+                "stands on the line before",
+            ),
+            (
+                "[output truncated: 5 bytes dropped] [exit code: 0]",
+                "no [full output: …] line",
+            ),
+            (
+                "out\n[output truncated: 5 bytes dropped] [exit code: 0]",
+                "must be",
+            ),
+            (
+                "[full output: /a]\n[output truncated: 5 bytes dropped] [exit code: 0]",
+                "JSON",
+            ),
+            (
+                "[full output: \"/a\"] \n[output truncated: 5 bytes dropped] [exit code: 0]",
+                "does not end right after",
+            ),
+            (
+                "[full output, first 05 bytes only: \"/a\"]\n[output truncated: 5 bytes dropped] [exit code: 0]",
+                "plain decimal",
+            ),
+            (
+                "[full output: \"/a\"]\n[no newline at end of output] [output truncated: 5 bytes dropped] [exit code: 0]",
+                "no newline",
+            ),
+        ] {
+            match parse_console_result(text) {
+                Ok(parsed) => panic!("{text:?} parsed as {parsed:?}"),
+                Err(error) => {
+                    let message = error.to_string();
+                    assert!(message.contains(complaint), "{text:?}: {message}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -823,6 +1006,31 @@ mod tests {
         })
     }
 
+    /// Console texts built from valid and almost-valid log lines and status lines.
+    fn near_console_text() -> impl Strategy<Value = String> {
+        let before = prop::sample::select(vec!["", "a\n", "a", "a\n\n", "\n", "[exit code: 0]\n"]);
+        let log = prop::sample::select(vec![
+            "",
+            "[full output: \"/a b\"]\n",
+            "[full output: \"/a b\"] \n",
+            "[full output: \"\\u00e9\"]\n",
+            "[full output, first 3 bytes only: \"/a\"]\n",
+            "[full output, first 03 bytes only: \"/a\"]\n",
+            "[full output not saved]\n",
+            "[full output not saved] \n",
+            "[output truncated: 5 bytes dropped]\n",
+        ]);
+        let status = prop::sample::select(vec![
+            "[exit code: 0]",
+            "[no newline at end of output] [exit code: 0]",
+            "[output truncated: 5 bytes dropped] [exit code: 1]",
+            "[no newline at end of output] [output truncated: 5 bytes dropped] [cancelled] [exit code: 1]",
+            "[output truncated: 5 bytes dropped, full output: \"/a\"] [exit code: 1]",
+            "[output truncated: 5 bytes dropped] [timed out after 2.5s] [killed by signal: SIGKILL]",
+        ]);
+        (before, log, status).prop_map(|(before, log, status)| format!("{before}{log}{status}"))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
 
@@ -847,6 +1055,32 @@ mod tests {
             // Whatever the parser accepts is exactly what the renderer writes.
             if let Ok((output, status)) = parse_result(&text) {
                 prop_assert_eq!(render_result(&output, &status), text);
+            }
+        }
+
+        #[test]
+        fn parse_console_undoes_render_console(output in output(), status in run_status()) {
+            let text = render_console_result(&output, &status);
+            prop_assert_eq!(
+                parse_console_result(&text),
+                Ok((output, status.clone())),
+                "rendered as {:?}",
+                text
+            );
+            // The status line stands alone and never holds the log's path: it stays short
+            // whatever the path, and the plain parser reads the same exit from it.
+            let last = text.rsplit('\n').next().unwrap_or_default();
+            prop_assert!(last.len() <= 200, "{:?}", last);
+            let (_, read) = parse_result(&text).expect("the last line is a status line");
+            prop_assert_eq!(read.exit, status.exit);
+            prop_assert_eq!(read.truncation.map(|t| t.dropped_bytes),
+                status.truncation.map(|t| t.dropped_bytes));
+        }
+
+        #[test]
+        fn render_console_undoes_parse_console(text in near_console_text()) {
+            if let Ok((output, status)) = parse_console_result(&text) {
+                prop_assert_eq!(render_console_result(&output, &status), text);
             }
         }
 

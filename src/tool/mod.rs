@@ -10,5 +10,7 @@ pub mod markers;
 pub mod model;
 
 pub use bash::{run_bash, BashCall, BashResult};
-pub use markers::{parse_result, render_result, MarkerError};
+pub use markers::{
+    parse_console_result, parse_result, render_console_result, render_result, MarkerError,
+};
 pub use model::{ArgsError, BashArgs, ToolDefinition, TOOL_NAME};

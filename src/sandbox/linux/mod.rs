@@ -21,7 +21,7 @@ mod view_plan;
 pub(crate) mod zygote;
 mod zygote_wire;
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -36,6 +36,51 @@ pub(crate) use view_plan::view_for;
 
 /// `[env_start, env_end)` of this process, from /proc/self/stat (fields 50 and 51); fixed for
 /// the life of the process, so read once.
+/// Where procfs is mounted in this mount namespace (`/proc`, and any other), deepest first,
+/// from `/proc/self/mountinfo` (octal escapes such as `\040` decoded).
+fn host_proc_mounts() -> Vec<CString> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return vec![CString::from(c"/proc")];
+    };
+    let mut mounts: Vec<Vec<u8>> = info
+        .lines()
+        .filter_map(|line| {
+            let (fields, after) = line.split_once(" - ")?;
+            (after.split(' ').next()? == "proc").then(|| fields.split(' ').nth(4))?
+        })
+        .map(unescape_mountinfo)
+        .collect();
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    mounts.dedup();
+    mounts
+        .into_iter()
+        .filter_map(|m| CString::new(m).ok())
+        .collect()
+}
+
+/// A mountinfo path field with its `\NNN` octal escapes decoded.
+fn unescape_mountinfo(field: &str) -> Vec<u8> {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match octal {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |n, b| n.wrapping_mul(8) + (b - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 pub(crate) fn env_region() -> Option<(usize, usize)> {
     static REGION: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
     *REGION.get_or_init(|| {
@@ -159,6 +204,10 @@ impl Backend for Linux {
             .collect()
     }
 
+    fn cache_layer_verdicts(home: &std::path::Path) -> Vec<(PathBuf, Result<(), String>)> {
+        probe::cache_layer_verdicts(home)
+    }
+
     fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd> {
         sealed::sealed_memfd(name, contents)
     }
@@ -261,6 +310,12 @@ impl Prepared {
                 },
                 reaper: !layers.namespaces,
                 drop_capabilities: user_namespace && uid == 0,
+                drop_ptrace: !user_namespace && uid == 0,
+                host_proc_mounts: if !user_namespace && uid == 0 && layers.private_proc {
+                    host_proc_mounts()
+                } else {
+                    Vec::new()
+                },
                 // RLIMIT_NPROC counts per user namespace: per command only inside one.
                 max_processes: if user_namespace {
                     limits.max_processes.unwrap_or(0)

@@ -1,6 +1,7 @@
 //! Real probes of what this kernel allows: each layer is tried in a child ([`probe_support`]).
 
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::child::ChildPlan;
@@ -232,4 +233,109 @@ fn probe_cache_layer_in(base: &Path) -> Result<(), String> {
              on a filesystem overlayfs accepts"
         )
     })
+}
+
+/// Whether the kernel takes a copy-on-write layer over each package cache of `home`
+/// ([`crate::sandbox::package_caches`]): `(cache, Err(why))` for each one it refuses (a path
+/// longer than overlayfs takes, a lower folder on a filesystem overlayfs cannot stack on, …).
+/// Probed for real once per home and process, with the layers' upper and work folders in the
+/// temp dir as a session's are: a refused cache is then left out of every command's view (it
+/// stays read-only) and said once, in the session's first workspace command, not by every
+/// command's setup. Empty where overlayfs does not work at all ([`Support::cache_layer`]
+/// says so).
+pub(crate) fn refused_cache_layers(home: &Path) -> std::sync::Arc<Vec<(PathBuf, String)>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static MEMO: OnceLock<Mutex<HashMap<PathBuf, Arc<Vec<(PathBuf, String)>>>>> = OnceLock::new();
+    let memo = MEMO.get_or_init(Default::default);
+    if let Some(known) = memo.lock().unwrap().get(home) {
+        return known.clone();
+    }
+    let refused = Arc::new(if crate::sandbox::Support::current().cache_layer.is_ok() {
+        probe_home_cache_layers(home)
+    } else {
+        Vec::new()
+    });
+    memo.lock()
+        .unwrap()
+        .insert(home.to_path_buf(), refused.clone());
+    refused
+}
+
+/// Every package cache of `home` with its verdict: `Ok(())` where the kernel takes its layer.
+pub(crate) fn cache_layer_verdicts(home: &Path) -> Vec<(PathBuf, Result<(), String>)> {
+    if let Err(why) = &crate::sandbox::Support::current().cache_layer {
+        return crate::sandbox::package_caches(home)
+            .into_iter()
+            .map(|(_, cache)| (cache, Err(format!("no overlayfs here: {why}"))))
+            .collect();
+    }
+    let refused = refused_cache_layers(home);
+    crate::sandbox::package_caches(home)
+        .into_iter()
+        .map(|(_, cache)| {
+            let verdict = match refused.iter().find(|(path, _)| *path == cache) {
+                Some((_, why)) => Err(why.clone()),
+                None => Ok(()),
+            };
+            (cache, verdict)
+        })
+        .collect()
+}
+
+fn probe_home_cache_layers(home: &Path) -> Vec<(PathBuf, String)> {
+    use std::os::unix::fs::DirBuilderExt;
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base =
+        std::env::temp_dir().join(format!("acp-bash-probe-caches-{}-{n}", std::process::id()));
+    if let Err(error) = std::fs::DirBuilder::new().mode(0o700).create(&base) {
+        tracing::warn!(%error, "could not probe the package caches' layers");
+        return Vec::new();
+    }
+    let (overlays, _) = super::view_plan::cache_layers(home, &base, &[], &[]);
+    let with = |overlays: Vec<super::child::view::Overlay>| {
+        let mut p = plan(true, true);
+        p.view = Some(super::child::view::View {
+            overlays,
+            overlays_required: true,
+            ..Default::default()
+        });
+        probe(p)
+    };
+    let mut refused = Vec::new();
+    // All at once first (the usual case: one probe); one by one only when that fails.
+    if !overlays.is_empty() {
+        let all: Vec<_> = overlays.iter().map(clone_overlay).collect();
+        if with(all).is_err() {
+            for overlay in &overlays {
+                if let Err(why) = with(vec![clone_overlay(overlay)]) {
+                    let target =
+                        PathBuf::from(std::ffi::OsStr::from_bytes(overlay.target.to_bytes()));
+                    let too_long = [&overlay.target, &overlay.upper, &overlay.work]
+                        .iter()
+                        .any(|p| p.to_bytes().len() > 255);
+                    let hint = if too_long {
+                        "; a path is longer than the 255 bytes overlayfs takes"
+                    } else {
+                        ""
+                    };
+                    refused.push((
+                        target,
+                        format!("the kernel refused its overlayfs layer: {why}{hint}"),
+                    ));
+                }
+            }
+        }
+    }
+    let _ = crate::sandbox::remove_session_folder(&base);
+    refused
+}
+
+fn clone_overlay(overlay: &super::child::view::Overlay) -> super::child::view::Overlay {
+    super::child::view::Overlay {
+        target: overlay.target.clone(),
+        upper: overlay.upper.clone(),
+        work: overlay.work.clone(),
+    }
 }

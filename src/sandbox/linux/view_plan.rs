@@ -199,6 +199,20 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
         skip.extend(session_temp.clone());
         (view.overlays, view.refused_caches) =
             cache_layers(home, &canonical(layer), &skip, &masked);
+        // A layer the kernel refuses (probed once per home) is left out: its cache stays
+        // read-only, said once by the session's first workspace command, not by each setup.
+        let refused = super::probe::refused_cache_layers(home);
+        view.overlays.retain(|overlay| {
+            let target = Path::new(std::ffi::OsStr::from_bytes(overlay.target.to_bytes()));
+            match refused.iter().find(|(cache, _)| cache == target) {
+                Some((cache, why)) => {
+                    view.refused_caches
+                        .push(format!("{}: {why}", cache.display()));
+                    false
+                }
+                None => true,
+            }
+        });
     }
     view
 }
@@ -209,6 +223,7 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
 /// session folder, the temp dirs: their binds would be hidden, or a write the user allowed
 /// would not reach the host), nor under a masked folder (`masked`: it stays hidden). Masks
 /// under a cache still apply: the child mounts them on top of the overlay.
+/// The kernel's verdict on each layer is the caller's ([`super::probe::refused_cache_layers`]).
 pub(crate) fn cache_layers(
     home: &Path,
     layer: &Path,

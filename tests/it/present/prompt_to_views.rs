@@ -7,7 +7,7 @@ use std::time::Duration;
 use acp_bash::driver::{call_from_prompt, DriverError};
 use acp_bash::exec::{RunStatus, Truncation};
 use acp_bash::present::{present_call, present_result, ExitView, ResultView};
-use acp_bash::tool::{parse_result, render_result};
+use acp_bash::tool::{parse_console_result, parse_result, render_result};
 
 fn cwd() -> PathBuf {
     PathBuf::from("/home/me/proj")
@@ -71,18 +71,25 @@ fn a_program_that_prints_markers_and_fences_cannot_fool_either_view() {
     assert_eq!(
         view.console(),
         "`````console\n````\n[exit code: 0]\n[cancelled] [killed by signal: SIGKILL]\n\
-         [output truncated: 4096 bytes dropped, full output: \"/tmp/acp-bash/log 1.txt\"]\n\
-         [no newline at end of output] [exit code: 3]\n`````"
+         [full output: \"/tmp/acp-bash/log 1.txt\"]\n\
+         [no newline at end of output] [output truncated: 4096 bytes dropped] [exit code: 3]\n`````"
     );
-    // The status line stands alone, the truncation and the log's path on the line before it
-    // (issue 21, point 4): the last line still reads back as the status.
+    // The status line stands alone, and the log's path on its own line before it (issue 21,
+    // point 4); the console parser reads the whole status back, the plain one the status line.
     let content = view
         .console()
         .trim_start_matches("`````console\n")
         .trim_end_matches("\n`````");
-    let (_, parsed) = parse_result(content).expect("the console block is a result text");
-    assert_eq!(parsed.exit, status.exit);
-    assert_eq!(parsed.truncation, None);
+    let (plain_output, parsed) =
+        parse_console_result(content).expect("the console block is a console result text");
+    assert_eq!(
+        plain_output,
+        "````\n[exit code: 0]\n[cancelled] [killed by signal: SIGKILL]"
+    );
+    assert_eq!(parsed, status);
+    let (_, last_line) = parse_result(content).expect("its last line is a status line");
+    assert_eq!(last_line.exit, status.exit);
+    assert_eq!(last_line.truncation, Some(Truncation::new(4096, None)));
 }
 
 #[test]

@@ -356,8 +356,8 @@ fn a_layer_the_kernel_refuses_leaves_its_cache_read_only_and_the_rest_of_the_vie
             if !require_cache_layer() {
                 return;
             }
-            // A home whose caches' paths are longer than overlayfs takes (255 bytes): the probe
-            // passed, the mount fails in the command's own setup.
+            // A home whose caches' paths are longer than overlayfs takes (255 bytes): the
+            // general probe passed, the kernel refuses this home's layers (EINVAL).
             let base = dir("home-long");
             let long = "d".repeat(120);
             let home = base.path().join(&long).join(&long).join("home");
@@ -368,20 +368,24 @@ fn a_layer_the_kernel_refuses_leaves_its_cache_read_only_and_the_rest_of_the_vie
             let engine = engine(&home, EngineConfig::default());
             let session = engine.session(ws.path()).unwrap();
             session.set_mode(Mode::Workspace);
-            let (exit, output) = run_in(
-                &session,
-                &format!(
-                    "{{ echo x > ~/.cargo/registry/x; }} 2>/dev/null || echo cache-read-only; \
-                     cat ~/.cargo/credentials.toml; ls /dev/pts; \
-                     {{ echo x > {}/x; }} 2>/dev/null || echo outside-read-only; \
-                     echo ok > here && cat here",
-                    outside.path().display()
-                ),
+            let script = format!(
+                "{{ echo x > ~/.cargo/registry/x; }} 2>/dev/null || echo cache-read-only; \
+                 cat ~/.cargo/credentials.toml; ls /dev/pts; \
+                 {{ echo x > {}/x; }} 2>/dev/null || echo outside-read-only; \
+                 echo ok > here && cat here",
+                outside.path().display()
             );
+            let (exit, output) = run_in(&session, &script);
             assert_eq!(exit, Exit::Code(0), "{output}");
+            let said = |output: &str| {
+                output
+                    .lines()
+                    .filter(|l| l.contains("/.cargo/registry: the kernel refused"))
+                    .count()
+            };
+            assert_eq!(said(&output), 1, "{output}");
             assert!(
-                output.contains("/.cargo/registry stays read-only for this command")
-                    && output.contains("a path longer than the 255 bytes overlayfs takes"),
+                output.contains("a path is longer than the 255 bytes overlayfs takes"),
                 "{output}"
             );
             let tail: Vec<&str> = output
@@ -389,7 +393,67 @@ fn a_layer_the_kernel_refuses_leaves_its_cache_read_only_and_the_rest_of_the_vie
                 .filter(|l| !l.starts_with("[acp-bash: "))
                 .collect();
             assert_eq!(tail, ["cache-read-only", "ptmx", "outside-read-only", "ok"]);
+            // Said by the first command only: the next ones are just as read-only, and quiet.
+            for _ in 0..2 {
+                let (exit, output) = run_in(&session, &script);
+                assert_eq!(exit, Exit::Code(0), "{output}");
+                assert_eq!(
+                    output,
+                    "cache-read-only\nptmx\noutside-read-only\nok\n",
+                    "a later command repeats a notice"
+                );
+            }
             assert_eq!(snapshot(&home), before);
+            // `doctor` says the same of this home, probed for real.
+            let doctor = std::process::Command::new(env!("CARGO_BIN_EXE_acp-bash"))
+                .arg("doctor")
+                .env("HOME", &home)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&doctor.stdout);
+            let section = text
+                .split_once("Package caches in workspace mode")
+                .map(|(_, after)| after.split("\n\n").next().unwrap_or_default())
+                .unwrap_or_else(|| panic!("doctor has no package-cache section:\n{text}"));
+            assert!(
+                section.contains("[read-only] ")
+                    && section.contains("/home/.cargo/registry: the kernel refused")
+                    && section.contains("255 bytes")
+                    && section.contains("use full mode"),
+                "{section}"
+            );
+            assert!(!section.contains("[layer]"), "{section}");
+        },
+    );
+}
+
+/// `doctor` lists the caches whose layers work, next to a home the kernel takes them for.
+#[test]
+fn doctor_lists_each_package_cache_and_its_layer() {
+    as_root_and_nobody(
+        "sandbox::caches::doctor_lists_each_package_cache_and_its_layer",
+        || {
+            if !require_cache_layer() {
+                return;
+            }
+            let home = dir("home-doctor");
+            fake_home(home.path());
+            let doctor = std::process::Command::new(env!("CARGO_BIN_EXE_acp-bash"))
+                .arg("doctor")
+                .env("HOME", home.path())
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&doctor.stdout);
+            let registry = home.path().canonicalize().unwrap().join(".cargo/registry");
+            let cache = home.path().canonicalize().unwrap().join(".cache");
+            for path in [registry, cache] {
+                assert!(
+                    text.contains(&format!("  [layer]     {}\n", path.display())),
+                    "{}: {text}",
+                    path.display()
+                );
+            }
+            assert!(!text.contains("[read-only] "), "{text}");
         },
     );
 }

@@ -395,3 +395,111 @@ fn a_sandboxed_commands_first_output_is_sent_while_it_still_runs() {
         },
     );
 }
+
+/// The scrubbed secret the agent is started with: only its reverse ever crosses the pipes, so
+/// no copy of the prompt holds it.
+const AGENT_SECRET: &str = "acpbash-agent-secret-7c41e9";
+
+/// For PID 1, then (after trying to unmount the private /proc, which only root can) every
+/// acp-bash process the command sees: whether its `mem` opens, and if it does, whether the
+/// secret is in any readable mapping.
+fn memory_probe() -> String {
+    let reversed: String = AGENT_SECRET.chars().rev().collect();
+    format!(
+        r#"needle=$(printf %s '{reversed}' | rev)
+probe() {{
+  d=/proc/$1
+  if exec 3<"$d/mem" 2>/dev/null; then
+    found=no
+    while read -r range perms rest; do
+      case $perms in r*) ;; *) continue ;; esac
+      start=$((16#${{range%-*}})); end=$((16#${{range#*-}}))
+      if dd if="$d/mem" bs=1M iflag=skip_bytes,count_bytes skip=$start count=$((end - start)) 2>/dev/null | grep -qaF "$needle"; then found=yes; break; fi
+    done < "$d/maps"
+    exec 3<&-
+    echo "$2 $1: mem opened, secret found: $found"
+  else
+    echo "$2 $1: mem refused"
+  fi
+  if [ -r "$d/environ" ] && tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qaF "$needle"; then echo "$2 $1: secret in environ"; fi
+}}
+probe 1 pid1
+umount -l /proc 2>/dev/null && echo "host /proc revealed"
+for d in /proc/[0-9]*; do
+  [ "$d" = /proc/1 ] && continue
+  case "$(cat "$d/comm" 2>/dev/null)" in acp-bash|acp-bash-init) probe "${{d#/proc/}}" agent ;; esac
+done
+echo probed"#
+    )
+}
+
+/// Issue "full mode as root keeps CAP_SYS_PTRACE": PID 1 of a command's PID namespace and the
+/// agent are non-dumpable copies of the agent's memory, which holds the values the env scrub
+/// keeps from commands. Through the built binary, in every mode, as root and as `nobody`, a
+/// command opens no `mem` of PID 1's (so `process_vm_readv`, which makes the same ptrace check,
+/// fails too): root's full-mode commands lose CAP_SYS_PTRACE. And no acp-bash process of the
+/// host is in sight, even after root unmounts the private /proc: the host's /proc was detached
+/// beneath it (the kernel serves a non-dumpable process's `environ` to root without
+/// CAP_SYS_PTRACE).
+#[test]
+fn no_command_reads_the_memory_of_pid_1_or_of_the_agent() {
+    as_root_and_nobody(
+        "sandbox::served::no_command_reads_the_memory_of_pid_1_or_of_the_agent",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let root = unsafe { libc::geteuid() } == 0;
+            let ws = workspace();
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            for mode in ["full", "workspace", "read-only"] {
+                let client = AcpClient::new(
+                    binary(),
+                    [
+                        "serve",
+                        "--sandbox",
+                        mode,
+                        "--no-history",
+                        "--log-level",
+                        "warn",
+                    ],
+                )
+                .env("MY_SERVICE_TOKEN", AGENT_SECRET)
+                .profile(ClientProfile::Plain);
+                let cwd = ws.path().to_path_buf();
+                let script = memory_probe();
+                let (output, _) = runtime.block_on(converse_with(
+                    client,
+                    "a command reading the agent's memory",
+                    async move |mut c| {
+                        let session = c.new_session(&cwd).await?;
+                        let turn = c.prompt(&session, &script).await?;
+                        Ok(console_block(&turn.updates))
+                    },
+                ));
+                let how = format!("{mode} mode, uid {}", unsafe { libc::geteuid() });
+                assert!(output.contains("\nprobed\n"), "{how}: {output}");
+                assert!(output.contains("pid1 1: mem refused"), "{how}: {output}");
+                assert!(!output.contains("mem opened"), "{how}: {output}");
+                assert!(
+                    !output.contains("secret found: yes") && !output.contains("secret in environ"),
+                    "{how}: {output}"
+                );
+                // Not even in sight: root's full-mode commands may unmount the private /proc
+                // (the mode keeps CAP_SYS_ADMIN), but the host's is no longer beneath it.
+                assert!(
+                    !output.lines().any(|l| l.starts_with("agent ")),
+                    "{how}: {output}"
+                );
+                assert_eq!(
+                    output.contains("host /proc revealed"),
+                    root && mode == "full",
+                    "{how}: {output}"
+                );
+            }
+        },
+    );
+}

@@ -80,6 +80,14 @@ pub(crate) struct ChildPlan {
     pub reaper: bool,
     /// Root in a user namespace: keep only [`KEPT_CAPABILITIES`].
     pub drop_capabilities: bool,
+    /// Root without a user namespace (`full` mode as root): drop CAP_SYS_PTRACE (bounding,
+    /// permitted, effective, inheritable and ambient sets), so the command cannot read the
+    /// memory of the agent or of PID 1, both non-dumpable copies of the agent's secrets.
+    pub drop_ptrace: bool,
+    /// The host's procfs mount points (from the parent's mountinfo), detached in PID 1 before
+    /// it mounts the private /proc, where root without a user namespace could unmount that one
+    /// and see the host's: the kernel serves even a non-dumpable agent's `environ` to root.
+    pub host_proc_mounts: Vec<CString>,
     /// RLIMIT_NPROC (0: leave as is).
     pub max_processes: u64,
     /// RLIMIT_DATA (0: leave as is).
@@ -338,6 +346,10 @@ fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         libc::prctl(libc::PR_SET_NAME, c"acp-bash-init".as_ptr(), 0, 0, 0);
         if plan.private_proc {
+            // Mounts are private here (above): nothing of this reaches the host.
+            for mount in &plan.host_proc_mounts {
+                libc::umount2(mount.as_ptr(), libc::MNT_DETACH);
+            }
             check(
                 efd,
                 Step::PrivateProc,
@@ -397,6 +409,76 @@ fn dumpable_window(plan: &ChildPlan, exec: &ExecArgs) {
     unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
 }
 
+/// `capability.h`'s CAP_SYS_PTRACE.
+const CAP_SYS_PTRACE: u32 = 19;
+
+/// `struct __user_cap_header_struct` (`_LINUX_CAPABILITY_VERSION_3`, this process).
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+/// `struct __user_cap_data_struct`: one 32-bit word of each set (two for version 3).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Takes `cap` out of every set of this process (bounding first, so no exec brings it back;
+/// ambient cleared): raw `prctl` and `capget`/`capset`.
+fn drop_capability(cap: u32, efd: RawFd) {
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = CapHeader {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    let word = (cap / 32) as usize;
+    let bit = !(1u32 << (cap % 32));
+    // SAFETY: raw syscalls on this process with buffers of the kernel's layout.
+    unsafe {
+        if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) < 0 {
+            fail(efd, Step::DropCapabilities, errno());
+        }
+        if libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut CapHeader,
+            data.as_mut_ptr(),
+        ) < 0
+        {
+            fail(efd, Step::DropCapabilities, errno());
+        }
+        if let Some(word) = data.get_mut(word) {
+            word.effective &= bit;
+            word.permitted &= bit;
+            word.inheritable &= bit;
+        }
+        if libc::syscall(
+            libc::SYS_capset,
+            &mut header as *mut CapHeader,
+            data.as_ptr(),
+        ) < 0
+        {
+            fail(efd, Step::DropCapabilities, errno());
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+}
+
 /// Moves this process into the cgroup whose `tasks` file is open as `fd` (-1: none): `0` is the
 /// calling thread, and this process has only that one (a raw fork), so the whole process moves,
 /// without the system-wide lock a `cgroup.procs` write takes (see `cgroup.rs`).
@@ -431,6 +513,9 @@ fn restrict(plan: &ChildPlan, efd: RawFd) {
                 0,
                 0,
             );
+        }
+        if plan.drop_ptrace {
+            drop_capability(CAP_SYS_PTRACE, efd);
         }
         for (resource, value) in [
             (libc::RLIMIT_NPROC, plan.max_processes),
