@@ -134,12 +134,15 @@ impl CommandTurn<'_> {
         self.log
             .job_started(job.id().0, &call_id.0, job.command(), job.cwd());
         let mut sink = self.sink();
-        let wire = CallWire::open(
+        // The job's shell leads its process group, like a turn call's: its pid in the card
+        // lets a user stop the job from outside.
+        let wire = CallWire::open_with_process(
             call_id.clone(),
             call.command(),
             view,
             self.features,
             self.limits,
+            job.pid(),
             &mut sink,
         );
         let (done_tx, done_rx) = watch::channel(false);
