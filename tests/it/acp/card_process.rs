@@ -121,8 +121,10 @@ fn killing_a_job_cards_group_stops_the_job(mode: &str) {
     let client = AcpClient::new(binary(), ["serve", "--sandbox", mode, "--no-history"])
         .profile(ClientProfile::Zed);
     let script = format!("/bg exec -a {name} sleep 1000");
-    let ((), transcript) =
-        runtime.block_on(converse_with(client, "pid in a job's card", async |mut c| {
+    let ((), transcript) = runtime.block_on(converse_with(
+        client,
+        "pid in a job's card",
+        async |mut c| {
             let session = c.new_session(&dir).await?;
             let turn = c.prompt(&session, &script).await?;
             assert_eq!(turn.stop_reason, StopReason::EndTurn);
@@ -146,7 +148,8 @@ fn killing_a_job_cards_group_stops_the_job(mode: &str) {
             crate::acp::jobs::updates_until(&mut c, &session, crate::acp::jobs::has_final).await;
             assert!(wait_until_no_process(&name).await, "the job is gone");
             Ok(())
-        }));
+        },
+    ));
     let lines = transcript.lines();
     let ended = lines
         .iter()
