@@ -12,7 +12,7 @@
 //! sink's).
 
 use agent_client_protocol::v1::schema::{
-    SessionId, SessionNotification, SessionUpdate, ToolCallId,
+    SessionId, SessionNotification, SessionUpdate, ToolCallId, ToolCallStatus,
 };
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::Client;
@@ -41,6 +41,16 @@ pub trait UpdateSink: Send {
     /// nowhere else; everything else is still sent. By default always `true`.
     fn live_wanted(&self) -> bool {
         true
+    }
+
+    /// Sends one ACP v2 update: only a call opened for the v2 face ([`CallWire::open_v2`])
+    /// makes them, and only the v2 face's sink ([`super::v2::V2Sink`]) carries them. Any other
+    /// sink logs and drops it.
+    fn send_v2(&mut self, update: agent_client_protocol::v2::schema::SessionUpdate) {
+        tracing::error!(
+            ?update,
+            "a v2 update on a sink without the v2 face: not sent"
+        );
     }
 }
 
@@ -103,6 +113,8 @@ pub struct CallWire {
     at_line_start: bool,
     /// Live updates left out while the client was behind.
     skipped: u64,
+    /// The ACP v2 face: the call is an agent-owned terminal ([`super::v2`]).
+    v2: bool,
 }
 
 impl CallWire {
@@ -145,6 +157,31 @@ impl CallWire {
             live,
             at_line_start: true,
             skipped: 0,
+            v2: false,
+        }
+    }
+
+    /// The call on the ACP v2 face: sends its terminal (command, cwd, cancellable) and then the
+    /// `tool_call_update` that shows it; its output goes as `terminal_output_chunk`s, batched
+    /// and capped like the card's.
+    pub fn open_v2(
+        id: ToolCallId,
+        command: &str,
+        view: CallView,
+        limits: StreamLimits,
+        sink: &mut dyn UpdateSink,
+    ) -> CallWire {
+        sink.send_v2(super::v2::terminal_opened(&id, command, &view.cwd));
+        sink.send_v2(super::v2::call_opened(&id, &view, command));
+        let live = Live::new(true, limits, &view.echo);
+        CallWire {
+            id,
+            view,
+            features: ClientFeatures::CARD,
+            live,
+            at_line_start: true,
+            skipped: 0,
+            v2: true,
         }
     }
 
@@ -185,7 +222,17 @@ impl CallWire {
     /// Output known all at once (a replayed call's recorded output): one card update, never
     /// left out; nothing for a client without the card (its final update shows it).
     pub fn recorded_output(&mut self, sink: &mut dyn UpdateSink, output: &str) {
-        if self.features.card() && !output.is_empty() {
+        if self.v2 {
+            // One snapshot per terminal (it replaces, so a replay never doubles output).
+            let view = &self.view;
+            sink.send_v2(super::v2::snapshot(
+                &self.id,
+                &view.title,
+                &view.cwd,
+                output,
+            ));
+            self.at_line_start = output.is_empty() || output.ends_with('\n');
+        } else if self.features.card() && !output.is_empty() {
             self.card_text(sink, output.to_string());
         }
     }
@@ -212,6 +259,29 @@ impl CallWire {
             }
         }
         let mut update = bridge::final_update(&self.id, &self.view, presented, self.features);
+        if self.v2 {
+            let exit = update
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.get("terminal_exit"))
+                .cloned()
+                .unwrap_or_default();
+            let exit_code = exit.get("exit_code").and_then(serde_json::Value::as_i64);
+            let signal = exit
+                .get("signal")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string);
+            sink.send_v2(super::v2::terminal_exited(&self.id, exit_code, signal));
+            let status = update.fields.status.unwrap_or(ToolCallStatus::Failed);
+            let title = retitle.then(|| bridge::title(&self.view, self.features));
+            sink.send_v2(super::v2::call_ended(
+                &self.id,
+                status,
+                update.fields.raw_output.take(),
+                title,
+            ));
+            return;
+        }
         if retitle {
             update.fields.title = Some(bridge::title(&self.view, self.features));
         }
@@ -252,6 +322,10 @@ impl CallWire {
             return;
         }
         self.at_line_start = data.ends_with('\n');
+        if self.v2 {
+            sink.send_v2(super::v2::chunk(&self.id, &data));
+            return;
+        }
         sink.send(SessionUpdate::ToolCallUpdate(bridge::output_update(
             &self.id, &data,
         )));

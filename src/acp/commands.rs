@@ -10,19 +10,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionId, SessionUpdate,
-    ToolCallId, UnstructuredCommandInput,
+    AvailableCommand, AvailableCommandInput, AvailableCommandsUpdate, SessionUpdate, ToolCallId,
+    UnstructuredCommandInput,
 };
-use agent_client_protocol::v1::ConnectionTo;
-use agent_client_protocol::Client;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::ClientFeatures;
-use super::call_wire::{CallWire, ConnectionSink};
-use super::transport::ClientBehind;
+use super::call_wire::{CallWire, UpdateSink};
 use crate::driver::commands::{CommandHost, SlashCommand, COMMANDS};
 use crate::exec::Session;
 use crate::jobs::{Job, JobId, JobRegistry, LiveOutput, StartError};
@@ -91,8 +88,11 @@ impl SessionJobs {
 
 /// What a slash command's turn needs from the agent.
 pub(super) struct CommandTurn<'a> {
-    pub cx: &'a ConnectionTo<Client>,
-    pub session_id: &'a SessionId,
+    /// Makes a sink for the session's updates (a job's card gets its own; it makes no live
+    /// output while the client is behind on reading).
+    pub sink: &'a (dyn Fn() -> Box<dyn UpdateSink> + Sync),
+    /// The ACP v2 face: a job is an agent-owned terminal.
+    pub v2: bool,
     pub session: &'a Session,
     pub jobs: &'a SessionJobs,
     /// The session's record: a job is recorded when it starts, and its card records its end.
@@ -100,18 +100,11 @@ pub(super) struct CommandTurn<'a> {
     pub features: ClientFeatures,
     /// How live output is batched and capped (a job's card streams like a turn's call).
     pub limits: StreamLimits,
-    /// Up while the client is behind on reading: the job's card then makes no live output.
-    pub behind: ClientBehind,
     /// Makes the tool-call id of a job's card (used by `/bg` only).
     pub new_call_id: &'a (dyn Fn() -> ToolCallId + Sync),
 }
 
 impl CommandTurn<'_> {
-    fn sink(&self) -> ConnectionSink {
-        ConnectionSink::new(self.cx.clone(), self.session_id.clone())
-            .skip_live_while(self.behind.clone())
-    }
-
     /// Runs `command`; returns its answer (for the caller to send as the agent's message) and,
     /// for a `/bg` that started a job, the job's card, to [`JobCard::spawn`] once the turn has
     /// been answered.
@@ -133,15 +126,28 @@ impl CommandTurn<'_> {
         // replay of the session shows the job.
         self.log
             .job_started(job.id().0, &call_id.0, job.command(), job.cwd());
-        let mut sink = self.sink();
-        let wire = CallWire::open(
-            call_id.clone(),
-            call.command(),
-            view,
-            self.features,
-            self.limits,
-            &mut sink,
-        );
+        let mut sink = (self.sink)();
+        // The job's shell leads its process group, like a turn call's: its pid in the card
+        // lets a user stop the job from outside.
+        let wire = if self.v2 {
+            CallWire::open_v2(
+                call_id.clone(),
+                call.command(),
+                view,
+                self.limits,
+                &mut *sink,
+            )
+        } else {
+            CallWire::open_with_process(
+                call_id.clone(),
+                call.command(),
+                view,
+                self.features,
+                self.limits,
+                job.pid(),
+                &mut *sink,
+            )
+        };
         let (done_tx, done_rx) = watch::channel(false);
         self.jobs
             .cards_done
@@ -197,7 +203,7 @@ impl CommandHost for Host<'_> {
 
 /// A background job's tool call, from after the turn that started it until the job ends.
 pub(super) struct JobCard {
-    sink: ConnectionSink,
+    sink: Box<dyn UpdateSink>,
     wire: CallWire,
     job: Job,
     live: LiveOutput,
@@ -219,7 +225,7 @@ impl JobCard {
         // A job is stopped by /kill or with its session, not by a turn's cancel.
         let never = tokio_util::sync::CancellationToken::new();
         self.wire
-            .follow(&mut self.live, &mut self.sink, &never, || {})
+            .follow(&mut self.live, &mut *self.sink, &never, || {})
             .await;
         let outcome = self.job.wait().await;
         // Recorded before the final update goes out: a client that saw the job end can load
@@ -234,7 +240,7 @@ impl JobCard {
             Some(outcome.duration),
         );
         self.wire
-            .end(&mut self.sink, Some(&outcome.status), &presented, true);
+            .end(&mut *self.sink, Some(&outcome.status), &presented, true);
         tracing::info!(call = %call_id, job = %self.job.id(), "job's call finished");
         self.done.send_replace(true);
     }

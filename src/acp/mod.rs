@@ -109,6 +109,7 @@ pub use crate::present::stream;
 pub mod summary;
 pub mod tool_call;
 pub mod transport;
+pub mod v2;
 
 pub use agent::{
     prompt_of, prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES, MODEL_OPTION_ID, MODE_OPTION_ID,

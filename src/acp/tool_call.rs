@@ -32,6 +32,9 @@ pub struct ToolCallRunner {
     pub limits: StreamLimits,
     /// Bytes of output a model reads of a call ([`ToolCallRunner::run_model_call`]).
     pub model_budget: usize,
+    /// The ACP v2 face: each call is an agent-owned terminal ([`super::v2`]); its sink must
+    /// carry v2 updates ([`super::v2::V2Sink`]).
+    pub v2: bool,
 }
 
 impl Default for ToolCallRunner {
@@ -48,6 +51,7 @@ impl ToolCallRunner {
             features,
             limits: StreamLimits::default(),
             model_budget: DEFAULT_MODEL_BUDGET,
+            v2: false,
         }
     }
 
@@ -60,6 +64,13 @@ impl ToolCallRunner {
     /// Sets [`ToolCallRunner::limits`].
     pub fn limits(mut self, limits: StreamLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Runs each call on the ACP v2 face ([`ToolCallRunner::v2`]).
+    pub fn on_v2(mut self) -> Self {
+        self.v2 = true;
+        self.features = ClientFeatures::CARD;
         self
     }
 
@@ -127,15 +138,19 @@ impl ToolCallRunner {
         } else {
             None
         };
-        let mut wire = CallWire::open_with_process(
-            call_id.clone(),
-            call.command(),
-            view,
-            features,
-            self.limits,
-            process,
-            sink,
-        );
+        let mut wire = if self.v2 {
+            CallWire::open_v2(call_id.clone(), call.command(), view, self.limits, sink)
+        } else {
+            CallWire::open_with_process(
+                call_id.clone(),
+                call.command(),
+                view,
+                features,
+                self.limits,
+                process,
+                sink,
+            )
+        };
         let control = handle.cancellation_token();
         wire.follow(&mut handle, sink, cancel, move || control.cancel())
             .await;

@@ -228,6 +228,14 @@ impl SessionLog {
         self.forgotten.store(true, Ordering::Relaxed);
     }
 
+    /// Records the model the session chose (`None`: the driver's default).
+    pub fn set_model(&self, model: Option<&str>) {
+        self.change(|record| {
+            record.model = model.map(str::to_string);
+            record.updated_ms = now_ms().max(record.updated_ms);
+        });
+    }
+
     /// Records the session's sandbox mode.
     pub fn set_mode(&self, mode: &str) {
         self.change(|record| {

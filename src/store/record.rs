@@ -97,6 +97,10 @@ pub struct SessionRecord {
     /// before it was kept.
     #[serde(default, skip_serializing_if = "ShellRecord::is_empty")]
     pub shell: ShellRecord,
+    /// The model the session chose (config option `model`: an id of the driver's models);
+    /// absent for the driver's default, and in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// The shell state of a session as kept on disk: [`ShellState`] in a form JSON can hold.
@@ -473,6 +477,7 @@ impl SessionRecord {
             dropped_turns: 0,
             turns: Vec::new(),
             shell: ShellRecord::default(),
+            model: None,
         }
     }
 

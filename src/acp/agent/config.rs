@@ -127,6 +127,7 @@ impl Connection {
                         .respond_with_error(refuse(format!("unknown model {:?}", short(&value))));
                 }
                 tracing::info!(session = %request.session_id.0, model = %value, "session/set_config_option");
+                state.log.set_model(Some(&value));
                 *state.model.lock().unwrap() = Some(value);
                 None
             }

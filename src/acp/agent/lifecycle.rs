@@ -245,6 +245,23 @@ impl Connection {
                 record.mode = session.mode().id().to_string();
             }
         }
+        if let Some(model) = record.model.clone() {
+            let models = self.driver.models();
+            if !models.iter().any(|offered| offered.id == model) {
+                let default = models.first().map(|m| m.id.as_str());
+                notes.push(match default {
+                    Some(default) => format!(
+                        "This session used model {model:?}, which this agent does not offer \
+                         (start it with --model {model} to offer it): it uses {default:?} now."
+                    ),
+                    None => format!(
+                        "This session used model {model:?}; this agent runs no model (start it \
+                         with --model {model} to go on with it)."
+                    ),
+                });
+                record.model = None;
+            }
+        }
         if !record.cwd.is_dir() {
             notes.push(format!(
                 "This session's directory {} no longer exists: commands start in {} instead.",

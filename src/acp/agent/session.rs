@@ -37,8 +37,8 @@ pub(super) struct SessionState {
     /// The session's background jobs (`/bg`): killed when the session or the connection ends.
     pub jobs: SessionJobs,
     /// The model the session chose by `session/set_config_option` (an id of the driver's
-    /// `models()`); `None`: the driver's default. Not kept in the record: a loaded session
-    /// starts with the default.
+    /// `models()`); `None`: the driver's default. Kept in the record: a loaded or resumed
+    /// session goes on with it while the agent still offers it.
     pub model: Mutex<Option<String>>,
 }
 
@@ -70,6 +70,7 @@ impl Connection {
             // Call ids continue after every call and job the session ever made, so a replayed
             // call and a new one never share an id.
             next_call: AtomicU64::new(record.calls_and_jobs() + 1),
+            model: Mutex::new(record.model.clone()),
             session,
             log: Arc::new(SessionLog::new(self.store.clone(), record)),
             current_call: Mutex::new(None),
@@ -77,7 +78,6 @@ impl Connection {
             running: Mutex::new(HashMap::new()),
             next_turn: AtomicU64::new(1),
             jobs: SessionJobs::new(JobRegistry::new(self.job_limits)),
-            model: Mutex::new(None),
         });
         self.sessions.lock().unwrap().insert(id, state.clone());
         state

@@ -252,15 +252,18 @@ impl TurnPort for AcpTurn<'_> {
     fn run_command(&self, command: SlashCommand) -> BoxFuture<'_, String> {
         async move {
             let new_call_id = || self.state.new_call_id();
+            let behind = self.connection.client_behind.clone();
+            let sink = move || -> Box<dyn UpdateSink> {
+                Box::new(self.sink().skip_live_while(behind.clone()))
+            };
             let turn = CommandTurn {
-                cx: self.cx,
-                session_id: self.session_id,
+                sink: &sink,
+                v2: false,
                 session: &self.state.session,
                 jobs: &self.state.jobs,
                 log: &self.state.log,
                 features: self.features,
                 limits: self.connection.limits,
-                behind: self.connection.client_behind.clone(),
                 new_call_id: &new_call_id,
             };
             let (answer, card) = turn.run(command).await;

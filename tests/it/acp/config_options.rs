@@ -417,3 +417,116 @@ async fn the_config_options_transcript() {
         insta::assert_snapshot!("zed__config_options", normalized.join("\n"));
     });
 }
+
+/// An agent with a session store that offers `models` (on the fake model's `base`).
+fn model_client(
+    state_dir: &std::path::Path,
+    base: &str,
+    models: &[&str],
+) -> acp_bash::acp::client::AcpClient {
+    let mut args = vec![
+        "serve".to_string(),
+        "--sandbox".into(),
+        "full".into(),
+        "--state-dir".into(),
+        state_dir.to_str().unwrap().into(),
+        "--base-url".into(),
+        base.into(),
+    ];
+    for model in models {
+        args.extend(["--model".to_string(), model.to_string()]);
+    }
+    acp_bash::acp::client::AcpClient::new(binary(), args)
+        .profile(ClientProfile::Zed)
+        .env("OPENAI_API_KEY", "sk-test-config")
+}
+
+/// The chosen model is kept in the session's record: `session/load` and `session/resume` in
+/// later processes answer with it as the `model` option's value, and their next model request
+/// names it. An agent that no longer offers it says so and goes on with its own default.
+#[tokio::test]
+async fn load_and_resume_in_other_processes_restore_the_chosen_model() {
+    let fake = FakeModel::start(vec![
+        openai::reply(&["from a"], &[]),
+        openai::reply(&["loaded"], &[]),
+        openai::reply(&["resumed"], &[]),
+    ])
+    .await;
+    let (_tmp, dir) = temp_dir();
+    let (_state, state_dir) = temp_dir();
+    let base = format!("{}/v1", fake.base);
+    let both = ["openai:fake-a", "openai:fake-b"];
+    let (session, _) = converse_with(
+        model_client(&state_dir, &base, &both),
+        "model chosen",
+        async |mut c| {
+            let session = c.new_session(&dir).await?;
+            c.prompt(&session, "hello a").await?;
+            set_option(&c, &session, "model", "openai:fake-b").await?;
+            Ok(session)
+        },
+    )
+    .await;
+    let (_, transcript) = converse_with(
+        model_client(&state_dir, &base, &both),
+        "model load",
+        async |mut c| {
+            c.load_session(&session, &dir).await?;
+            c.prompt(&session, "after load").await
+        },
+    )
+    .await;
+    let options = &response_to(&transcript.lines(), "session/load")["configOptions"];
+    assert_eq!(current(options, "model"), "openai:fake-b");
+    let (_, transcript) = converse_with(
+        model_client(&state_dir, &base, &both),
+        "model resume",
+        async |mut c| {
+            c.connection()
+                .send_request(ResumeSessionRequest::new(session.clone(), &dir))
+                .block_task()
+                .await?;
+            c.prompt(&session, "after resume").await
+        },
+    )
+    .await;
+    let options = &response_to(&transcript.lines(), "session/resume")["configOptions"];
+    assert_eq!(current(options, "model"), "openai:fake-b");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert_eq!(requests[0].body["model"], "fake-a");
+    assert_eq!(requests[1].body["model"], "fake-b", "after load");
+    assert_eq!(requests[2].body["model"], "fake-b", "after resume");
+    // An agent that offers only the other model: the default, and a note that says why.
+    let (updates, transcript) = converse_with(
+        model_client(&state_dir, &base, &["openai:fake-a"]),
+        "model gone",
+        async |mut c| {
+            c.connection()
+                .send_request(ResumeSessionRequest::new(session.clone(), &dir))
+                .block_task()
+                .await?;
+            Ok(updates_until_message(&mut c, &session).await)
+        },
+    )
+    .await;
+    let options = &response_to(&transcript.lines(), "session/resume")["configOptions"];
+    assert_eq!(current(options, "model"), "openai:fake-a");
+    assert!(
+        updates.contains("\"openai:fake-b\", which this agent does not offer")
+            && updates.contains("--model openai:fake-b"),
+        "{updates}"
+    );
+}
+
+/// The text of the first agent message of `session`.
+async fn updates_until_message(c: &mut Conversation, session: &SessionId) -> String {
+    next_matching(c, session, |u| match u {
+        SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+            agent_client_protocol::v1::schema::ContentBlock::Text(text) => Some(text.text.clone()),
+            _ => None,
+        },
+        _ => None,
+    })
+    .await
+}

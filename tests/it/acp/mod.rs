@@ -22,3 +22,4 @@ mod streaming;
 mod tool_call;
 mod transcripts;
 mod turns;
+mod v2_terminals;

@@ -20,6 +20,22 @@ use std::sync::{Arc, Mutex, OnceLock};
 use jsonschema::{Draft, Validator};
 use serde_json::{json, Value};
 
+/// The draft ACP v2 schema (vendored: `vendor/acp-schema.v2.json`), loaded once per test
+/// binary: what the v2 face's messages are checked against.
+pub fn schema_v2() -> &'static Schema {
+    static SCHEMA: OnceLock<Schema> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/it/support/vendor/acp-schema.v2.json");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
+        let document: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|error| panic!("{} is not JSON: {error}", path.display()));
+        Schema::from_document(document)
+            .unwrap_or_else(|error| panic!("{} is not the ACP schema: {error}", path.display()))
+    })
+}
+
 /// Which way a message travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Direction {
@@ -170,12 +186,18 @@ impl Schema {
     /// variant the `sessionUpdate` tag selects and what is wrong against that variant alone.
     fn variant_detail(&self, def: &str, value: &Value) -> Option<String> {
         let (update, path) = match def {
-            "SessionNotification" => (value.get("update")?, "/update"),
+            "SessionNotification" | "UpdateSessionNotification" => {
+                (value.get("update")?, "/update")
+            }
             "SessionUpdate" => (value, ""),
             _ => return None,
         };
         let tag = update.get("sessionUpdate")?.as_str()?;
-        let variants = self.defs.get("SessionUpdate")?.get("oneOf")?.as_array()?;
+        let union = self.defs.get("SessionUpdate")?;
+        let variants = union
+            .get("oneOf")
+            .or_else(|| union.get("anyOf"))?
+            .as_array()?;
         let Some(variant) = variants.iter().find(|variant| {
             variant
                 .pointer("/properties/sessionUpdate/const")
