@@ -235,6 +235,9 @@ fn probe_cache_layer_in(base: &Path) -> Result<(), String> {
     })
 }
 
+/// The package caches whose layer the kernel refused, each with why.
+pub(crate) type RefusedLayers = Vec<(PathBuf, String)>;
+
 /// Whether the kernel takes a copy-on-write layer over each package cache of `home`
 /// ([`crate::sandbox::package_caches`]): `(cache, Err(why))` for each one it refuses (a path
 /// longer than overlayfs takes, a lower folder on a filesystem overlayfs cannot stack on, …).
@@ -243,10 +246,10 @@ fn probe_cache_layer_in(base: &Path) -> Result<(), String> {
 /// stays read-only) and said once, in the session's first workspace command, not by every
 /// command's setup. Empty where overlayfs does not work at all ([`Support::cache_layer`]
 /// says so).
-pub(crate) fn refused_cache_layers(home: &Path) -> std::sync::Arc<Vec<(PathBuf, String)>> {
+pub(crate) fn refused_cache_layers(home: &Path) -> std::sync::Arc<RefusedLayers> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
-    static MEMO: OnceLock<Mutex<HashMap<PathBuf, Arc<Vec<(PathBuf, String)>>>>> = OnceLock::new();
+    static MEMO: OnceLock<Mutex<HashMap<PathBuf, Arc<RefusedLayers>>>> = OnceLock::new();
     let memo = MEMO.get_or_init(Default::default);
     if let Some(known) = memo.lock().unwrap().get(home) {
         return known.clone();
