@@ -182,11 +182,10 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     let gaps = gaps(mode, support);
     let gives_up = match (mode, root) {
         (Mode::Full, true) => Some(
-            "As root, commands keep every capability but CAP_SYS_PTRACE, so they read nothing \
-             of the memory or environment of the agent and its helpers (non-dumpable); they can \
-             make device nodes, change the host's name and network, unmount the private /proc \
-             to read other root processes' memory and environments, and change the host in \
-             ways that get around all of this (kernel modules, system files).",
+            "As root they keep every capability but CAP_SYS_PTRACE: they cannot read the \
+             memory or environment of the agent and its helpers, but can make devices, change \
+             the host's name and network, unmount /proc to read other root processes, and \
+             change the host to get around all this (kernel modules, system files).",
         ),
         (Mode::Full, false) => {
             Some("Commands can change everything this user owns, the agent's own files included.")

@@ -16,7 +16,8 @@ use super::child::{self, ChildPlan, ExecArgs};
 use super::step::StepError;
 use crate::sandbox::Launch;
 
-fn cstring(bytes: &[u8]) -> io::Result<CString> {
+/// `bytes` as a C string, or an `InvalidInput` error where it holds a NUL.
+pub(super) fn cstring(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -25,7 +26,8 @@ fn cstring(bytes: &[u8]) -> io::Result<CString> {
     })
 }
 
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+/// A close-on-exec pipe: (read end, write end).
+pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [-1; 2];
     // SAFETY: pipe2 into a local array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {

@@ -32,7 +32,7 @@
 //! The agent's side runs on the spawner thread only (it forks Z there, so Z's parent-death
 //! signal is tied to that long-lived thread).
 
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::child::{self, ChildPlan, ExecArgs};
-use super::spawn::{read_full, Request};
+use super::spawn::{cstring, pipe, read_full, Request};
 use super::step::{Step, StepError};
 use super::zygote_wire::{self as wire, Reader, Writer, MAX_MESSAGE, PROTOCOL};
 use crate::sandbox::Mode;
@@ -149,25 +149,6 @@ fn setup_message(plan: &ChildPlan, with_work: bool) -> Vec<u8> {
         wire::write_view(&mut w, view, with_work);
     }
     w.0
-}
-
-fn cstring(bytes: &[u8]) -> io::Result<CString> {
-    CString::new(bytes).map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "nul byte found in provided data",
-        )
-    })
-}
-
-fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [-1; 2];
-    // SAFETY: pipe2 into a local array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: two new fds we own.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Starts a zygote and sends it `setup`; returns once its namespaces and view are built.
