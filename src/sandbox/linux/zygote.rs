@@ -506,13 +506,7 @@ fn enter(plan: &ChildPlan, netns: Option<&OwnedFd>, efd: RawFd) {
         check(
             efd,
             Step::PrivateMounts,
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) as i64,
+            child::sys::make_mounts_private() as i64,
         );
         if new_netns {
             child::sys::loopback_up();

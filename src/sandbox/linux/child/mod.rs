@@ -215,17 +215,7 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
                 Step::Unshare,
                 libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) as i64,
             );
-            check(
-                efd,
-                Step::PrivateMounts,
-                libc::mount(
-                    std::ptr::null(),
-                    c"/".as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                ) as i64,
-            );
+            check(efd, Step::PrivateMounts, sys::make_mounts_private() as i64);
         }
         if let Some(view) = &plan.view {
             view::refresh_private(view, efd);
@@ -287,17 +277,7 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
                 libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
             }
         }
-        check(
-            efd,
-            Step::PrivateMounts,
-            libc::mount(
-                std::ptr::null(),
-                c"/".as_ptr(),
-                std::ptr::null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            ) as i64,
-        );
+        check(efd, Step::PrivateMounts, sys::make_mounts_private() as i64);
         if plan.network_namespace && !join_netns {
             sys::loopback_up();
         }
