@@ -46,12 +46,17 @@ pub fn first_command(bench: &Bench) -> Result<Vec<Row>> {
         let agent = match agent_in(bench, mode) {
             Ok(agent) => agent,
             Err(error) => {
-                rows.push(Row::unavailable("first-command", &label, &error.to_string()));
+                rows.push(Row::unavailable(
+                    "first-command",
+                    &label,
+                    &error.to_string(),
+                ));
                 continue;
             }
         };
         let (mut ready, _) = session_with_true(bench, agent)?;
-        let (mut first, mut raw_ms, mut paired, mut second_paired) = (vec![], vec![], vec![], vec![]);
+        let (mut first, mut raw_ms, mut paired, mut second_paired) =
+            (vec![], vec![], vec![], vec![]);
         for _ in 0..runs {
             ready.session = ready.agent.new_session(bench.session_dir())?;
             let raw = ms(raw::bash_to_devnull("true"));
@@ -131,7 +136,9 @@ pub fn idle_memory(bench: &Bench) -> Result<Vec<Row>> {
     let runs = if bench.quick { 1 } else { 3 };
     let mut rows = Vec::new();
     for mode in MODES {
-        let label = format!("an idle session ({SESSIONS} sessions after one `true` each), --sandbox {mode}");
+        let label = format!(
+            "an idle session ({SESSIONS} sessions after one `true` each), --sandbox {mode}"
+        );
         let (mut growth, mut per_session, mut z_pss, mut z_rss, mut z_uss, mut zs) =
             (vec![], vec![], vec![], vec![], vec![], vec![]);
         let mut before_rss = Vec::new();
@@ -247,11 +254,16 @@ pub fn concurrency_modes(bench: &Bench) -> Result<Vec<Row>> {
     let script = "sleep 0.5; echo done";
     let mut rows = Vec::new();
     for mode in MODES {
-        let label = format!("{SESSIONS} sessions × `{script}` at once → all answered, --sandbox {mode}");
+        let label =
+            format!("{SESSIONS} sessions × `{script}` at once → all answered, --sandbox {mode}");
         let mut agent = match agent_in(bench, mode) {
             Ok(agent) => agent,
             Err(error) => {
-                rows.push(Row::unavailable("concurrency-modes", &label, &error.to_string()));
+                rows.push(Row::unavailable(
+                    "concurrency-modes",
+                    &label,
+                    &error.to_string(),
+                ));
                 continue;
             }
         };

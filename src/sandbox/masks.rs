@@ -79,7 +79,11 @@ pub(crate) fn canonical_under(base: &Path, rel: &Path) -> Option<PathBuf> {
             return base.join(rel).canonicalize().ok();
         };
         path.push(name);
-        if std::fs::symlink_metadata(&path).ok()?.file_type().is_symlink() {
+        if std::fs::symlink_metadata(&path)
+            .ok()?
+            .file_type()
+            .is_symlink()
+        {
             return base.join(rel).canonicalize().ok();
         }
     }
@@ -102,9 +106,7 @@ pub fn masked_paths(protection: &Protection) -> Vec<PathBuf> {
                 entries
                     .flatten()
                     .filter(|e| is_ssh_private_key(&e.file_name().to_string_lossy()))
-                    .filter_map(|e| {
-                        canonical_under(&home, &Path::new(".ssh").join(e.file_name()))
-                    }),
+                    .filter_map(|e| canonical_under(&home, &Path::new(".ssh").join(e.file_name()))),
             );
         }
     }

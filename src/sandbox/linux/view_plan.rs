@@ -72,7 +72,9 @@ pub(crate) fn hidden_sockets() -> Vec<Hidden> {
     // may be one).
     let run = canonical(Path::new("/run"));
     for dir in SOCKET_DIRS {
-        let rel = Path::new(dir).strip_prefix("/run").unwrap_or(Path::new(dir));
+        let rel = Path::new(dir)
+            .strip_prefix("/run")
+            .unwrap_or(Path::new(dir));
         if let Some(dir) = crate::sandbox::canonical_under(&run, rel) {
             if dir.is_dir() {
                 hidden.push(Hidden::Dir(dir, None));
