@@ -17,6 +17,7 @@
 mod client;
 mod engine;
 mod raw;
+mod sessions;
 mod stats;
 mod wire;
 
@@ -124,6 +125,9 @@ const CASES: &[(&str, Case)] = &[
     ("throughput", wire::throughput),
     ("latency", wire::latency),
     ("concurrency", wire::concurrency),
+    ("concurrency-modes", sessions::concurrency_modes),
+    ("first-command", sessions::first_command),
+    ("idle-memory", sessions::idle_memory),
     ("engine-overhead", |b| Ok(engine::overhead(b))),
     ("engine-throughput", |b| Ok(engine::throughput(b))),
     ("engine-chunk-capture", |b| Ok(engine::chunk_capture(b))),

@@ -17,12 +17,12 @@ fn stream_limits() -> acp_bash::acp::stream::StreamLimits {
 }
 
 /// A started agent, initialized like Zed, with one session.
-struct Ready {
-    agent: Agent,
-    session: String,
+pub struct Ready {
+    pub agent: Agent,
+    pub session: String,
 }
 
-fn ready(bench: &Bench, sandbox: Option<&str>) -> Result<Ready> {
+pub fn ready(bench: &Bench, sandbox: Option<&str>) -> Result<Ready> {
     let mut agent = bench.spawn_agent(sandbox)?;
     agent.initialize()?;
     let session = agent.new_session(bench.session_dir())?;
@@ -31,8 +31,8 @@ fn ready(bench: &Bench, sandbox: Option<&str>) -> Result<Ready> {
 
 /// What one prompt produced on the wire.
 #[derive(Default)]
-struct Turn {
-    elapsed: Duration,
+pub struct Turn {
+    pub elapsed: Duration,
     updates: u64,
     output_bytes: u64,
     stop_reason: String,
@@ -40,7 +40,7 @@ struct Turn {
 }
 
 /// Sends `script` and waits for its answer, counting the updates and the output they carry.
-fn prompt(ready: &mut Ready, script: &str, timeout: Duration) -> Result<Turn> {
+pub fn prompt(ready: &mut Ready, script: &str, timeout: Duration) -> Result<Turn> {
     let (id, sent) = ready.agent.send_prompt(&ready.session, script)?;
     let mut turn = Turn::default();
     let answer = ready.agent.wait_response(id, timeout, |line: &Line| {
@@ -63,7 +63,7 @@ fn prompt(ready: &mut Ready, script: &str, timeout: Duration) -> Result<Turn> {
     Ok(turn)
 }
 
-fn check_completed(turn: &Turn, script: &str) -> Result<()> {
+pub fn check_completed(turn: &Turn, script: &str) -> Result<()> {
     if turn.stop_reason != "end_turn" || turn.final_status.as_deref() != Some("completed") {
         return Err(super::client::ClientError(format!(
             "{script:?} ended with stopReason {} and status {:?}",

@@ -29,8 +29,11 @@ pub const PACKAGE_CACHES: [&str; 11] = [
 /// one; paths an overlay option cannot carry (`,` `:` `\`) are left out.
 pub fn package_caches(home: &Path) -> Vec<(String, PathBuf)> {
     let mut found: Vec<(String, PathBuf)> = Vec::new();
+    let Ok(home) = home.canonicalize() else {
+        return found;
+    };
     for rel in PACKAGE_CACHES {
-        let Ok(path) = home.join(rel).canonicalize() else {
+        let Some(path) = super::masks::canonical_under(&home, Path::new(rel)) else {
             continue;
         };
         let text = path.to_string_lossy();

@@ -68,33 +68,61 @@ pub fn is_ssh_private_key(name: &str) -> bool {
         || name.ends_with(".key")
 }
 
+/// The canonical form of `base.join(rel)` where `base` is canonical already, or `None` when it
+/// does not exist: one `lstat` per component of `rel`, where `canonicalize` reads every
+/// component of `base` again for each path (the view plan looks up about 40 paths under the
+/// home per command). A symlink (or a `.`/`..`) on the way falls back to `canonicalize`.
+pub(crate) fn canonical_under(base: &Path, rel: &Path) -> Option<PathBuf> {
+    let mut path = base.to_path_buf();
+    for component in rel.components() {
+        let std::path::Component::Normal(name) = component else {
+            return base.join(rel).canonicalize().ok();
+        };
+        path.push(name);
+        if std::fs::symlink_metadata(&path)
+            .ok()?
+            .file_type()
+            .is_symlink()
+        {
+            return base.join(rel).canonicalize().ok();
+        }
+    }
+    Some(path)
+}
+
 /// The paths `protection` masks that exist on this machine now (canonical, sorted, nothing
 /// under another one), minus the allowed ones. A few `stat`s and one `readdir` of `~/.ssh`.
 pub fn masked_paths(protection: &Protection) -> Vec<PathBuf> {
-    let mut wanted: Vec<PathBuf> = Vec::new();
-    if let Some(home) = &protection.home {
-        wanted.extend(HOME_CREDENTIALS.iter().map(|rel| home.join(rel)));
+    // Canonical already: the home's files resolved under its canonical form.
+    let mut found: Vec<PathBuf> = Vec::new();
+    if let Some(home) = protection.home.as_ref().and_then(|h| h.canonicalize().ok()) {
+        found.extend(
+            HOME_CREDENTIALS
+                .iter()
+                .filter_map(|rel| canonical_under(&home, Path::new(rel))),
+        );
         if let Ok(entries) = std::fs::read_dir(home.join(".ssh")) {
-            wanted.extend(
+            found.extend(
                 entries
                     .flatten()
                     .filter(|e| is_ssh_private_key(&e.file_name().to_string_lossy()))
-                    .map(|e| e.path()),
+                    .filter_map(|e| canonical_under(&home, &Path::new(".ssh").join(e.file_name()))),
             );
         }
     }
-    wanted.extend(protection.agent_dirs.iter().cloned());
-    wanted.extend(protection.mask.iter().cloned());
+    found.extend(
+        protection
+            .agent_dirs
+            .iter()
+            .chain(&protection.mask)
+            .filter_map(|p| p.canonicalize().ok()),
+    );
     let allowed: Vec<PathBuf> = protection
         .allow_read
         .iter()
         .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
         .collect();
-    let mut found: Vec<PathBuf> = wanted
-        .into_iter()
-        .filter_map(|p| p.canonicalize().ok())
-        .filter(|p| p != Path::new("/") && !allowed.iter().any(|a| p.starts_with(a)))
-        .collect();
+    found.retain(|p| p != Path::new("/") && !allowed.iter().any(|a| p.starts_with(a)));
     found.sort();
     found.dedup();
     let mut outer: Vec<PathBuf> = Vec::new();

@@ -60,6 +60,7 @@ type Platform = unsupported::Unsupported;
 
 mod caches;
 mod masks;
+pub(crate) use masks::canonical_under;
 
 pub use caches::{package_caches, remove_session_folder, PACKAGE_CACHES};
 #[cfg(target_os = "linux")]

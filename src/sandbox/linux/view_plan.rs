@@ -68,7 +68,20 @@ pub(crate) enum Hidden {
 /// and every socket right in `/run` (`docker.sock`, `podman.sock`, …).
 pub(crate) fn hidden_sockets() -> Vec<Hidden> {
     let mut hidden = Vec::new();
-    let mut dirs: Vec<PathBuf> = SOCKET_DIRS.iter().map(PathBuf::from).collect();
+    // `/run` resolved once for the folders under it (it is a symlink nowhere we know of, but
+    // may be one).
+    let run = canonical(Path::new("/run"));
+    for dir in SOCKET_DIRS {
+        let rel = Path::new(dir)
+            .strip_prefix("/run")
+            .unwrap_or(Path::new(dir));
+        if let Some(dir) = crate::sandbox::canonical_under(&run, rel) {
+            if dir.is_dir() {
+                hidden.push(Hidden::Dir(dir, None));
+            }
+        }
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
     for var in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] {
         if let Some(value) = std::env::var_os(var).map(PathBuf::from) {
             let dir = if var == "SSH_AUTH_SOCK" {

@@ -365,6 +365,10 @@ fn zygote_main() -> i32 {
         libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
         child::sys::close_from(4, true);
         libc::prctl(libc::PR_SET_NAME, c"acp-bash-zygote".as_ptr(), 0, 0, 0);
+        // Every disposition back to the default once (the Rust runtime ignores SIGPIPE and
+        // handles SIGSEGV and SIGBUS): from here on Z changes only SIGCHLD, which is what its
+        // forks restore (`child::sys::reset_signals_in_zygote_fork`).
+        child::sys::reset_signals();
         OwnedFd::from_raw_fd(3)
     };
     let mut buf = vec![0u8; MAX_MESSAGE + 1];

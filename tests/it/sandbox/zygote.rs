@@ -556,3 +556,46 @@ fn doctor_says_whether_a_served_sessions_commands_come_from_one_zygote() {
         },
     );
 }
+
+/// What a shell sees of its own signals and privileges (`/proc/self/status`, read by bash
+/// itself): the signal dispositions and mask, the capability sets, `no_new_privs`, seccomp.
+const OWN_STATUS: &str = r#"while read -r k v; do case $k in SigBlk:|SigIgn:|SigCgt:|Cap*|NoNewPrivs:|Seccomp:) echo "$k$v";; esac; done < /proc/self/status"#;
+
+#[test]
+fn a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_its_own_namespaces()
+{
+    as_root_and_nobody(
+        "sandbox::zygote::a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_its_own_namespaces",
+        || {
+            if !require_view() {
+                return;
+            }
+            let (home, ws) = (dir("zyg-sig-home"), dir("zyg-sig-ws"));
+            let from_zygote = session(home.path(), ws.path(), Mode::Workspace);
+            // The test binary does not serve as a zygote: this session's commands each build
+            // their own namespaces.
+            let per_command = engine(home.path(), EngineConfig::default())
+                .session(ws.path())
+                .unwrap();
+            for mode in [Mode::Workspace, Mode::ReadOnly] {
+                from_zygote.set_mode(mode);
+                per_command.set_mode(mode);
+                // Twice: Z's first fork and a later one (Z has served a command since).
+                for _ in 0..2 {
+                    let zygote = run_ok(&from_zygote, OWN_STATUS);
+                    let own = run_ok(&per_command, OWN_STATUS);
+                    assert!(!from_zygote.zygote_pids().is_empty(), "{mode}");
+                    assert!(per_command.zygote_pids().is_empty(), "{mode}");
+                    assert_eq!(zygote, own, "{mode}");
+                    // Nothing blocked (what is ignored, SIGQUIT and 32, bash ignores itself:
+                    // the same in both).
+                    assert!(zygote.lines().any(|l| l == "SigBlk:0000000000000000"), "{mode}: {zygote}");
+                    if root() {
+                        // Root in the user namespace keeps only capabilities 0 to 4.
+                        assert!(zygote.lines().any(|l| l == "CapBnd:000000000000001f"), "{zygote}");
+                    }
+                }
+            }
+        },
+    );
+}

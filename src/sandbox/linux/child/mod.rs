@@ -135,7 +135,11 @@ pub(crate) struct ExecArgs {
 /// The child: from just after clone to exec. Never returns.
 pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
     let efd = exec.error_fd;
-    sys::reset_signals();
+    if plan.is_some_and(|plan| plan.in_zygote) {
+        sys::reset_signals_in_zygote_fork();
+    } else {
+        sys::reset_signals();
+    }
     // SAFETY: raw syscalls on fds and strings the parent prepared.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -310,9 +314,10 @@ fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
             waiter::run(init, status_read, exec.status_fd);
         }
 
-        // I: PID 1.
+        // I: PID 1. Its signal dispositions and mask are W's, which `program` reset and
+        // nothing changed before this fork (W ignores the group's signals only from
+        // `waiter::run` on, after it).
         libc::close(status_read);
-        sys::reset_signals();
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         // If W died before the line above, nobody would wait for us: the pipe tells.
         let mut poll = libc::pollfd {
@@ -482,7 +487,12 @@ fn restrict(plan: &ChildPlan, efd: RawFd) {
                     continue;
                 }
                 let r = libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
-                if r < 0 && errno() != libc::EINVAL {
+                if r < 0 && errno() == libc::EINVAL {
+                    // Past the kernel's last capability (`cap_valid`: 0 to CAP_LAST_CAP,
+                    // no gaps): every higher number is refused the same way.
+                    break;
+                }
+                if r < 0 {
                     fail(efd, Step::DropCapabilities, errno());
                 }
             }

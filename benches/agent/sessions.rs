@@ -1,0 +1,297 @@
+//! What a session costs where the per-session zygote (Z) serves it
+//! (`notes/2026-12-02-zygote-cost.md`): its first command (which starts Z), its memory while it
+//! sits idle (the agent's growth and Z's own pages), and many sessions' commands at once.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::client::{Agent, ClientError, Result};
+use super::raw;
+use super::stats::{median, mib, ms, ratio, rss_kib, spread, Row};
+use super::wire::{check_completed, prompt, Ready};
+use super::Bench;
+
+const MODES: [&str; 4] = ["off", "workspace", "read-only", "full"];
+
+fn agent_in(bench: &Bench, mode: &str) -> Result<Agent> {
+    let mut agent = bench.spawn_agent(Some(mode))?;
+    agent.initialize()?;
+    Ok(agent)
+}
+
+/// One `true` prompt in a new session of `agent`: the session, and the prompt's time.
+fn session_with_true(bench: &Bench, agent: Agent) -> Result<(Ready, Duration)> {
+    let mut ready = Ready {
+        session: String::new(),
+        agent,
+    };
+    ready.session = ready.agent.new_session(bench.session_dir())?;
+    let turn = prompt(&mut ready, "true", Duration::from_secs(10))?;
+    check_completed(&turn, "true")?;
+    Ok((ready, turn.elapsed))
+}
+
+/// `first-command`: a new session's first `true` (in the sandboxed modes it starts the session's
+/// zygote: user, mount, UTS, IPC namespaces and the view), paired with a raw `bash -c true` just
+/// before it; one agent per mode, warmed by a first session (the machine's probes, read-only's
+/// network namespace pool). The same session's second `true` is the context: first − second is
+/// what starting the session's sandbox costs.
+pub fn first_command(bench: &Bench) -> Result<Vec<Row>> {
+    let runs = if bench.quick { 5 } else { 20 };
+    let mut rows = Vec::new();
+    for mode in MODES {
+        let label = format!("a new session's first `true`, --sandbox {mode}");
+        let agent = match agent_in(bench, mode) {
+            Ok(agent) => agent,
+            Err(error) => {
+                rows.push(Row::unavailable(
+                    "first-command",
+                    &label,
+                    &error.to_string(),
+                ));
+                continue;
+            }
+        };
+        let (mut ready, _) = session_with_true(bench, agent)?;
+        let (mut first, mut raw_ms, mut paired, mut second_paired) =
+            (vec![], vec![], vec![], vec![]);
+        for _ in 0..runs {
+            ready.session = ready.agent.new_session(bench.session_dir())?;
+            let raw = ms(raw::bash_to_devnull("true"));
+            let turn = prompt(&mut ready, "true", Duration::from_secs(10))?;
+            check_completed(&turn, "true")?;
+            first.push(ms(turn.elapsed));
+            raw_ms.push(raw);
+            paired.push(ms(turn.elapsed) - raw);
+            let raw = ms(raw::bash_to_devnull("true"));
+            let turn = prompt(&mut ready, "true", Duration::from_secs(10))?;
+            check_completed(&turn, "true")?;
+            second_paired.push(ms(turn.elapsed) - raw);
+        }
+        ready.agent.shutdown(Duration::from_secs(2));
+        let delta = median(&paired);
+        rows.push(Row {
+            case: "first-command".into(),
+            metric: format!(
+                "{label} (the session's second: paired Δ {:+.2} ms)",
+                median(&second_paired)
+            ),
+            median: spread(&first, "ms", 2),
+            baseline: format!("`bash -c true`: {}", spread(&raw_ms, "ms", 2)),
+            ratio: format!(
+                "{}; paired Δ {delta:+.2} ms",
+                ratio(median(&first), median(&raw_ms))
+            ),
+            target: "≤ raw + 4 ms".into(),
+            met: Some(delta <= 4.0),
+        });
+    }
+    Ok(rows)
+}
+
+/// The agent's zygotes (its children named `acp-bash-zygote`).
+fn zygotes_of(agent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // `pid (comm) state ppid …`
+            let Some((comm, rest)) = stat.split_once(") ") else {
+                return false;
+            };
+            comm.ends_with("(acp-bash-zygote")
+                && rest.split_whitespace().nth(1) == Some(&agent.to_string())
+        })
+        .collect()
+}
+
+/// `Pss:`, `Rss:` and the private pages (USS) of `pid`, in KiB, from `smaps_rollup`.
+fn pss_rss_uss(pid: u32) -> Option<(u64, u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let field = |name: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
+    };
+    Some((
+        field("Pss:"),
+        field("Rss:"),
+        field("Private_Clean:") + field("Private_Dirty:"),
+    ))
+}
+
+/// `idle-memory`: 20 sessions that each ran one `true` and sit idle: the agent's RSS growth per
+/// session plus each session's zygote's PSS (its share of the pages it shares with the agent
+/// and the other zygotes, and its own), against the 1 MiB of issue 24; Z's RSS and USS for
+/// context. Measured after a first session warmed the agent (its probes, its pool).
+pub fn idle_memory(bench: &Bench) -> Result<Vec<Row>> {
+    const SESSIONS: usize = 20;
+    let runs = if bench.quick { 1 } else { 3 };
+    let mut rows = Vec::new();
+    for mode in MODES {
+        let label = format!(
+            "an idle session ({SESSIONS} sessions after one `true` each), --sandbox {mode}"
+        );
+        let (mut growth, mut per_session, mut z_pss, mut z_rss, mut z_uss, mut zs) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let mut before_rss = Vec::new();
+        for _ in 0..runs {
+            let agent = match agent_in(bench, mode) {
+                Ok(agent) => agent,
+                Err(error) => {
+                    rows.push(Row::unavailable("idle-memory", &label, &error.to_string()));
+                    return Ok(rows);
+                }
+            };
+            let (mut ready, _) = session_with_true(bench, agent)?;
+            let pid = ready.agent.pid;
+            let before = rss_kib(pid).map_or(0, |(rss, _)| rss);
+            let warm = zygotes_of(pid).len();
+            for _ in 0..SESSIONS {
+                ready.session = ready.agent.new_session(bench.session_dir())?;
+                let turn = prompt(&mut ready, "true", Duration::from_secs(10))?;
+                check_completed(&turn, "true")?;
+            }
+            let after = rss_kib(pid).map_or(0, |(rss, _)| rss);
+            let found = zygotes_of(pid);
+            let memory: Vec<(u64, u64, u64)> =
+                found.iter().filter_map(|&z| pss_rss_uss(z)).collect();
+            ready.agent.shutdown(Duration::from_secs(2));
+            let grown = after.saturating_sub(before) as f64 / SESSIONS as f64;
+            let count = memory.len().max(1) as f64;
+            let pss = memory.iter().map(|m| m.0).sum::<u64>() as f64 / count;
+            // The new sessions' zygotes only (the warm one is in `before`).
+            let new_zs = found.len().saturating_sub(warm) as f64 / SESSIONS as f64;
+            growth.push(grown / 1024.0);
+            per_session.push((grown + pss * new_zs) / 1024.0);
+            z_pss.push(pss / 1024.0);
+            z_rss.push(memory.iter().map(|m| m.1).sum::<u64>() as f64 / count / 1024.0);
+            z_uss.push(memory.iter().map(|m| m.2).sum::<u64>() as f64 / count / 1024.0);
+            zs.push(found.len() as f64);
+            before_rss.push(mib(before));
+            if found.len() != memory.len() {
+                return Err(ClientError(format!(
+                    "could read the memory of {} of the {} zygotes (run as their user or root)",
+                    memory.len(),
+                    found.len()
+                )));
+            }
+        }
+        let total = median(&per_session);
+        rows.push(Row {
+            case: "idle-memory".into(),
+            metric: format!(
+                "{label}: agent RSS growth + Z's PSS, per session (zygotes: {}; Z's PSS {} MiB, RSS {} MiB, USS {} MiB)",
+                spread(&zs, "", 0),
+                format_args!("{:.2}", median(&z_pss)),
+                format_args!("{:.2}", median(&z_rss)),
+                format_args!("{:.2}", median(&z_uss)),
+            ),
+            median: spread(&per_session, "MiB", 2),
+            baseline: format!(
+                "agent RSS after the first session: {}; its growth per session {} MiB",
+                spread(&before_rss, "MiB", 1),
+                format_args!("{:.2}", median(&growth))
+            ),
+            ratio: "-".into(),
+            target: "≤ 1 MiB".into(),
+            met: Some(total <= 1.0),
+        });
+    }
+    Ok(rows)
+}
+
+/// Sends `script` to every session at once; the time until the last one is answered.
+fn all_at_once(agent: &mut Agent, sessions: &[String], script: &str) -> Result<Duration> {
+    let mut pending = HashMap::new();
+    let mut first_sent = None;
+    for session in sessions {
+        let (id, sent) = agent.send_prompt(session, script)?;
+        first_sent.get_or_insert(sent);
+        pending.insert(id, ());
+    }
+    let first_sent = first_sent.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = first_sent;
+    while !pending.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ClientError(format!(
+                "{} prompts unanswered after 30 s",
+                pending.len()
+            )));
+        }
+        let Some(line) = agent.next_line(left)? else {
+            continue;
+        };
+        if line.method().is_none() {
+            if let Some(id) = line.value.get("id").and_then(Value::as_u64) {
+                if let Some(()) = pending.remove(&id) {
+                    if let Some(error) = line.value.get("error") {
+                        return Err(ClientError(format!("prompt {id} failed: {error}")));
+                    }
+                    last = line.at;
+                }
+            }
+        }
+    }
+    Ok(last - first_sent)
+}
+
+/// `concurrency-modes`: 20 sessions (each with its sandbox built by a first `true`) running
+/// `sleep 0.5; echo done` at once → all answered, against one session running it alone just
+/// before, in every mode; issue 24: ≤ 1.2× one.
+pub fn concurrency_modes(bench: &Bench) -> Result<Vec<Row>> {
+    const SESSIONS: usize = 20;
+    let runs = if bench.quick { 2 } else { 5 };
+    let script = "sleep 0.5; echo done";
+    let mut rows = Vec::new();
+    for mode in MODES {
+        let label =
+            format!("{SESSIONS} sessions × `{script}` at once → all answered, --sandbox {mode}");
+        let mut agent = match agent_in(bench, mode) {
+            Ok(agent) => agent,
+            Err(error) => {
+                rows.push(Row::unavailable(
+                    "concurrency-modes",
+                    &label,
+                    &error.to_string(),
+                ));
+                continue;
+            }
+        };
+        let mut sessions = Vec::new();
+        for _ in 0..SESSIONS {
+            let session = agent.new_session(bench.session_dir())?;
+            sessions.push(session);
+        }
+        all_at_once(&mut agent, &sessions, "true")?;
+        let (mut one, mut all, mut ratios) = (vec![], vec![], vec![]);
+        for _ in 0..runs {
+            let alone = all_at_once(&mut agent, &sessions[..1], script)?;
+            let together = all_at_once(&mut agent, &sessions, script)?;
+            one.push(alone.as_secs_f64());
+            all.push(together.as_secs_f64());
+            ratios.push(together.as_secs_f64() / alone.as_secs_f64());
+        }
+        agent.shutdown(Duration::from_secs(2));
+        let paired = median(&ratios);
+        rows.push(Row {
+            case: "concurrency-modes".into(),
+            metric: label,
+            median: spread(&all, "s", 3),
+            baseline: format!("one session alone: {}", spread(&one, "s", 3)),
+            ratio: format!("paired {paired:.2}×"),
+            target: "≤ 1.2× one".into(),
+            met: Some(paired <= 1.2),
+        });
+    }
+    Ok(rows)
+}
