@@ -6,14 +6,17 @@
 //! without shifting the user's line numbers or touching their script. It is a sealed file from
 //! the sandbox's backend ([`crate::sandbox::sealed_file`]: a sealed memfd on Linux; no one can
 //! change it, not even through `/proc/<pid>/fd`) passed as fd [`PRELUDE_FD`], which the
-//! prelude closes first. Its EXIT action writes its report to fd [`CWD_FD`], the write end of a
-//! pipe made for this run alone, so no command can move another run's directory or variables:
-//! bash's `export -p`, a NUL, then `pwd -P` when the directory changed (else nothing). No NUL
-//! can be in a variable or a path, so the frame survives any byte of either; a report without
-//! its NUL (the shell was killed while writing), or that a command's own writes to the fd broke,
-//! changes no variable. One `printf` is all the frame costs (each is ~35k instructions). The engine
-//! reads the pipe while the command runs ([`ReportReader`]), so a report of any size never
-//! blocks the shell, and keeps at most [`MAX_REPORT_BYTES`] of it.
+//! prelude closes first. Its EXIT action writes its report to fd [`CWD_FD`], a file made for
+//! this run alone ([`crate::sandbox::bounded_file`]: a memfd whose size is sealed), so no
+//! command can move another run's directory or variables: bash's `export -p`, a NUL, then
+//! `pwd -P` when the directory changed (else nothing). No NUL can be in a variable or a path,
+//! so the frame survives any byte of either; a report without its NUL (the shell was killed
+//! while writing), or that a command's own writes to the fd broke, changes no variable. One
+//! `printf` is all the frame costs (each is ~35k instructions). bash writes `export -p` one
+//! line per variable; into a file no write wakes the agent (a pipe woke it for each), and none
+//! blocks: a write past [`REPORT_FILE_BYTES`] fails, so a writer that never stops holds no more
+//! than that. The engine reads what was written (it ends at the fd's shared offset) once the
+//! shell has exited ([`read_report`]), and keeps at most [`MAX_REPORT_BYTES`] of it.
 //!
 //! It chains a trap the user sets on EXIT instead of letting it replace ours; nothing it does is
 //! visible in the command's output. Children do not inherit it: it unsets `BASH_ENV`.
@@ -39,6 +42,13 @@ pub const CWD_FD: i32 = 63;
 /// listing of the whole exported environment, quoted, with room for the 256 KiB of variables a
 /// session carries over ([`super::shell_state::MAX_STATE_BYTES`]) and the agent's own.
 pub const MAX_REPORT_BYTES: usize = 4 * 1024 * 1024;
+
+/// The size the report file is sealed at: a write past it fails (EPERM) after writing what fits,
+/// which leaves the written end past [`MAX_REPORT_BYTES`], so a report the kernel cut is always
+/// seen as over the bound. Twice the bound: the kernel may refuse a whole chunk of up to a large
+/// folio (2 MiB) at the end instead of writing part of it. Sparse: only what is written uses
+/// memory.
+pub const REPORT_FILE_BYTES: u64 = 2 * MAX_REPORT_BYTES as u64;
 
 /// Scripts longer than this go through [`SCRIPT_FD`] instead of `bash -c`'s argument (the kernel
 /// refuses one argument over 128 KiB).
@@ -106,13 +116,12 @@ impl Prelude {
     }
 
     /// Everything one run of `script` needs: bash's arguments, the variables and fds to add, and
-    /// the read end of its report pipe.
+    /// the engine's fd of its report file.
     pub fn shell(&self, script: String) -> std::io::Result<Shell> {
-        let (cwd_read, cwd_write) = std::io::pipe()?;
-        let cwd_read = OwnedFd::from(cwd_read);
+        let report = crate::sandbox::bounded_file(c"acp-bash-report", REPORT_FILE_BYTES)?;
         let mut pass = vec![
             (self.file.try_clone()?, PRELUDE_FD),
-            (OwnedFd::from(cwd_write), CWD_FD),
+            (report.try_clone()?, CWD_FD),
         ];
         let args: Vec<OsString> = if script.len() <= LONGEST_ARGUMENT {
             vec!["-c".into(), script.into()]
@@ -130,7 +139,7 @@ impl Prelude {
             args,
             env: vec![("BASH_ENV".into(), format!("/dev/fd/{PRELUDE_FD}").into())],
             pass,
-            report: cwd_read,
+            report,
         })
     }
 }
@@ -140,11 +149,12 @@ pub struct Shell {
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub pass: Vec<(OwnedFd, i32)>,
-    /// The read end of the run's report pipe.
+    /// The engine's fd of the run's report file (the shell's fd [`CWD_FD`] is a dup of it: they
+    /// share the offset).
     pub report: OwnedFd,
 }
 
-/// What the engine read of a run's report ([`ReportReader::finish`]).
+/// What the engine read of a run's report ([`read_report`]).
 #[derive(Debug, Default)]
 pub struct Received {
     /// The report, up to [`MAX_REPORT_BYTES`].
@@ -154,74 +164,39 @@ pub struct Received {
 }
 
 impl Received {
-    fn push(&mut self, bytes: &[u8]) {
-        if self.dropped == 0 && self.bytes.len() + bytes.len() <= MAX_REPORT_BYTES {
-            self.bytes.extend_from_slice(bytes);
-        } else {
-            self.dropped += bytes.len();
-        }
-    }
-
     fn total(&self) -> usize {
         self.bytes.len() + self.dropped
     }
 }
 
-/// Reads a run's report pipe while the command runs, so that the shell never waits on a full
-/// pipe, whatever the size of its report or whatever a command writes to the fd itself.
-pub struct ReportReader {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Received>,
-}
-
-impl ReportReader {
-    /// Starts reading `report` (the read end of the run's pipe) on a task of its own.
-    pub fn start(report: OwnedFd) -> std::io::Result<ReportReader> {
-        let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(report)?;
-        let (stop, stopped) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(read_report(pipe, stopped));
-        Ok(ReportReader { stop, task })
-    }
-
-    /// What was reported. Call once the shell has exited: what it wrote is in the pipe then; the
-    /// pipe is drained without waiting for others that may hold its write end.
-    pub async fn finish(self) -> Received {
-        let _ = self.stop.send(());
-        self.task.await.unwrap_or_default()
-    }
-}
-
-async fn read_report(
-    pipe: tokio::net::unix::pipe::Receiver,
-    mut stopped: tokio::sync::oneshot::Receiver<()>,
-) -> Received {
-    let mut received = Received::default();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        tokio::select! {
-            ready = pipe.readable() => {
-                if ready.is_err() {
-                    return received;
-                }
-                match pipe.try_read(&mut buffer) {
-                    Ok(0) => return received, // no writer is left
-                    Ok(n) => received.push(&buffer[..n]),
-                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(_) => return received,
-                }
-            }
-            _ = &mut stopped => {
-                // What is there now, bounded: a writer that keeps writing cannot hold us here.
-                while received.total() <= MAX_REPORT_BYTES {
-                    match pipe.try_read(&mut buffer) {
-                        Ok(n) if n > 0 => received.push(&buffer[..n]),
-                        _ => break,
-                    }
-                }
-                return received;
-            }
+/// What was written to a run's report file `report` (see [`Prelude::shell`]): it ends at the
+/// fd's offset, which every dup of the fd shares. Call once the shell has exited: what it wrote
+/// is there then. Reads at most [`MAX_REPORT_BYTES`]; the rest counts as dropped.
+pub fn read_report(report: &OwnedFd) -> std::io::Result<Received> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    // SAFETY: lseek on an fd we own; it changes nothing (SEEK_CUR by 0).
+    let end = unsafe { libc::lseek(report.as_raw_fd(), 0, libc::SEEK_CUR) };
+    let end = usize::try_from(end).map_err(|_| std::io::Error::last_os_error())?;
+    let kept = end.min(MAX_REPORT_BYTES);
+    let mut bytes = vec![0u8; kept];
+    let file = std::fs::File::from(report.try_clone()?);
+    // A writer still holding the fd may have changed the file since: what is read is what is
+    // there (as a pipe gave what was in it), never more than `kept`.
+    let mut read = 0;
+    while read < kept {
+        match file.read_at(&mut bytes[read..], read as u64) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
         }
     }
+    bytes.truncate(read);
+    Ok(Received {
+        bytes,
+        dropped: end - kept,
+    })
 }
 
 /// A run's report, taken apart.

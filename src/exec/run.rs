@@ -328,11 +328,10 @@ async fn run(
         }
     };
 
-    let reader = prelude::ReportReader::start(shell.report);
     let timeout = request.timeout.unwrap_or(config.default_timeout);
     let ended = supervise(started, &mut output, &control, timeout, config).await;
-    let report = match reader {
-        Ok(reader) => prelude::parse_report(&reader.finish().await),
+    let report = match prelude::read_report(&shell.report) {
+        Ok(received) => prelude::parse_report(&received),
         Err(error) => prelude::Report {
             cwd: None,
             exported: Some(Err(format!(

@@ -85,4 +85,9 @@ pub(crate) trait Backend {
     /// `/dev/fd/N` duplicates the fd (macOS), the offset is shared and a backend that runs
     /// commands must change that (see `notes/2026-12-01-sandbox-platform-backends.md`).
     fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd>;
+    /// A new, empty, read-write, close-on-exec file of its own that exists only as an fd (a
+    /// run's shell-state report): writes to it wake no one. Where the platform can, writes
+    /// past `bound` bytes fail (EPERM on Linux), so a writer that never stops holds at most
+    /// `bound` bytes of memory; the reader must not rely on that where it cannot.
+    fn bounded_file(name: &CStr, bound: u64) -> io::Result<OwnedFd>;
 }

@@ -431,6 +431,13 @@ pub(crate) fn sealed_file(name: &std::ffi::CStr, contents: &[u8]) -> std::io::Re
     Platform::sealed_file(name, contents)
 }
 
+/// A new, empty, read-write, close-on-exec file that exists only as an fd and wakes no one when
+/// written (a run's shell-state report); where the platform can (Linux), writes past `bound`
+/// bytes fail. See [`Backend::bounded_file`](backend::Backend::bounded_file).
+pub(crate) fn bounded_file(name: &std::ffi::CStr, bound: u64) -> std::io::Result<OwnedFd> {
+    Platform::bounded_file(name, bound)
+}
+
 /// Waiting for the process [`spawn`] started; dropped before the exit, it still reaps it.
 pub(crate) struct SpawnedChild(<Platform as Backend>::SpawnedChild);
 

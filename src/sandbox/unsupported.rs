@@ -189,4 +189,29 @@ impl Backend for Unsupported {
         removed?;
         Ok(reader.into())
     }
+
+    /// The portable stand-in for a bounded memfd: a new file in the temp dir (mode 0600,
+    /// `create_new`), removed at once, read and written through the one fd. Writes past
+    /// `bound` are not refused here: the reader reads no more than it keeps.
+    fn bounded_file(name: &CStr, _bound: u64) -> io::Result<OwnedFd> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut bytes = [0u8; 8];
+        crate::random::random_bytes(&mut bytes);
+        let path = std::env::temp_dir().join(format!(
+            "{}-{}-{}-{:016x}",
+            name.to_string_lossy(),
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            u64::from_ne_bytes(bytes)
+        ));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        std::fs::remove_file(&path)?;
+        Ok(file.into())
+    }
 }

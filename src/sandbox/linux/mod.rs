@@ -211,6 +211,10 @@ impl Backend for Linux {
     fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd> {
         sealed::sealed_memfd(name, contents)
     }
+
+    fn bounded_file(name: &CStr, bound: u64) -> io::Result<OwnedFd> {
+        sealed::bounded_memfd(name, bound)
+    }
 }
 
 /// The per-command plan the child runs, with the fds it refers to.

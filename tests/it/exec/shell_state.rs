@@ -409,6 +409,38 @@ fn a_forged_report_reaches_only_its_own_session_and_never_owned_names() {
     );
 }
 
+/// The report is a file whose size is sealed (8 MiB, twice the 4 MiB the engine keeps): a
+/// writer that never stops (nothing reads it while the command runs, so nothing drains it) is
+/// stopped there by a failing write, in every mode, and the report it spoiled changes nothing.
+#[test]
+fn a_writer_that_never_stops_on_fd_63_is_stopped_at_the_bound_in_every_mode() {
+    hostile(
+        "exec::shell_state::a_writer_that_never_stops_on_fd_63_is_stopped_at_the_bound_in_every_mode",
+        async |s, _, _| {
+            for mode in [Mode::Off, Mode::Full, Mode::Workspace, Mode::ReadOnly] {
+                s.set_mode(mode);
+                run(s, "export BEFORE=1").await;
+                let outcome = run(
+                    s,
+                    "yes >&63; echo \"yes ended: $?\"; stat -L -c %s /proc/self/fd/63; \
+                     : > /proc/self/fd/63 && echo emptied; export AFTER=1",
+                )
+                .await;
+                let text = &outcome.output;
+                assert_eq!(outcome.status.exit, Exit::Code(0), "{mode:?}: {text}");
+                assert!(text.contains("yes ended: 1\n8388608\n"), "{mode:?}: {text}");
+                assert!(!text.contains("emptied"), "{mode:?}: truncated: {text}");
+                assert!(
+                    text.contains("the session's exported variables stay as they were"),
+                    "{mode:?}: {text}"
+                );
+                let vars = s.shell_state().vars;
+                assert!(vars.contains_key("BEFORE") && !vars.contains_key("AFTER"), "{mode:?}: {vars:?}");
+            }
+        },
+    );
+}
+
 #[test]
 fn a_flood_or_a_held_fd_63_neither_hangs_nor_crashes_the_agent() {
     hostile(
