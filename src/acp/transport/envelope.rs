@@ -100,9 +100,7 @@ fn method(bytes: &[u8]) -> Option<&[u8]> {
     }
     loop {
         scan.whitespace();
-        let Some(key) = scan.string() else {
-            return None;
-        };
+        let key = scan.string()?;
         scan.whitespace();
         let colon = scan.eat(b':');
         if key == b"method" {
