@@ -91,8 +91,14 @@ impl ConnectionSink {
 impl UpdateSink for ConnectionSink {
     fn send(&mut self, update: SessionUpdate) {
         let notification = SessionNotification::new(self.session_id.clone(), update);
+        if let Some(behind) = &self.behind {
+            behind.update_made();
+        }
         if let Err(error) = self.connection.send_notification(notification) {
             tracing::debug!(%error, "could not send session/update");
+            if let Some(behind) = &self.behind {
+                behind.update_arrived();
+            }
         }
     }
 

@@ -289,7 +289,22 @@ async fn run(
     };
     let mode = request.sandbox_mode.unwrap_or_else(|| session.mode());
     let roots = session.inner.roots(mode);
-    let confined = sandbox::confine(launch, mode, &roots, config.limits);
+    // The first command (and a home's first workspace command) probes the kernel in children
+    // it waits for: off the runtime, which must never block on a child (issue 20 point 9).
+    let confined = if sandbox::confine_would_probe(mode, &roots) {
+        let limits = config.limits;
+        let confining =
+            tokio::task::spawn_blocking(move || sandbox::confine(launch, mode, &roots, limits));
+        match confining.await {
+            Ok(done) => done,
+            Err(error) => {
+                output.notice(format!("acp-bash could not set up the sandbox: {error}"));
+                return not_started(output, cwd, started_at, 126).await;
+            }
+        }
+    } else {
+        sandbox::confine(launch, mode, &roots, config.limits)
+    };
     let first_run_in_mode =
         session.inner.announced_mode.lock().unwrap().replace(mode) != Some(mode);
     if first_run_in_mode {

@@ -79,6 +79,10 @@ pub(crate) trait Backend {
     /// Each package cache of `home` and whether workspace commands get its copy-on-write
     /// layer here (`Err(why not)`: it stays read-only), for `doctor`.
     fn cache_layer_verdicts(home: &std::path::Path) -> Vec<(PathBuf, Result<(), String>)>;
+    /// Whether confining a command for `home` still has to probe the kernel for its package
+    /// caches' layers (a child forked and waited for): the caller then confines off the async
+    /// runtime. Once per home and process; false where there is nothing to probe.
+    fn cache_layers_unprobed(home: &std::path::Path) -> bool;
     /// A read-only, close-on-exec fd holding `contents`, which no one can change (the shell
     /// prelude, long scripts). The engine passes one prelude fd to every run, so opening
     /// `/dev/fd/N` must read from the start each time: true of Linux's memfd; where

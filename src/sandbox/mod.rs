@@ -281,8 +281,25 @@ impl Support {
 
     /// This machine's support, probed once per process.
     pub fn current() -> &'static Support {
-        static SUPPORT: std::sync::OnceLock<Support> = std::sync::OnceLock::new();
-        SUPPORT.get_or_init(Support::probe)
+        CURRENT_SUPPORT.get_or_init(Support::probe)
+    }
+}
+
+static CURRENT_SUPPORT: std::sync::OnceLock<Support> = std::sync::OnceLock::new();
+
+/// Whether [`confine`] of a `mode` command under `roots` would still probe the kernel (fork
+/// children and wait for them): the first command of a process (before [`Support::current`]
+/// is known), or the first workspace command for a home whose package caches' layers were not
+/// probed yet. An async caller then confines on a blocking thread: a probe's child can take
+/// seconds to end under a busy disk, and waiting for it on a runtime worker stalls every
+/// session of the agent (issue 20 point 9, `notes/reliability.md`). Cheap otherwise (a lock).
+pub fn confine_would_probe(mode: Mode, roots: &Roots) -> bool {
+    if CURRENT_SUPPORT.get().is_none() {
+        return true;
+    }
+    match (mode, &roots.cache_layer, &roots.protection.home) {
+        (Mode::Workspace, Some(_), Some(home)) => Platform::cache_layers_unprobed(home),
+        _ => false,
     }
 }
 

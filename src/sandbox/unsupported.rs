@@ -152,6 +152,11 @@ impl Backend for Unsupported {
         Vec::new()
     }
 
+    /// No layers, so nothing to probe.
+    fn cache_layers_unprobed(_home: &std::path::Path) -> bool {
+        false
+    }
+
     /// No layers: every cache stays read-only.
     fn cache_layer_verdicts(home: &std::path::Path) -> Vec<(PathBuf, Result<(), String>)> {
         super::package_caches(home)

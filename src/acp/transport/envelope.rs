@@ -80,30 +80,45 @@ impl Envelope {
 /// Whether the object at the start of `bytes` has a top-level `method`, reading no further than
 /// that member (the SDK writes `method` before `params`, so a large notification is not scanned).
 pub fn has_method(bytes: &[u8]) -> bool {
+    method(bytes).is_some()
+}
+
+/// Whether the object at the start of `bytes` is a `session/update` notification, reading no
+/// further than its `method` (counted against the connection's updates in flight,
+/// [`super::ClientBehind`]).
+pub fn is_session_update(bytes: &[u8]) -> bool {
+    method(bytes).is_some_and(|raw| raw == b"\"session/update\"")
+}
+
+/// The raw value of the object's top-level `method` (as it is written, quotes included; empty
+/// when the member is cut off), reading no further than that member.
+fn method(bytes: &[u8]) -> Option<&[u8]> {
     let mut scan = Scanner { bytes, at: 0 };
     scan.whitespace();
     if !scan.eat(b'{') {
-        return false;
+        return None;
     }
     loop {
         scan.whitespace();
-        let Some(key) = scan.string() else {
-            return false;
-        };
+        let key = scan.string()?;
+        scan.whitespace();
+        let colon = scan.eat(b':');
         if key == b"method" {
-            return true;
+            scan.whitespace();
+            return Some(if colon {
+                scan.value().unwrap_or_default()
+            } else {
+                &[]
+            });
+        }
+        if !colon {
+            return None;
         }
         scan.whitespace();
-        if !scan.eat(b':') {
-            return false;
-        }
-        scan.whitespace();
-        if scan.value().is_none() {
-            return false;
-        }
+        scan.value()?;
         scan.whitespace();
         if !scan.eat(b',') {
-            return false;
+            return None;
         }
     }
 }

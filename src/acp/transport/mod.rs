@@ -20,7 +20,7 @@ mod incoming;
 mod outgoing;
 
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use agent_client_protocol::role::Role;
@@ -70,21 +70,67 @@ impl Default for TransportLimits {
 }
 
 /// Whether the client is behind on reading: set by a [`LineTransport`] once its queue went over
-/// [`TransportLimits::live_output_budget`], cleared once the queue is down to half of it. An
-/// agent that holds a clone makes no live output meanwhile (a call's sequencer asks its sink,
+/// [`TransportLimits::live_output_budget`], cleared once the queue is down to half of it; and
+/// also while [`MAX_UPDATES_IN_FLIGHT`] updates made for the connection
+/// ([`ClientBehind::update_made`]) have not reached the transport's queue yet. An agent that
+/// holds a clone makes no live output meanwhile (a call's sequencer asks its sink,
 /// [`crate::acp::UpdateSink::live_wanted`]); nothing else it sends is ever dropped.
+///
+/// The second half is the connection's one budget across its cards (issue 20 point 9): between
+/// a sink and this transport, each update waits in the SDK's own unbounded queues until the
+/// SDK's tasks get the runtime's one worker, which under load lags behind the sequencers of
+/// many stalled cards; the transport's queue then looked short while updates piled up unseen
+/// (one flood test grew 105 MiB once under load, 31-41 MiB alone). Counting them where they
+/// are made bounds the live output in flight to `MAX_UPDATES_IN_FLIGHT` updates of at most
+/// one batch each ([`crate::present::stream::StreamLimits::max_batch_bytes`]), whatever the
+/// load.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
-pub struct ClientBehind(Arc<AtomicBool>);
+pub struct ClientBehind(Arc<BehindState>);
+
+#[derive(Debug, Default)]
+struct BehindState {
+    /// The transport's queue went over the live-output budget and is not down to half of it.
+    queue_full: AtomicBool,
+    /// Updates made (through a sink that counts) and not yet in the transport's queue.
+    in_flight: AtomicUsize,
+}
+
+/// How many updates a connection may have made but not yet queued for writing before its live
+/// output stops ([`ClientBehind`]): 32 batches of at most 64 KiB of text each.
+pub const MAX_UPDATES_IN_FLIGHT: usize = 32;
 
 impl ClientBehind {
-    /// Whether the client is behind right now.
+    /// Whether the client is behind right now: the transport's queue is over its budget, or
+    /// [`MAX_UPDATES_IN_FLIGHT`] updates have not reached it yet.
     pub fn is_behind(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.queue_full.load(Ordering::Relaxed)
+            || self.updates_in_flight() >= MAX_UPDATES_IN_FLIGHT
+    }
+
+    /// Counts one `session/update` notification made for this connection (call it just before
+    /// handing the update to the SDK): in flight until the transport queues its line.
+    pub fn update_made(&self) {
+        self.0.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One update made with [`Self::update_made`] is no longer on its way (the transport
+    /// queued it, or the SDK refused it). Never below zero: updates made by a sink that does
+    /// not count are queued too.
+    pub fn update_arrived(&self) {
+        let _ = self
+            .0
+            .in_flight
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    /// Updates made and not yet queued by the transport.
+    pub fn updates_in_flight(&self) -> usize {
+        self.0.in_flight.load(Ordering::Relaxed)
     }
 
     fn set(&self, behind: bool) {
-        self.0.store(behind, Ordering::Relaxed);
+        self.0.queue_full.store(behind, Ordering::Relaxed);
     }
 }
 

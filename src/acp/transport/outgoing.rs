@@ -120,6 +120,9 @@ impl Shared {
             state.awaiting.is_some()
         };
         let line = cap_error_data(line);
+        if super::envelope::is_session_update(line.as_bytes()) {
+            self.behind.update_arrived();
+        }
         let answers_initialize = awaiting.then(|| Envelope::read(line.as_bytes()));
         let mut state = self.state.lock().unwrap();
         if let (Some(envelope), Some(id)) = (answers_initialize, state.awaiting.as_ref()) {
@@ -330,6 +333,36 @@ mod tests {
             live_output_budget,
             ..TransportLimits::default()
         }
+    }
+
+    /// The connection's budget across cards: updates made but still in the SDK's queues count,
+    /// however short the transport's own queue is; each `session/update` line the transport
+    /// takes brings one back, and nothing else does.
+    #[test]
+    fn updates_made_and_not_yet_queued_hold_live_output_back_whatever_the_queue() {
+        let shared = Shared::new(limits(usize::MAX));
+        let behind = shared.behind.clone();
+        for _ in 0..super::super::MAX_UPDATES_IN_FLIGHT {
+            assert!(!behind.is_behind());
+            behind.update_made();
+        }
+        assert!(
+            behind.is_behind(),
+            "the budget is spent while nothing reached the queue"
+        );
+        shared.offer(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#.into());
+        shared.offer(r#"{"jsonrpc":"2.0","method":"session/cancel","params":{}}"#.into());
+        assert!(behind.is_behind(), "only session/update lines count");
+        shared.offer(r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#.into());
+        assert!(!behind.is_behind());
+        assert_eq!(
+            behind.updates_in_flight(),
+            super::super::MAX_UPDATES_IN_FLIGHT - 1
+        );
+        for _ in 0..super::super::MAX_UPDATES_IN_FLIGHT + 3 {
+            shared.offer(r#"{"method":"session/update","params":{"x":1}}"#.into());
+        }
+        assert_eq!(behind.updates_in_flight(), 0, "never below zero");
     }
 
     #[test]

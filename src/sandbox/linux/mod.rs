@@ -208,6 +208,10 @@ impl Backend for Linux {
         probe::cache_layer_verdicts(home)
     }
 
+    fn cache_layers_unprobed(home: &std::path::Path) -> bool {
+        probe::cache_layers_unprobed(home)
+    }
+
     fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd> {
         sealed::sealed_memfd(name, contents)
     }

@@ -247,14 +247,11 @@ pub(crate) type RefusedLayers = Vec<(PathBuf, String)>;
 /// command's setup. Empty where overlayfs does not work at all ([`Support::cache_layer`]
 /// says so).
 pub(crate) fn refused_cache_layers(home: &Path) -> std::sync::Arc<RefusedLayers> {
-    use std::collections::HashMap;
-    use std::sync::{Arc, Mutex, OnceLock};
-    static MEMO: OnceLock<Mutex<HashMap<PathBuf, Arc<RefusedLayers>>>> = OnceLock::new();
-    let memo = MEMO.get_or_init(Default::default);
+    let memo = refused_memo();
     if let Some(known) = memo.lock().unwrap().get(home) {
         return known.clone();
     }
-    let refused = Arc::new(if crate::sandbox::Support::current().cache_layer.is_ok() {
+    let refused = std::sync::Arc::new(if crate::sandbox::Support::current().cache_layer.is_ok() {
         probe_home_cache_layers(home)
     } else {
         Vec::new()
@@ -263,6 +260,22 @@ pub(crate) fn refused_cache_layers(home: &Path) -> std::sync::Arc<RefusedLayers>
         .unwrap()
         .insert(home.to_path_buf(), refused.clone());
     refused
+}
+
+type RefusedMemo =
+    std::sync::Mutex<std::collections::HashMap<PathBuf, std::sync::Arc<RefusedLayers>>>;
+
+fn refused_memo() -> &'static RefusedMemo {
+    static MEMO: std::sync::OnceLock<RefusedMemo> = std::sync::OnceLock::new();
+    MEMO.get_or_init(Default::default)
+}
+
+/// Whether [`refused_cache_layers`] of `home` would still probe (fork a child and wait for
+/// it): not yet asked in this process. The probe's child ends only once its mount namespace is
+/// torn down, which under a busy disk took seconds (issue 20 point 9), so an async caller asks
+/// first and confines on a blocking thread when this says so.
+pub(crate) fn cache_layers_unprobed(home: &Path) -> bool {
+    !refused_memo().lock().unwrap().contains_key(home)
 }
 
 /// Every package cache of `home` with its verdict: `Ok(())` where the kernel takes its layer.

@@ -557,3 +557,39 @@ fn a_cache_layer_is_volatile_so_a_command_ending_syncs_no_filesystem() {
         },
     );
 }
+
+/// A home's first workspace command probes the kernel for its caches' layers in a child it
+/// waits for (which under a busy disk took seconds to end): the engine asks
+/// `confine_would_probe` and then confines on a blocking thread, not on the runtime's worker,
+/// which would stall every session (issue 20 point 9). It says so exactly until the home was
+/// probed, and never for a mode without layers.
+#[test]
+fn a_homes_first_workspace_command_is_known_to_probe_so_it_confines_off_the_runtime() {
+    as_root_and_nobody(
+        "sandbox::caches::a_homes_first_workspace_command_is_known_to_probe_so_it_confines_off_the_runtime",
+        || {
+            if !require_cache_layer() {
+                return;
+            }
+            let home = dir("home-probe");
+            fake_home(home.path());
+            let ws = dir("ws-probe");
+            let layer = dir("layer-probe");
+            let mut protection = Protection::default();
+            protection.home = Some(home.path().to_path_buf());
+            let roots = Roots::new(ws.path(), std::env::temp_dir())
+                .session_temp(layer.path().join("tmp"))
+                .cache_layer(layer.path().join("caches"))
+                .protection(protection);
+            Support::current();
+            assert!(!sandbox::confine_would_probe(Mode::ReadOnly, &roots));
+            assert!(sandbox::confine_would_probe(Mode::Workspace, &roots));
+            let engine = engine(home.path(), EngineConfig::default());
+            let session = engine.session(ws.path()).unwrap();
+            session.set_mode(Mode::Workspace);
+            let (exit, _) = run_in(&session, "true");
+            assert_eq!(exit, Exit::Code(0));
+            assert!(!sandbox::confine_would_probe(Mode::Workspace, &roots));
+        },
+    );
+}
