@@ -145,6 +145,10 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 let end = from + at + 1;
                 let line = self.buffer[self.consumed..end].to_vec();
                 if end == self.buffer.len() {
+                    // All handed out: a buffer that grew for a long line is let go.
+                    if self.buffer.capacity() > 2 * READ_BYTES {
+                        self.buffer = Vec::new();
+                    }
                     self.buffer.clear();
                     self.consumed = 0;
                     self.scanned = 0;
@@ -330,6 +334,46 @@ mod tests {
         assert_eq!(answers[0]["id"], "big");
         assert_eq!(answers[0]["error"]["code"], INVALID_REQUEST);
         assert_eq!(answers[0]["error"]["data"]["bytes"], long.len() - 1);
+    }
+
+    /// The read buffer is reused, not handed out: each line comes out at its own length, and a
+    /// long line accepted (under the limit) does not leave the buffer that big for the next reads.
+    #[test]
+    fn lines_come_out_at_their_own_size_and_the_buffer_shrinks_after_a_long_line() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let limits = limits(10 << 20);
+            let shared = Shared::new(limits.clone());
+            let (mut client, agent) = tokio::io::duplex(64 * 1024);
+            let long = format!("{{\"id\":1,\"params\":\"{}\"}}\n", "x".repeat(1 << 20));
+            let feeder = tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt as _;
+                client.write_all(b"{\"id\":0}\n").await.unwrap();
+                client.write_all(long.as_bytes()).await.unwrap();
+                client.write_all(b"{\"id\":2}\n").await.unwrap();
+            });
+            let mut reader = LineReader::new(agent, shared, limits);
+            let first = reader.next_line().await.unwrap().unwrap();
+            assert_eq!(first, r#"{"id":0}"#);
+            assert!(
+                first.capacity() < 64,
+                "a short line carries {} bytes",
+                first.capacity()
+            );
+            let long = reader.next_line().await.unwrap().unwrap();
+            assert_eq!(long.len(), (1 << 20) + 20);
+            let last = reader.next_line().await.unwrap().unwrap();
+            assert_eq!(last, r#"{"id":2}"#);
+            assert!(
+                reader.buffer.capacity() <= 2 * READ_BYTES,
+                "the buffer kept {} bytes after the long line",
+                reader.buffer.capacity()
+            );
+            feeder.await.unwrap();
+            assert!(reader.next_line().await.is_none());
+        });
     }
 
     /// Splits `lines` at newlines the way a reader with no limits would: the oracle.
