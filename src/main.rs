@@ -11,6 +11,7 @@ use cli::{Cli, Invocation};
 fn main() -> ExitCode {
     // First: a session's zygote is this binary under a hidden argv[0] (it serves and exits).
     acp_bash::sandbox::zygote_main_if_asked();
+    one_malloc_arena();
     let cli = Cli::parse();
     let log_level = cli.log_level.clone();
     let invocation = match cli.invocation() {
@@ -53,4 +54,17 @@ fn main() -> ExitCode {
     // threads (the stdin reader) on the way out.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
+}
+
+/// Makes every thread allocate from glibc's main heap instead of one arena per thread. The agent
+/// has one worker that does nearly all the work, a main thread that only waits, and short-lived
+/// helpers (the preparation thread, the blocking pool): their own arenas each reserve 64 MiB and
+/// keep pages of their own resident, for no contention worth avoiding
+/// (`notes/2026-12-02-start-up.md`). Called before any thread starts.
+fn one_malloc_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; no thread has started yet.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
 }

@@ -292,8 +292,20 @@ impl Connection {
                 ),
         );
         // The scrub and the sandbox probe take milliseconds: do them now that the client has
-        // its answer, before the first session or command needs them.
-        self.engine.prepare_in_background();
+        // its answer, before the first session or command needs them. `respond` only queued the
+        // answer; the transport writes it on the tasks' next turn, so the preparation thread
+        // (a clone, a stack, then milliseconds of CPU) starts after that turn, not before the
+        // write (`notes/2026-12-02-start-up.md`).
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let engine = self.engine.clone();
+                runtime.spawn(async move {
+                    tokio::task::yield_now().await;
+                    engine.prepare_in_background();
+                });
+            }
+            Err(_) => self.engine.prepare_in_background(),
+        }
         answered
     }
 

@@ -32,8 +32,14 @@ pub(super) struct LineReader<R> {
     reader: R,
     shared: Arc<Shared>,
     limits: TransportLimits,
+    /// What was read and not yet handed out, from `consumed` on. It is reused from read to read
+    /// (reads go into its spare capacity, which is never zeroed), and a line is copied out at its
+    /// own length: a 64 KiB buffer zeroed per read and carried away by each line cost 131 k
+    /// instructions and 16 pages before the first answer (`notes/2026-12-02-start-up.md`).
     buffer: Vec<u8>,
-    /// How far `buffer` is known to hold no newline.
+    /// Where the bytes not yet handed out start in `buffer`.
+    consumed: usize,
+    /// How far `buffer` is known to hold no newline (never below `consumed`).
     scanned: usize,
     /// Set while the current line is being discarded for its length.
     discarding: Option<Discarded>,
@@ -54,6 +60,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             shared,
             limits,
             buffer: Vec::new(),
+            consumed: 0,
             scanned: 0,
             discarding: None,
             line: 1,
@@ -90,22 +97,23 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// Reads once into the buffer, or past the line being discarded.
     async fn fill(&mut self) -> io::Result<()> {
-        let start = self.buffer.len();
-        self.buffer.resize(start + READ_BYTES, 0);
+        // What was handed out goes first (one move of the rest per read, not one per line).
+        if self.consumed > 0 {
+            self.buffer.drain(..self.consumed);
+            self.scanned -= self.consumed;
+            self.consumed = 0;
+        }
+        // A buffer that grew for a long line does not stay that big once the line is out.
+        if self.buffer.len() < READ_BYTES && self.buffer.capacity() > 2 * READ_BYTES {
+            self.buffer.shrink_to(READ_BYTES);
+        }
+        self.buffer.reserve(READ_BYTES);
         let read = loop {
-            match self.reader.read(&mut self.buffer[start..]).await {
+            match self.reader.read_buf(&mut self.buffer).await {
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
                 other => break other,
             }
-        };
-        let read = match read {
-            Ok(read) => read,
-            Err(error) => {
-                self.buffer.truncate(start);
-                return Err(error);
-            }
-        };
-        self.buffer.truncate(start + read);
+        }?;
         if read == 0 {
             self.eof = true;
             // A last line without a newline is still a line (as for the SDK's reader).
@@ -131,21 +139,36 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// Takes the next whole line out of the buffer (its newline included), or starts
     /// discarding the line when it grew past the limit without one.
     fn take_line(&mut self) -> Option<Vec<u8>> {
-        match memchr::memchr(b'\n', &self.buffer[self.scanned..]) {
+        let from = self.scanned.max(self.consumed);
+        match memchr::memchr(b'\n', &self.buffer[from..]) {
             Some(at) => {
-                let rest = self.buffer.split_off(self.scanned + at + 1);
-                self.scanned = 0;
-                Some(std::mem::replace(&mut self.buffer, rest))
+                let end = from + at + 1;
+                let line = self.buffer[self.consumed..end].to_vec();
+                if end == self.buffer.len() {
+                    // All handed out: a buffer that grew for a long line is let go.
+                    if self.buffer.capacity() > 2 * READ_BYTES {
+                        self.buffer = Vec::new();
+                    }
+                    self.buffer.clear();
+                    self.consumed = 0;
+                    self.scanned = 0;
+                } else {
+                    self.consumed = end;
+                    self.scanned = end;
+                }
+                Some(line)
             }
             None => {
                 self.scanned = self.buffer.len();
-                if self.discarding.is_none() && self.buffer.len() > self.limits.max_line_bytes {
-                    let head = self.buffer[..HEAD_BYTES.min(self.buffer.len())].to_vec();
+                let pending = self.buffer.len() - self.consumed;
+                if self.discarding.is_none() && pending > self.limits.max_line_bytes {
+                    let head = self.buffer[self.consumed..][..HEAD_BYTES.min(pending)].to_vec();
                     self.discarding = Some(Discarded {
                         head,
-                        bytes: self.buffer.len() as u64,
+                        bytes: pending as u64,
                     });
                     self.buffer = Vec::new();
+                    self.consumed = 0;
                     self.scanned = 0;
                 }
                 None
@@ -311,6 +334,46 @@ mod tests {
         assert_eq!(answers[0]["id"], "big");
         assert_eq!(answers[0]["error"]["code"], INVALID_REQUEST);
         assert_eq!(answers[0]["error"]["data"]["bytes"], long.len() - 1);
+    }
+
+    /// The read buffer is reused, not handed out: each line comes out at its own length, and a
+    /// long line accepted (under the limit) does not leave the buffer that big for the next reads.
+    #[test]
+    fn lines_come_out_at_their_own_size_and_the_buffer_shrinks_after_a_long_line() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let limits = limits(10 << 20);
+            let shared = Shared::new(limits.clone());
+            let (mut client, agent) = tokio::io::duplex(64 * 1024);
+            let long = format!("{{\"id\":1,\"params\":\"{}\"}}\n", "x".repeat(1 << 20));
+            let feeder = tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt as _;
+                client.write_all(b"{\"id\":0}\n").await.unwrap();
+                client.write_all(long.as_bytes()).await.unwrap();
+                client.write_all(b"{\"id\":2}\n").await.unwrap();
+            });
+            let mut reader = LineReader::new(agent, shared, limits);
+            let first = reader.next_line().await.unwrap().unwrap();
+            assert_eq!(first, r#"{"id":0}"#);
+            assert!(
+                first.capacity() < 64,
+                "a short line carries {} bytes",
+                first.capacity()
+            );
+            let long = reader.next_line().await.unwrap().unwrap();
+            assert_eq!(long.len(), (1 << 20) + 20);
+            let last = reader.next_line().await.unwrap().unwrap();
+            assert_eq!(last, r#"{"id":2}"#);
+            assert!(
+                reader.buffer.capacity() <= 2 * READ_BYTES,
+                "the buffer kept {} bytes after the long line",
+                reader.buffer.capacity()
+            );
+            feeder.await.unwrap();
+            assert!(reader.next_line().await.is_none());
+        });
     }
 
     /// Splits `lines` at newlines the way a reader with no limits would: the oracle.
