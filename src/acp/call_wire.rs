@@ -115,6 +115,8 @@ pub struct CallWire {
     skipped: u64,
     /// The ACP v2 face: the call is an agent-owned terminal ([`super::v2`]).
     v2: bool,
+    /// The command (kept on the v2 face only: a replayed terminal's snapshot names it).
+    command: String,
 }
 
 impl CallWire {
@@ -158,6 +160,7 @@ impl CallWire {
             at_line_start: true,
             skipped: 0,
             v2: false,
+            command: String::new(),
         }
     }
 
@@ -182,6 +185,7 @@ impl CallWire {
             at_line_start: true,
             skipped: 0,
             v2: true,
+            command: command.to_string(),
         }
     }
 
@@ -224,11 +228,10 @@ impl CallWire {
     pub fn recorded_output(&mut self, sink: &mut dyn UpdateSink, output: &str) {
         if self.v2 {
             // One snapshot per terminal (it replaces, so a replay never doubles output).
-            let view = &self.view;
             sink.send_v2(super::v2::snapshot(
                 &self.id,
-                &view.title,
-                &view.cwd,
+                &self.command,
+                &self.view.cwd,
                 output,
             ));
             self.at_line_start = output.is_empty() || output.ends_with('\n');
