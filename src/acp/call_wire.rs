@@ -174,7 +174,23 @@ impl CallWire {
         limits: StreamLimits,
         sink: &mut dyn UpdateSink,
     ) -> CallWire {
-        sink.send_v2(super::v2::terminal_opened(&id, command, &view.cwd));
+        Self::open_v2_as(id, command, view, limits, true, sink)
+    }
+
+    /// [`Self::open_v2`] for a replayed call: `cancellable` only when it is still running in
+    /// this process (a replayed call that ended is announced without `capabilities.cancel`).
+    pub fn open_v2_as(
+        id: ToolCallId,
+        command: &str,
+        view: CallView,
+        limits: StreamLimits,
+        cancellable: bool,
+        sink: &mut dyn UpdateSink,
+    ) -> CallWire {
+        sink.send_v2(match cancellable {
+            true => super::v2::terminal_opened(&id, command, &view.cwd),
+            false => super::v2::terminal_replayed(&id, command, &view.cwd),
+        });
         sink.send_v2(super::v2::call_opened(&id, &view, command));
         let live = Live::new(true, limits, &view.echo);
         CallWire {

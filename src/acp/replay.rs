@@ -232,13 +232,15 @@ fn replay_one(
     }
     // The same sequencer as the live call: a replayed call looks like the live one did.
     let features = face.features;
+    let live_here = !matches!(ending, Ending::Ended(_)) && running_here(call_id);
     let mut sink = Collect(updates);
     let mut wire = if face.v2 {
-        CallWire::open_v2(
+        CallWire::open_v2_as(
             id,
             command,
             view.clone(),
             StreamLimits::default(),
+            live_here,
             &mut sink,
         )
     } else {
@@ -253,7 +255,7 @@ fn replay_one(
     };
     // Only one that has not ended in the record: a live update may follow the recorded end,
     // but nothing would follow a skipped one.
-    if !matches!(ending, Ending::Ended(_)) && running_here(call_id) {
+    if live_here {
         return;
     }
     let printed = match &ending {

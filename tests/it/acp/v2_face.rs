@@ -251,13 +251,12 @@ fn validate_v2(transcript: &[String]) {
         let from_client = direction == "-> ";
         let message: Value = serde_json::from_str(json).expect("JSON");
         assert_eq!(message["jsonrpc"], "2.0", "{line}");
-        let fail = |problem: String| panic!("{line}\n{problem}");
         if let Some(method) = message.get("method").and_then(Value::as_str) {
             let types = schema
                 .method(method)
-                .unwrap_or_else(|| fail(format!("{method} is not a v2 method")));
+                .unwrap_or_else(|| fail(line, format!("{method} is not a v2 method")));
             if let Err(problem) = schema.validate(&types.params, &message["params"]) {
-                fail(problem);
+                fail(line, problem);
             }
             if let Some(id) = message.get("id") {
                 pending.insert((from_client, id.to_string()), method.to_string());
@@ -267,22 +266,26 @@ fn validate_v2(transcript: &[String]) {
         let id = message["id"].to_string();
         let method = pending
             .remove(&(!from_client, id.clone()))
-            .unwrap_or_else(|| fail(format!("an answer to no request (id {id})")));
+            .unwrap_or_else(|| fail(line, format!("an answer to no request (id {id})")));
         if let Some(error) = message.get("error") {
             if let Err(problem) = schema.validate("Error", error) {
-                fail(problem);
+                fail(line, problem);
             }
             continue;
         }
         let result = schema
             .method(&method)
             .and_then(|types| types.result.clone())
-            .unwrap_or_else(|| fail(format!("{method} has no result type")));
+            .unwrap_or_else(|| fail(line, format!("{method} has no result type")));
         if let Err(problem) = schema.validate(&result, &message["result"]) {
-            fail(problem);
+            fail(line, problem);
         }
     }
     assert!(pending.is_empty(), "unanswered: {pending:?}");
+}
+
+fn fail(line: &str, problem: String) -> ! {
+    panic!("{line}\n{problem}")
 }
 
 /// The transcript as a snapshot shows it: ids renumbered, session ids numbered, the temp dir
@@ -504,8 +507,12 @@ async fn session_close_stops_a_running_job() {
     client
         .turn(&session, &format!("/bg touch started; sleep {mark}"))
         .await;
-    wait_for_file(&dir.join("started")).await;
-    assert_eq!(running(&mark), 1);
+    guard("the job's sleep", async {
+        while running(&mark) != 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     let id = client
         .request("session/close", json!({"sessionId": session}))
         .await;
@@ -587,6 +594,10 @@ async fn resume_replays_one_output_snapshot_per_terminal() {
         assert_eq!(decode(&snapshots[0]["output"]["data"]), output.as_bytes());
         assert_eq!(updates.last().unwrap()["exitStatus"]["exitCode"], code);
         assert!(chunks_of(&replayed, terminal).is_empty(), "no chunks in a replay");
+        assert!(
+            updates.iter().all(|u| u.get("capabilities").is_none_or(Value::is_null)),
+            "an ended terminal is not offered for cancel: {updates:#?}"
+        );
     }
     let last = replayed.last().unwrap();
     assert_eq!(last["state"], "idle", "{last}");
