@@ -41,7 +41,10 @@ pub fn replay(
     features: ClientFeatures,
     running_here: impl Fn(&str) -> bool,
 ) -> Vec<SessionUpdate> {
-    let face = Face { features, v2: false };
+    let face = Face {
+        features,
+        v2: false,
+    };
     replay_on(record, face, running_here)
         .into_iter()
         .filter_map(|update| match update {
@@ -135,13 +138,7 @@ fn replay_on(
         while let Some(job) = legacy_jobs.next_if(|job| job.after_calls < n) {
             replay_job(job, face, &running_here, &mut updates);
         }
-        replay_call(
-            call,
-            Some(&call.prompt),
-            face,
-            &running_here,
-            &mut updates,
-        );
+        replay_call(call, Some(&call.prompt), face, &running_here, &mut updates);
     }
     for job in legacy_jobs {
         replay_job(job, face, &running_here, &mut updates);
@@ -175,9 +172,9 @@ fn replay_turn(
     running_here: &impl Fn(&str) -> bool,
     updates: &mut Vec<Replayed>,
 ) {
-    updates.push(Replayed::V1(SessionUpdate::UserMessageChunk(ContentChunk::new(
-        turn.prompt.clone().into(),
-    ))));
+    updates.push(Replayed::V1(SessionUpdate::UserMessageChunk(
+        ContentChunk::new(turn.prompt.clone().into()),
+    )));
     let calls: Vec<&CallRecord> = record
         .history
         .iter()
@@ -226,9 +223,9 @@ fn replay_one(
 ) {
     let id = ToolCallId::new(call_id.to_string());
     if let Some(prompt) = prompt {
-        updates.push(Replayed::V1(SessionUpdate::UserMessageChunk(ContentChunk::new(
-            prompt.to_string().into(),
-        ))));
+        updates.push(Replayed::V1(SessionUpdate::UserMessageChunk(
+            ContentChunk::new(prompt.to_string().into()),
+        )));
     }
     // The same sequencer as the live call: a replayed call looks like the live one did.
     let features = face.features;

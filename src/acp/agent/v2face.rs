@@ -21,9 +21,9 @@ use agent_client_protocol::v1::schema::{self as v1, ToolCallId};
 use agent_client_protocol::v2::schema::{
     self as v2, BackgroundTerminal, BackgroundWork, CancelSessionNotification,
     CancelTerminalRequest, CancelTerminalResponse, CloseSessionRequest, CloseSessionResponse,
-    IdleStateUpdate, InitializeRequest, InitializeResponse, NewSessionRequest,
-    NewSessionResponse, PromptRequest, PromptResponse, ResumeSessionRequest,
-    ResumeSessionResponse, RunningStateUpdate, SessionUpdate, StateUpdate,
+    IdleStateUpdate, InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse,
+    PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse, RunningStateUpdate,
+    SessionUpdate, StateUpdate,
 };
 use agent_client_protocol::v2::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
@@ -188,7 +188,8 @@ impl Connection {
                 ended
             };
             // A job started by `/bg` is listed as background work from this idle on.
-            let card = card.map(|card| self.v2_job_card(card, &task_cx, &request.session_id, &state));
+            let card =
+                card.map(|card| self.v2_job_card(card, &task_cx, &request.session_id, &state));
             sink.send_v2(idle(&state, Some(stop)));
             if let Some(card) = card {
                 card.spawn(&self.runs);
@@ -569,9 +570,7 @@ impl TurnPort for V2Turn<'_> {
                 .lock()
                 .unwrap()
                 .insert(call_id.0.to_string(), token.clone());
-            let runner = ToolCallRunner::default()
-                .on_v2()
-                .limits(connection.limits);
+            let runner = ToolCallRunner::default().on_v2().limits(connection.limits);
             let run = {
                 let session = self.state.session.clone();
                 let mut sink = self

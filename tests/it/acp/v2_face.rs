@@ -40,8 +40,14 @@ impl V2Client {
     /// `acp-bash serve` (full sandbox), with `extra` arguments (`--no-history` unless a
     /// `--state-dir` is given).
     fn start(extra: &[&str]) -> V2Client {
-        let mut args = vec!["serve", "--sandbox", "full", "--log-level", "acp_bash=debug"];
-        if !extra.iter().any(|a| *a == "--state-dir") {
+        let mut args = vec![
+            "serve",
+            "--sandbox",
+            "full",
+            "--log-level",
+            "acp_bash=debug",
+        ];
+        if !extra.contains(&"--state-dir") {
             args.push("--no-history");
         }
         args.extend_from_slice(extra);
@@ -76,7 +82,10 @@ impl V2Client {
         let line = message.to_string();
         self.transcript.push(format!("-> {line}"));
         let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
         stdin.flush().await.unwrap();
     }
 
@@ -372,18 +381,40 @@ async fn a_v2_client_gets_a_terminal_per_command_with_chunks_and_its_exit() {
             .collect();
         // The user message, running, the terminal before the call that shows it, the call's
         // end after the terminal's, idle.
-        assert_eq!(kinds[..4], ["user_message", "state_update", "terminal_update", "tool_call_update"], "{updates:#?}");
+        assert_eq!(
+            kinds[..4],
+            [
+                "user_message",
+                "state_update",
+                "terminal_update",
+                "tool_call_update"
+            ],
+            "{updates:#?}"
+        );
         assert_eq!(updates[1]["state"], "running");
         let opened = &updates[2];
         assert_eq!(opened["terminalId"], terminal, "{opened}");
-        assert!(opened["command"].is_string() && opened["cwd"] == json!(dir), "{opened}");
+        assert!(
+            opened["command"].is_string() && opened["cwd"] == json!(dir),
+            "{opened}"
+        );
         assert!(opened["capabilities"]["cancel"].is_object(), "{opened}");
-        assert_eq!(updates[3]["content"][0], json!({"type": "terminal", "terminalId": terminal}));
-        assert_eq!(chunks_of(updates, terminal), bytes, "LF stays LF, escapes and UTF-8 pass");
+        assert_eq!(
+            updates[3]["content"][0],
+            json!({"type": "terminal", "terminalId": terminal})
+        );
+        assert_eq!(
+            chunks_of(updates, terminal),
+            bytes,
+            "LF stays LF, escapes and UTF-8 pass"
+        );
         let ends = terminal_updates(updates, terminal);
         let exited = ends.last().unwrap();
         assert_eq!(exited["exitStatus"]["exitCode"], code, "{exited}");
-        assert!(exited["capabilities"].is_null(), "cancel is withdrawn: {exited}");
+        assert!(
+            exited["capabilities"].is_null(),
+            "cancel is withdrawn: {exited}"
+        );
         let idle = updates.last().unwrap();
         assert_eq!(idle["stopReason"], "end_turn", "{idle}");
         assert_eq!(background(idle), Vec::<String>::new());
@@ -413,11 +444,17 @@ async fn terminal_cancel_stops_one_commands_tree_while_another_sessions_command_
     client.answer(b_prompt).await;
     // Hostile: session a cancels b's terminal: refused, b keeps running.
     let refused = client
-        .call("terminal/cancel", json!({"sessionId": a, "terminalId": "call-2-1"}))
+        .call(
+            "terminal/cancel",
+            json!({"sessionId": a, "terminalId": "call-2-1"}),
+        )
         .await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     let cancelled = client
-        .call("terminal/cancel", json!({"sessionId": a, "terminalId": "call-1-1"}))
+        .call(
+            "terminal/cancel",
+            json!({"sessionId": a, "terminalId": "call-1-1"}),
+        )
         .await;
     assert_eq!(cancelled["result"], json!({}), "{cancelled}");
     let exited = client
@@ -433,10 +470,15 @@ async fn terminal_cancel_stops_one_commands_tree_while_another_sessions_command_
     assert_eq!(running(&b_mark), 1, "b's command still runs");
     // A finished terminal is not cancellable any more.
     let again = client
-        .call("terminal/cancel", json!({"sessionId": a, "terminalId": "call-1-1"}))
+        .call(
+            "terminal/cancel",
+            json!({"sessionId": a, "terminalId": "call-1-1"}),
+        )
         .await;
     assert_eq!(again["error"]["code"], -32602, "{again}");
-    client.notify("session/cancel", json!({"sessionId": b})).await;
+    client
+        .notify("session/cancel", json!({"sessionId": b}))
+        .await;
     client.until(|m| is_state(m, &b, "idle")).await;
     assert!(gone(&b_mark).await);
     client.finish().await;
@@ -456,9 +498,15 @@ async fn bad_terminal_ids_get_invalid_params() {
         ("sess-nope", "call-1-1"),
     ] {
         let answer = client
-            .call("terminal/cancel", json!({"sessionId": session, "terminalId": terminal}))
+            .call(
+                "terminal/cancel",
+                json!({"sessionId": session, "terminalId": terminal}),
+            )
             .await;
-        assert_eq!(answer["error"]["code"], -32602, "{session} {terminal}: {answer}");
+        assert_eq!(
+            answer["error"]["code"], -32602,
+            "{session} {terminal}: {answer}"
+        );
     }
     client.finish().await;
 }
@@ -473,16 +521,28 @@ async fn a_bg_job_is_background_work_until_it_ends_and_session_cancel_leaves_it_
     let updates = client.turn(&session, script).await;
     let opened = updates
         .iter()
-        .find(|u| u["sessionUpdate"] == "terminal_update" && u["capabilities"]["cancel"].is_object())
+        .find(|u| {
+            u["sessionUpdate"] == "terminal_update" && u["capabilities"]["cancel"].is_object()
+        })
         .unwrap_or_else(|| panic!("no job terminal: {updates:#?}"));
     let job = opened["terminalId"].as_str().unwrap().to_string();
     assert_eq!(background(updates.last().unwrap()), vec![job.clone()]);
     wait_for_file(&dir.join("started")).await;
     // session/cancel stops turns, not jobs.
-    client.notify("session/cancel", json!({"sessionId": session})).await;
+    client
+        .notify("session/cancel", json!({"sessionId": session}))
+        .await;
     let listed = client.turn(&session, "echo meanwhile").await;
-    assert_eq!(background(&listed[1]), vec![job.clone()], "running lists it");
-    assert_eq!(background(listed.last().unwrap()), vec![job.clone()], "idle lists it");
+    assert_eq!(
+        background(&listed[1]),
+        vec![job.clone()],
+        "running lists it"
+    );
+    assert_eq!(
+        background(listed.last().unwrap()),
+        vec![job.clone()],
+        "idle lists it"
+    );
     std::fs::write(dir.join("go"), "").unwrap();
     let exited = client
         .until(|m| {
@@ -493,7 +553,11 @@ async fn a_bg_job_is_background_work_until_it_ends_and_session_cancel_leaves_it_
         .await;
     assert_eq!(exited["params"]["update"]["exitStatus"]["exitCode"], 0);
     let after = client.until(|m| is_state(m, &session, "idle")).await;
-    assert_eq!(background(&after["params"]["update"]), Vec::<String>::new(), "{after}");
+    assert_eq!(
+        background(&after["params"]["update"]),
+        Vec::<String>::new(),
+        "{after}"
+    );
     client.finish().await;
 }
 
@@ -525,7 +589,10 @@ async fn session_close_stops_a_running_job() {
         }
         exited |= message["params"]["update"]["exitStatus"].is_object();
     }
-    assert!(exited, "the job's terminal ends (exitStatus) before close answers");
+    assert!(
+        exited,
+        "the job's terminal ends (exitStatus) before close answers"
+    );
     assert!(gone(&mark).await, "the job's process is gone");
     client.finish().await;
 }
@@ -538,12 +605,18 @@ async fn terminal_cancel_kills_a_jobs_tree() {
     client.initialize().await;
     let session = client.new_session(&dir).await;
     let updates = client
-        .turn(&session, &format!("/bg (sleep {mark}; true) & touch started; wait"))
+        .turn(
+            &session,
+            &format!("/bg (sleep {mark}; true) & touch started; wait"),
+        )
         .await;
     let job = background(updates.last().unwrap()).pop().expect("a job");
     wait_for_file(&dir.join("started")).await;
     let answer = client
-        .call("terminal/cancel", json!({"sessionId": session, "terminalId": job}))
+        .call(
+            "terminal/cancel",
+            json!({"sessionId": session, "terminalId": job}),
+        )
         .await;
     assert_eq!(answer["result"], json!({}), "{answer}");
     let after = client
@@ -589,13 +662,21 @@ async fn resume_replays_one_output_snapshot_per_terminal() {
     }
     for (terminal, output, code) in [("call-1-1", "first\n", 0), ("call-1-2", "second", 2)] {
         let updates = terminal_updates(&replayed, terminal);
-        let snapshots: Vec<_> = updates.iter().filter(|u| u.get("output").is_some()).collect();
+        let snapshots: Vec<_> = updates
+            .iter()
+            .filter(|u| u.get("output").is_some())
+            .collect();
         assert_eq!(snapshots.len(), 1, "{terminal}: {updates:#?}");
         assert_eq!(decode(&snapshots[0]["output"]["data"]), output.as_bytes());
         assert_eq!(updates.last().unwrap()["exitStatus"]["exitCode"], code);
-        assert!(chunks_of(&replayed, terminal).is_empty(), "no chunks in a replay");
         assert!(
-            updates.iter().all(|u| u.get("capabilities").is_none_or(Value::is_null)),
+            chunks_of(&replayed, terminal).is_empty(),
+            "no chunks in a replay"
+        );
+        assert!(
+            updates
+                .iter()
+                .all(|u| u.get("capabilities").is_none_or(Value::is_null)),
             "an ended terminal is not offered for cancel: {updates:#?}"
         );
     }
