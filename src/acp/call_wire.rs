@@ -121,6 +121,8 @@ pub struct CallWire {
     skipped: u64,
     /// The ACP v2 face: the call is an agent-owned terminal ([`super::v2`]).
     v2: bool,
+    /// The command (kept on the v2 face only: a replayed terminal's snapshot names it).
+    command: String,
 }
 
 impl CallWire {
@@ -164,6 +166,7 @@ impl CallWire {
             at_line_start: true,
             skipped: 0,
             v2: false,
+            command: String::new(),
         }
     }
 
@@ -177,7 +180,23 @@ impl CallWire {
         limits: StreamLimits,
         sink: &mut dyn UpdateSink,
     ) -> CallWire {
-        sink.send_v2(super::v2::terminal_opened(&id, command, &view.cwd));
+        Self::open_v2_as(id, command, view, limits, true, sink)
+    }
+
+    /// [`Self::open_v2`] for a replayed call: `cancellable` only when it is still running in
+    /// this process (a replayed call that ended is announced without `capabilities.cancel`).
+    pub fn open_v2_as(
+        id: ToolCallId,
+        command: &str,
+        view: CallView,
+        limits: StreamLimits,
+        cancellable: bool,
+        sink: &mut dyn UpdateSink,
+    ) -> CallWire {
+        sink.send_v2(match cancellable {
+            true => super::v2::terminal_opened(&id, command, &view.cwd),
+            false => super::v2::terminal_replayed(&id, command, &view.cwd),
+        });
         sink.send_v2(super::v2::call_opened(&id, &view, command));
         let live = Live::new(true, limits, &view.echo);
         CallWire {
@@ -188,6 +207,7 @@ impl CallWire {
             at_line_start: true,
             skipped: 0,
             v2: true,
+            command: command.to_string(),
         }
     }
 
@@ -230,11 +250,10 @@ impl CallWire {
     pub fn recorded_output(&mut self, sink: &mut dyn UpdateSink, output: &str) {
         if self.v2 {
             // One snapshot per terminal (it replaces, so a replay never doubles output).
-            let view = &self.view;
             sink.send_v2(super::v2::snapshot(
                 &self.id,
-                &view.title,
-                &view.cwd,
+                &self.command,
+                &self.view.cwd,
                 output,
             ));
             self.at_line_start = output.is_empty() || output.ends_with('\n');

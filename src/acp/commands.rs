@@ -76,6 +76,19 @@ impl SessionJobs {
         }
     }
 
+    /// The jobs whose cards have not got their final update yet, with their cards' call ids
+    /// (the terminals the v2 face lists in `state_update.background`), in start order.
+    pub fn open_cards(&self) -> Vec<(JobId, ToolCallId)> {
+        let cards = self.cards_done.lock().unwrap();
+        let mut open: Vec<(JobId, ToolCallId)> = cards
+            .iter()
+            .filter(|(_, (_, done))| !*done.borrow())
+            .map(|(job, (call, _))| (*job, call.clone()))
+            .collect();
+        open.sort_by_key(|(job, _)| job.0);
+        open
+    }
+
     /// Whether `call_id` is the card of a job of this process that has not got its final
     /// update yet.
     pub fn card_open(&self, call_id: &str) -> bool {
@@ -161,6 +174,7 @@ impl CommandTurn<'_> {
             live,
             log: self.log.clone(),
             done: done_tx,
+            after_end: None,
         };
         Ok((job, card))
     }
@@ -209,9 +223,17 @@ pub(super) struct JobCard {
     live: LiveOutput,
     log: Arc<SessionLog>,
     done: watch::Sender<bool>,
+    /// Runs once the card has got its final update (the v2 face sends its `state_update`).
+    after_end: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl JobCard {
+    /// Runs `after_end` once the card has got its final update and counts as done.
+    pub fn after_end(mut self, after_end: impl FnOnce() + Send + 'static) -> Self {
+        self.after_end = Some(Box::new(after_end));
+        self
+    }
+
     /// Streams the job's output to its card (the card's batches, or a console view of the last
     /// lines for clients without the card: what a turn's call gets) and, when it ends, records
     /// its end in the session's record and sends the final update (status, `duration_ms`, the
@@ -243,5 +265,8 @@ impl JobCard {
             .end(&mut *self.sink, Some(&outcome.status), &presented, true);
         tracing::info!(call = %call_id, job = %self.job.id(), "job's call finished");
         self.done.send_replace(true);
+        if let Some(after_end) = self.after_end.take() {
+            after_end();
+        }
     }
 }

@@ -41,24 +41,86 @@ pub fn replay(
     features: ClientFeatures,
     running_here: impl Fn(&str) -> bool,
 ) -> Vec<SessionUpdate> {
+    let face = Face {
+        features,
+        v2: false,
+    };
+    replay_on(record, face, running_here)
+        .into_iter()
+        .filter_map(|update| match update {
+            Replayed::V1(update) => Some(update),
+            Replayed::V2(update) => {
+                tracing::error!(?update, "a v2 update in a v1 replay: left out");
+                None
+            }
+        })
+        .collect()
+}
+
+/// One update of a replay: the v1 updates every face shares (the prompt, the agent's text),
+/// and on the v2 face each call's terminal and tool call updates.
+#[derive(Debug, Clone)]
+pub enum Replayed {
+    /// A v1 update (on the v2 face: a prompt or an agent text, which the face words as v2).
+    V1(SessionUpdate),
+    /// A v2 update: a replayed call's terminal (announced, its one `output` snapshot, its
+    /// exit) or tool call.
+    V2(agent_client_protocol::v2::schema::SessionUpdate),
+}
+
+/// [`replay`] for the ACP v2 face: each call and job is an agent-owned terminal with one
+/// `output` snapshot (through the same sequencer, [`CallWire::open_v2`]).
+pub fn replay_v2(record: &SessionRecord, running_here: impl Fn(&str) -> bool) -> Vec<Replayed> {
+    let face = Face {
+        features: ClientFeatures::CARD,
+        v2: true,
+    };
+    replay_on(record, face, running_here)
+}
+
+/// Which face a replay is for.
+#[derive(Debug, Clone, Copy)]
+struct Face {
+    features: ClientFeatures,
+    v2: bool,
+}
+
+/// Keeps a replayed call's updates, v1 and v2, in order.
+struct Collect<'a>(&'a mut Vec<Replayed>);
+
+impl super::call_wire::UpdateSink for Collect<'_> {
+    fn send(&mut self, update: SessionUpdate) {
+        self.0.push(Replayed::V1(update));
+    }
+
+    fn send_v2(&mut self, update: agent_client_protocol::v2::schema::SessionUpdate) {
+        self.0.push(Replayed::V2(update));
+    }
+}
+
+fn replay_on(
+    record: &SessionRecord,
+    face: Face,
+    running_here: impl Fn(&str) -> bool,
+) -> Vec<Replayed> {
     let mut updates = Vec::new();
     if record.dropped_calls > 0 {
-        updates.push(agent_text(&format!(
+        updates.push(Replayed::V1(agent_text(&format!(
             "({} earlier calls of this session are not kept in its history.)",
             record.dropped_calls
-        )));
+        ))));
     }
     if record.dropped_jobs > 0 {
-        updates.push(agent_text(&format!(
+        updates.push(Replayed::V1(agent_text(&format!(
             "({} earlier background jobs of this session are not kept in its history.)",
             record.dropped_jobs
-        )));
+        ))));
     }
     if record.dropped_turns > 0 {
-        updates.push(agent_text(&format!(
+        updates.push(Replayed::V1(agent_text(&format!(
             "({} earlier turns of this session are not kept in its history.)",
             record.dropped_turns
-        )));
+        ))));
     }
     // Format 1: calls with their own prompt, and the jobs placed among them by call count.
     let mut legacy_jobs: Vec<&JobRecord> = record
@@ -74,18 +136,12 @@ pub fn replay(
         }
         // The jobs started before call number `n` (counting from the session's first call).
         while let Some(job) = legacy_jobs.next_if(|job| job.after_calls < n) {
-            replay_job(job, features, &running_here, &mut updates);
+            replay_job(job, face, &running_here, &mut updates);
         }
-        replay_call(
-            call,
-            Some(&call.prompt),
-            features,
-            &running_here,
-            &mut updates,
-        );
+        replay_call(call, Some(&call.prompt), face, &running_here, &mut updates);
     }
     for job in legacy_jobs {
-        replay_job(job, features, &running_here, &mut updates);
+        replay_job(job, face, &running_here, &mut updates);
     }
     // Turns, with the jobs placed among them by turn count.
     let mut jobs: Vec<&JobRecord> = record
@@ -97,12 +153,12 @@ pub fn replay(
     let mut jobs = jobs.into_iter().peekable();
     for turn in &record.turns {
         while let Some(job) = jobs.next_if(|job| job.after_turns < Some(turn.number)) {
-            replay_job(job, features, &running_here, &mut updates);
+            replay_job(job, face, &running_here, &mut updates);
         }
-        replay_turn(record, turn, features, &running_here, &mut updates);
+        replay_turn(record, turn, face, &running_here, &mut updates);
     }
     for job in jobs {
-        replay_job(job, features, &running_here, &mut updates);
+        replay_job(job, face, &running_here, &mut updates);
     }
     updates
 }
@@ -112,12 +168,12 @@ pub fn replay(
 fn replay_turn(
     record: &SessionRecord,
     turn: &TurnRecord,
-    features: ClientFeatures,
+    face: Face,
     running_here: &impl Fn(&str) -> bool,
-    updates: &mut Vec<SessionUpdate>,
+    updates: &mut Vec<Replayed>,
 ) {
-    updates.push(SessionUpdate::UserMessageChunk(ContentChunk::new(
-        turn.prompt.clone().into(),
+    updates.push(Replayed::V1(SessionUpdate::UserMessageChunk(
+        ContentChunk::new(turn.prompt.clone().into()),
     )));
     let calls: Vec<&CallRecord> = record
         .history
@@ -128,12 +184,12 @@ fn replay_turn(
     let mut said = turn.said.iter().peekable();
     for (index, call) in (missing..).zip(calls) {
         while let Some(said) = said.next_if(|said| said.after_calls <= index) {
-            updates.push(agent_text(&said.text));
+            updates.push(Replayed::V1(agent_text(&said.text)));
         }
-        replay_call(call, None, features, running_here, updates);
+        replay_call(call, None, face, running_here, updates);
     }
     for said in said {
-        updates.push(agent_text(&said.text));
+        updates.push(Replayed::V1(agent_text(&said.text)));
     }
 }
 
@@ -161,29 +217,42 @@ fn replay_one(
     command: &str,
     view: &CallView,
     ending: Ending<'_>,
-    features: ClientFeatures,
+    face: Face,
     running_here: &impl Fn(&str) -> bool,
-    updates: &mut Vec<SessionUpdate>,
+    updates: &mut Vec<Replayed>,
 ) {
     let id = ToolCallId::new(call_id.to_string());
     if let Some(prompt) = prompt {
-        updates.push(SessionUpdate::UserMessageChunk(ContentChunk::new(
-            prompt.to_string().into(),
+        updates.push(Replayed::V1(SessionUpdate::UserMessageChunk(
+            ContentChunk::new(prompt.to_string().into()),
         )));
     }
     // The same sequencer as the live call: a replayed call looks like the live one did.
-    let mut sink = |update| updates.push(update);
-    let mut wire = CallWire::open(
-        id,
-        command,
-        view.clone(),
-        features,
-        StreamLimits::default(),
-        &mut sink,
-    );
+    let features = face.features;
+    let live_here = !matches!(ending, Ending::Ended(_)) && running_here(call_id);
+    let mut sink = Collect(updates);
+    let mut wire = if face.v2 {
+        CallWire::open_v2_as(
+            id,
+            command,
+            view.clone(),
+            StreamLimits::default(),
+            live_here,
+            &mut sink,
+        )
+    } else {
+        CallWire::open(
+            id,
+            command,
+            view.clone(),
+            features,
+            StreamLimits::default(),
+            &mut sink,
+        )
+    };
     // Only one that has not ended in the record: a live update may follow the recorded end,
     // but nothing would follow a skipped one.
-    if !matches!(ending, Ending::Ended(_)) && running_here(call_id) {
+    if live_here {
         return;
     }
     let printed = match &ending {
@@ -222,9 +291,9 @@ fn replay_one(
 fn replay_call(
     call: &CallRecord,
     prompt: Option<&str>,
-    features: ClientFeatures,
+    face: Face,
     running_here: &impl Fn(&str) -> bool,
-    updates: &mut Vec<SessionUpdate>,
+    updates: &mut Vec<Replayed>,
 ) {
     let mut bash = BashCall::new(call.command.clone());
     bash.description = call.description.clone();
@@ -242,7 +311,7 @@ fn replay_call(
         &call.command,
         &view,
         ending,
-        features,
+        face,
         running_here,
         updates,
     );
@@ -253,9 +322,9 @@ fn replay_call(
 /// says so, with a failed status and no exit code: it is shown, never restarted.
 fn replay_job(
     job: &JobRecord,
-    features: ClientFeatures,
+    face: Face,
     running_here: &impl Fn(&str) -> bool,
-    updates: &mut Vec<SessionUpdate>,
+    updates: &mut Vec<Replayed>,
 ) {
     let view = present_call(&BashCall::new(job.command.clone()), &job.cwd);
     let ending = match &job.end {
@@ -271,7 +340,7 @@ fn replay_job(
         &job.command,
         &view,
         ending,
-        features,
+        face,
         running_here,
         updates,
     );

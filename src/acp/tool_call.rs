@@ -122,6 +122,21 @@ impl ToolCallRunner {
         sink: &mut dyn UpdateSink,
         cancel: &CancellationToken,
     ) -> BashResult {
+        self.run_until_ended(session, call_id, call, sink, cancel, || {})
+            .await
+    }
+
+    /// [`Self::run`], calling `before_end` once the command has ended, just before its final
+    /// updates go out (the v2 face stops offering `terminal/cancel` there).
+    pub(crate) async fn run_until_ended(
+        &self,
+        session: &Session,
+        call_id: &ToolCallId,
+        call: &BashCall,
+        sink: &mut dyn UpdateSink,
+        cancel: &CancellationToken,
+        before_end: impl FnOnce(),
+    ) -> BashResult {
         let features = self.features;
         let mut request = call.request().clone();
         // The card streams up to its cap; a console view keeps only a tail, so it takes all.
@@ -157,6 +172,7 @@ impl ToolCallRunner {
         let result = BashResult::of(handle.wait().await);
         let presented = present_run(wire.view(), &result);
         let status = bridge::final_status(&presented);
+        before_end();
         wire.end(sink, Some(&result.outcome.status), &presented, false);
         tracing::info!(call = %call_id.0, ?status, "call finished");
         result

@@ -37,11 +37,20 @@ pub fn base64(data: &str) -> String {
 /// The terminal of a call that starts: its command and cwd, cancellable while it runs.
 pub fn terminal_opened(id: &ToolCallId, command: &str, cwd: &Path) -> SessionUpdate {
     SessionUpdate::TerminalUpdate(
-        TerminalUpdate::new(terminal_id(id))
-            .command(command.to_string())
-            .cwd(v2::AbsolutePath::new(cwd.to_path_buf()))
+        terminal_named(id, command, cwd)
             .capabilities(TerminalCapabilities::new().cancel(TerminalCancelCapabilities::new())),
     )
+}
+
+/// The terminal of a replayed call that has ended: its command and cwd, nothing to cancel.
+pub fn terminal_replayed(id: &ToolCallId, command: &str, cwd: &Path) -> SessionUpdate {
+    SessionUpdate::TerminalUpdate(terminal_named(id, command, cwd))
+}
+
+fn terminal_named(id: &ToolCallId, command: &str, cwd: &Path) -> TerminalUpdate {
+    TerminalUpdate::new(terminal_id(id))
+        .command(command.to_string())
+        .cwd(v2::AbsolutePath::new(cwd.to_path_buf()))
 }
 
 /// The call that shows the terminal: titled, `kind: execute`, in progress, its content the

@@ -199,7 +199,7 @@ impl Connection {
     }
 
     /// The active session `id`, or the stored one made active, with what could not be restored.
-    fn active_or_restored(
+    pub(super) fn active_or_restored(
         &self,
         id: &SessionId,
         request_cwd: &std::path::Path,
@@ -340,7 +340,7 @@ impl Connection {
 
     /// Takes the session off this connection and stops what it runs: later prompts get an
     /// error until it is loaded or resumed.
-    fn deactivate(&self, id: &SessionId) -> Option<Arc<SessionState>> {
+    pub(super) fn deactivate(&self, id: &SessionId) -> Option<Arc<SessionState>> {
         let state = self.sessions.lock().unwrap().remove(id)?;
         state.cancel_all();
         self.end_jobs(id, &state);
@@ -355,7 +355,7 @@ impl Connection {
 
     /// Waits (bounded) until the session's running and queued turns have ended (their commands
     /// killed and reaped), then drops the session's memory.
-    async fn wait_until_stopped(&self, id: &SessionId, state: Arc<SessionState>) {
+    pub(super) async fn wait_until_stopped(&self, id: &SessionId, state: Arc<SessionState>) {
         let stopped = async {
             let _turn = state.turn.lock().await;
             state.jobs.registry.shutdown().await;

@@ -53,6 +53,7 @@ mod errors;
 mod lifecycle;
 mod session;
 mod turn;
+mod v2face;
 
 pub use config::{MODEL_OPTION_ID, MODE_OPTION_ID};
 pub use turn::{prompt_of, prompt_text};
@@ -250,14 +251,20 @@ impl Connection {
         let builder = route!(builder, SetSessionModeRequest => set_mode);
         let builder = route!(builder, SetSessionConfigOptionRequest => set_config_option);
         let on_cancel = self.clone();
-        builder
-            .on_receive_notification(
-                async move |notification: CancelNotification, _cx| {
-                    on_cancel.cancel(&notification.session_id);
-                    Ok(())
-                },
-                agent_client_protocol::on_receive_notification!(),
-            )
+        let v1 = builder.on_receive_notification(
+            async move |notification: CancelNotification, _cx| {
+                on_cancel.cancel(&notification.session_id);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        );
+        // `initialize` picks the face: protocol version 2 (or newer) gets the v2 face,
+        // everything else the v1 face, unchanged (the SDK's router hands it the first message
+        // as it came).
+        Agent
+            .protocol_router()
+            .with_v1(v1)
+            .with_v2(self.v2_face())
             .connect_to(transport)
             .await
     }

@@ -40,6 +40,12 @@ pub(super) struct SessionState {
     /// `models()`); `None`: the driver's default. Kept in the record: a loaded or resumed
     /// session goes on with it while the agent still offers it.
     pub model: Mutex<Option<String>>,
+    /// The ACP v2 face: the turn calls running now, by terminal id (the call id), each with
+    /// its own token (a child of its turn's), which `terminal/cancel` fires.
+    pub v2_calls: Mutex<HashMap<String, CancellationToken>>,
+    /// The ACP v2 face: whether foreground work (a turn) is running, so that a job's end
+    /// repeats the right state (`running` or `idle`) with the new `background` list.
+    pub v2_foreground: std::sync::atomic::AtomicBool,
 }
 
 impl SessionState {
@@ -78,6 +84,8 @@ impl Connection {
             running: Mutex::new(HashMap::new()),
             next_turn: AtomicU64::new(1),
             jobs: SessionJobs::new(JobRegistry::new(self.job_limits)),
+            v2_calls: Mutex::new(HashMap::new()),
+            v2_foreground: std::sync::atomic::AtomicBool::new(false),
         });
         self.sessions.lock().unwrap().insert(id, state.clone());
         state

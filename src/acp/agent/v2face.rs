@@ -1,0 +1,638 @@
+//! The ACP v2 face (draft v2, the SDK's `unstable_protocol_v2`): what a client that asked for
+//! protocol version 2 at `initialize` is served. The SDK's protocol router picks it; every
+//! other `initialize` gets the v1 face unchanged.
+//!
+//! Owns: the v2 handlers (`initialize`, `session/new`, `session/prompt`, `session/cancel`,
+//! `session/close`, `session/resume` with its replay, `terminal/cancel`), the session's state
+//! on the v2 wire (`state_update` `running` / `idle` with the stop reason, and the
+//! `background` list of the jobs still running, sent again when a job ends), and the
+//! [`TurnPort`] that puts a turn's events on the v2 wire (messages with message ids, each call
+//! an agent-owned terminal through [`crate::acp::call_wire::CallWire::open_v2`]). Must not
+//! touch: how a call looks on the v2 wire ([`crate::acp::v2`]), what a prompt means (the
+//! driver's), what is recorded (the turn's), the v1 face.
+//!
+//! Concurrency as on the v1 face: handlers only validate, register and `cx.spawn`; a turn waits
+//! for the session's earlier turn inside its task; calls run on the connection's tracked tasks.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{self as v1, ToolCallId};
+use agent_client_protocol::v2::schema::{
+    self as v2, BackgroundTerminal, BackgroundWork, CancelSessionNotification,
+    CancelTerminalRequest, CancelTerminalResponse, CloseSessionRequest, CloseSessionResponse,
+    IdleStateUpdate, InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse,
+    PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse, RunningStateUpdate,
+    SessionUpdate, StateUpdate,
+};
+use agent_client_protocol::v2::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::errors::{invalid_params, short};
+use super::session::{random_session_id, SessionState};
+use super::Connection;
+use crate::acp::call_wire::UpdateSink;
+use crate::acp::commands::{CommandTurn, JobCard};
+use crate::acp::replay::{replay_v2, Replayed};
+use crate::acp::tool_call::ToolCallRunner;
+use crate::acp::v2::V2Sink;
+use crate::driver::commands::SlashCommand;
+use crate::driver::{Prompt, StopReason, TurnError, Usage};
+use crate::store::SessionRecord;
+use crate::tool::{BashCall, BashResult};
+use crate::turn::{run_turn, Turn, TurnPort};
+
+impl Connection {
+    /// The v2 face's handlers, on the same connection state as the v1 face's.
+    pub(super) fn v2_face(self: &Arc<Self>) -> impl ConnectTo<Client> {
+        /// Registers `Connection::$method` for v2 requests of type `$request`.
+        macro_rules! route {
+            ($builder:expr, $request:ty => $method:ident) => {{
+                let connection = self.clone();
+                $builder.on_receive_request(
+                    async move |request: $request, responder, cx| {
+                        connection.clone().$method(request, responder, cx)
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+            }};
+        }
+        let builder = Agent.v2().name("acp-bash");
+        let builder = route!(builder, InitializeRequest => v2_initialize);
+        let builder = route!(builder, NewSessionRequest => v2_new_session);
+        let builder = route!(builder, PromptRequest => v2_prompt);
+        let builder = route!(builder, CloseSessionRequest => v2_close);
+        let builder = route!(builder, ResumeSessionRequest => v2_resume);
+        let builder = route!(builder, CancelTerminalRequest => v2_cancel_terminal);
+        let on_cancel = self.clone();
+        builder.on_receive_notification(
+            async move |notification: CancelSessionNotification, _cx| {
+                // Turns only: the session's jobs keep running (session/close stops them).
+                on_cancel.cancel(&v1_session_id(&notification.session_id));
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+    }
+
+    fn v2_initialize(
+        self: Arc<Self>,
+        request: InitializeRequest,
+        responder: Responder<InitializeResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        tracing::info!(client = %request.info.name, "initialize (ACP v2)");
+        let answered = responder.respond(
+            InitializeResponse::new(
+                request.protocol_version,
+                v2::Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
+            )
+            .capabilities(v2::AgentCapabilities::new().session(v2::SessionCapabilities::new())),
+        );
+        self.engine.prepare_in_background();
+        answered
+    }
+
+    fn v2_new_session(
+        self: Arc<Self>,
+        request: NewSessionRequest,
+        responder: Responder<NewSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let cwd: &std::path::Path = request.cwd.as_ref();
+        let session = match self.engine.session(cwd) {
+            Ok(session) => session,
+            Err(error) => {
+                tracing::info!(%error, "session/new refused");
+                return responder.respond_with_error(invalid_params(
+                    short(&error.to_string()),
+                    json!({ "cwd": short(&cwd.to_string_lossy()) }),
+                ));
+            }
+        };
+        let number = self.next_session.fetch_add(1, Ordering::Relaxed);
+        let id = random_session_id();
+        let record = SessionRecord::new(
+            &id.0,
+            cwd.to_path_buf(),
+            session.mode().id(),
+            crate::store::now_ms(),
+        );
+        tracing::info!(session = %id.0, cwd = %cwd.display(), "session/new (ACP v2)");
+        let state = self.open(id.clone(), number, session, record);
+        let v2_id = v2_session_id(&id);
+        responder.respond(NewSessionResponse::new(v2_id.clone()))?;
+        let mut sink = V2Sink::new(cx, v2_id);
+        if let Some(commands) = to_v2(crate::acp::commands::available_commands()) {
+            sink.send_v2(commands);
+        }
+        sink.send_v2(idle(&state, None));
+        Ok(())
+    }
+
+    /// Answers at once with the user message's id, then runs the turn as a connection task:
+    /// the user message, `running`, the turn, `idle` with its stop reason.
+    fn v2_prompt(
+        self: Arc<Self>,
+        request: PromptRequest,
+        responder: Responder<PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let session_id = v1_session_id(&request.session_id);
+        let state = match self.session_state(&session_id) {
+            Ok(state) => state,
+            Err(error) => return responder.respond_with_error(error),
+        };
+        let blocks: Vec<v1::ContentBlock> = request
+            .prompt
+            .iter()
+            .filter_map(|block| serde_json::to_value(block).ok())
+            .filter_map(|block| serde_json::from_value(block).ok())
+            .collect();
+        let prompt = super::prompt_of(&blocks);
+        let bytes = prompt.text().len();
+        if bytes > self.max_prompt_bytes {
+            return responder.respond_with_error(invalid_params(
+                format!(
+                    "the prompt is {bytes} bytes; acp-bash runs scripts of at most {} bytes \
+                     (start it with a larger --max-prompt-bytes to allow more)",
+                    self.max_prompt_bytes
+                ),
+                json!({ "promptBytes": bytes, "maxPromptBytes": self.max_prompt_bytes }),
+            ));
+        }
+        let token = CancellationToken::new();
+        let turn = state.next_turn.fetch_add(1, Ordering::Relaxed);
+        state.running.lock().unwrap().insert(turn, token.clone());
+        let user_message_id = v2::MessageId::new(format!("user-{}-{turn}", state.number));
+        responder.respond(PromptResponse::new(user_message_id.clone()))?;
+        let task_cx = cx.clone();
+        cx.spawn(async move {
+            let mut sink = V2Sink::new(task_cx.clone(), request.session_id.clone());
+            let (stop, card) = {
+                let _turn = state.turn.lock().await;
+                sink.send_v2(SessionUpdate::UserMessage(
+                    v2::UserMessage::new(user_message_id).content(request.prompt.clone()),
+                ));
+                state.v2_foreground.store(true, Ordering::SeqCst);
+                sink.send_v2(running(&state));
+                let ended = self
+                    .v2_turn(&task_cx, &request.session_id, &state, &prompt, &token, turn)
+                    .await;
+                state.running.lock().unwrap().remove(&turn);
+                state.v2_foreground.store(false, Ordering::SeqCst);
+                ended
+            };
+            // A job started by `/bg` is listed as background work from this idle on.
+            let card =
+                card.map(|card| self.v2_job_card(card, &task_cx, &request.session_id, &state));
+            sink.send_v2(idle(&state, Some(stop)));
+            if let Some(card) = card {
+                card.spawn(&self.runs);
+            }
+            Ok(())
+        })
+    }
+
+    /// A job's card on the v2 face: when it ends (its terminal's `exitStatus` sent), the
+    /// session's state again with the job gone from `background`.
+    fn v2_job_card(
+        &self,
+        card: JobCard,
+        cx: &ConnectionTo<Client>,
+        session_id: &v2::SessionId,
+        state: &Arc<SessionState>,
+    ) -> JobCard {
+        let mut sink = V2Sink::new(cx.clone(), session_id.clone());
+        let state = Arc::downgrade(state);
+        card.after_end(move || {
+            if let Some(state) = state.upgrade() {
+                let update = match state.v2_foreground.load(Ordering::SeqCst) {
+                    true => running(&state),
+                    false => idle(&state, None),
+                };
+                sink.send_v2(update);
+            }
+        })
+    }
+
+    /// One turn of `state` for `prompt` on the v2 face (the session's turn lock is held).
+    async fn v2_turn(
+        &self,
+        cx: &ConnectionTo<Client>,
+        session_id: &v2::SessionId,
+        state: &Arc<SessionState>,
+        prompt: &Prompt,
+        token: &CancellationToken,
+        turn: u64,
+    ) -> (v2::StopReason, Option<JobCard>) {
+        let port = V2Turn {
+            connection: self,
+            cx,
+            session_id,
+            state,
+            turn,
+            messages: Mutex::new(0),
+            card: Mutex::new(None),
+            failure: Mutex::new(None),
+        };
+        let new_call_id = || state.new_call_id().0.to_string();
+        let v1_id = v1_session_id(session_id);
+        let turn = Turn::new(
+            &port,
+            &state.session,
+            &v1_id.0,
+            &state.jobs.registry,
+            &state.log,
+            token.clone(),
+            &new_call_id,
+            prompt.text(),
+        )
+        .model(state.model.lock().unwrap().clone());
+        let ended = run_turn(&*self.driver, prompt, turn).await;
+        let card = port.card.lock().unwrap().take();
+        if let Some(failure) = port.failure.lock().unwrap().take() {
+            return (error_stop(Error::internal_error().data(failure)), card);
+        }
+        let stop = match ended {
+            Ok(stop) => v2_stop_reason(stop),
+            Err(TurnError::AuthRequired(message)) => {
+                error_stop(super::errors::auth_required(&message))
+            }
+            Err(error) => error_stop(Error::internal_error().data(error.to_string())),
+        };
+        (stop, card)
+    }
+
+    /// `session/close`: kills the running command and the session's jobs (their terminals end
+    /// with `exitStatus`), frees the session, answers once they are gone. Closing an unknown or
+    /// closed session succeeds (the draft: closing is idempotent).
+    fn v2_close(
+        self: Arc<Self>,
+        request: CloseSessionRequest,
+        responder: Responder<CloseSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let id = v1_session_id(&request.session_id);
+        let Some(state) = self.deactivate(&id) else {
+            return responder.respond(CloseSessionResponse::new());
+        };
+        tracing::info!(session = %id.0, "session/close (ACP v2)");
+        cx.spawn(async move {
+            self.wait_until_stopped(&id, state).await;
+            if let Err(error) = responder.respond(CloseSessionResponse::new()) {
+                tracing::debug!(%error, "could not answer session/close");
+            }
+            Ok(())
+        })
+    }
+
+    /// `session/resume`: the active session, or the stored one made active; with `replayFrom:
+    /// start`, its history first (each call and job one terminal with one `output` snapshot),
+    /// then the session's state.
+    fn v2_resume(
+        self: Arc<Self>,
+        request: ResumeSessionRequest,
+        responder: Responder<ResumeSessionResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let id = v1_session_id(&request.session_id);
+        let active = self.sessions.lock().unwrap().get(&id).cloned();
+        let (state, notes) = match (active, &self.store) {
+            (Some(state), _) => (state, Vec::new()),
+            (None, Some(_)) => match self.active_or_restored(&id, request.cwd.as_ref()) {
+                Ok(restored) => restored,
+                Err(error) => return responder.respond_with_error(error),
+            },
+            (None, None) => return responder.respond_with_error(self.inactive_session(&id)),
+        };
+        let replay = match &request.replay_from {
+            None => false,
+            Some(v2::ReplayFrom::Start(_)) => true,
+            Some(_) => {
+                return responder.respond_with_error(invalid_params(
+                    "acp-bash replays from the start only (replayFrom: {\"type\": \"start\"})"
+                        .to_string(),
+                    json!({ "sessionId": id }),
+                ))
+            }
+        };
+        let mut sink = V2Sink::new(cx, request.session_id.clone());
+        let mut messages = 0u64;
+        let mut message_id = |kind: &str| {
+            messages += 1;
+            v2::MessageId::new(format!("replay-{kind}-{}-{messages}", state.number))
+        };
+        if replay {
+            let current = state.current_call.lock().unwrap().clone();
+            let updates = replay_v2(&state.log.record(), |call| {
+                current.as_deref() == Some(call) || state.jobs.card_open(call)
+            });
+            tracing::info!(session = %id.0, updates = updates.len(), "session/resume replay (ACP v2)");
+            for update in updates {
+                let update = match update {
+                    Replayed::V2(update) => Some(update),
+                    Replayed::V1(v1::SessionUpdate::UserMessageChunk(chunk)) => {
+                        to_v2_block(&chunk.content).map(|block| {
+                            SessionUpdate::UserMessage(
+                                v2::UserMessage::new(message_id("user")).content(vec![block]),
+                            )
+                        })
+                    }
+                    Replayed::V1(v1::SessionUpdate::AgentMessageChunk(chunk)) => {
+                        to_v2_block(&chunk.content).map(|block| {
+                            SessionUpdate::AgentMessage(
+                                v2::AgentMessage::new(message_id("agent")).content(vec![block]),
+                            )
+                        })
+                    }
+                    Replayed::V1(update) => to_v2(update),
+                };
+                if let Some(update) = update {
+                    sink.send_v2(update);
+                }
+            }
+        }
+        for note in notes {
+            sink.send_v2(SessionUpdate::AgentMessage(
+                v2::AgentMessage::new(message_id("agent")).content(vec![note.into()]),
+            ));
+        }
+        if let Some(commands) = to_v2(crate::acp::commands::available_commands()) {
+            sink.send_v2(commands);
+        }
+        let update = match state.v2_foreground.load(Ordering::SeqCst) {
+            true => running(&state),
+            false => idle(&state, None),
+        };
+        sink.send_v2(update);
+        responder.respond(ResumeSessionResponse::new())
+    }
+
+    /// `terminal/cancel`: kills that call's or job's whole tree (its terminal then ends with
+    /// `exitStatus`). `-32602` for a terminal this session does not run now: unknown, another
+    /// session's, or exited.
+    fn v2_cancel_terminal(
+        self: Arc<Self>,
+        request: CancelTerminalRequest,
+        responder: Responder<CancelTerminalResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let id = v1_session_id(&request.session_id);
+        let terminal = request.terminal_id.0.to_string();
+        let state = self.sessions.lock().unwrap().get(&id).cloned();
+        let not_running = || {
+            Error::new(
+                ErrorCode::INVALID_PARAMS,
+                format!(
+                    "session {:?} runs no terminal {:?} now (unknown, of another session, or \
+                     already exited): only a terminal that advertises capabilities.cancel can \
+                     be cancelled",
+                    short(&id.0),
+                    short(&terminal)
+                ),
+            )
+            .data(json!({ "sessionId": short(&id.0), "terminalId": short(&terminal) }))
+        };
+        let Some(state) = state else {
+            return responder.respond_with_error(not_running());
+        };
+        if let Some(token) = state.v2_calls.lock().unwrap().get(&terminal) {
+            tracing::info!(session = %id.0, terminal, "terminal/cancel of a call");
+            token.cancel();
+            return responder.respond(CancelTerminalResponse::new());
+        }
+        let job = state
+            .jobs
+            .open_cards()
+            .into_iter()
+            .find(|(_, call)| *call.0 == *terminal);
+        match job {
+            Some((job, _)) if state.jobs.registry.kill(job).is_some() => {
+                tracing::info!(session = %id.0, terminal, %job, "terminal/cancel of a job");
+                responder.respond(CancelTerminalResponse::new())
+            }
+            _ => responder.respond_with_error(not_running()),
+        }
+    }
+}
+
+/// The session's jobs still running (their cards open): each listed as its terminal.
+fn background(state: &SessionState) -> Vec<BackgroundWork> {
+    state
+        .jobs
+        .open_cards()
+        .into_iter()
+        .map(|(_, call)| {
+            BackgroundWork::Terminal(BackgroundTerminal::new(v2::TerminalId::new(
+                call.0.to_string(),
+            )))
+        })
+        .collect()
+}
+
+fn running(state: &SessionState) -> SessionUpdate {
+    SessionUpdate::StateUpdate(StateUpdate::Running(
+        RunningStateUpdate::new().background(background(state)),
+    ))
+}
+
+fn idle(state: &SessionState, stop: Option<v2::StopReason>) -> SessionUpdate {
+    let mut idle = IdleStateUpdate::new().background(background(state));
+    idle.stop_reason = stop;
+    SessionUpdate::StateUpdate(StateUpdate::Idle(idle))
+}
+
+fn v2_stop_reason(stop: StopReason) -> v2::StopReason {
+    match stop {
+        StopReason::EndTurn => v2::StopReason::EndTurn,
+        StopReason::MaxTokens => v2::StopReason::MaxTokens,
+        StopReason::MaxTurnRequests => v2::StopReason::MaxTurnRequests,
+        StopReason::Refusal => v2::StopReason::Refusal,
+        StopReason::Cancelled => v2::StopReason::Cancelled,
+    }
+}
+
+/// A turn that failed: v2 reports it as the `error` stop reason (the prompt was answered long
+/// before).
+fn error_stop(error: Error) -> v2::StopReason {
+    let error = serde_json::to_value(&error)
+        .ok()
+        .and_then(|error| serde_json::from_value::<v2::Error>(error).ok());
+    v2::StopReason::Error(v2::ErrorStopReason::new().error(error))
+}
+
+fn v1_session_id(id: &v2::SessionId) -> v1::SessionId {
+    v1::SessionId::new(id.0.to_string())
+}
+
+fn v2_session_id(id: &v1::SessionId) -> v2::SessionId {
+    v2::SessionId::new(id.0.to_string())
+}
+
+/// A v1 update whose shape v2 keeps (commands, usage, session info) as its v2 update.
+fn to_v2(update: v1::SessionUpdate) -> Option<SessionUpdate> {
+    let value = serde_json::to_value(&update).ok()?;
+    match serde_json::from_value(value) {
+        Ok(update) => Some(update),
+        Err(error) => {
+            tracing::error!(%error, ?update, "a v1 update with no v2 shape: not sent");
+            None
+        }
+    }
+}
+
+/// A v1 content block as v2's (the same shape for text).
+fn to_v2_block(block: &v1::ContentBlock) -> Option<v2::ContentBlock> {
+    serde_json::from_value(serde_json::to_value(block).ok()?).ok()
+}
+
+/// A turn's events on the v2 wire, for one session of one connection.
+struct V2Turn<'a> {
+    connection: &'a Connection,
+    cx: &'a ConnectionTo<Client>,
+    session_id: &'a v2::SessionId,
+    state: &'a Arc<SessionState>,
+    /// The turn's number: message ids are `agent-SESSION-TURN-N`.
+    turn: u64,
+    messages: Mutex<u64>,
+    /// A `/bg` job's card, spawned once the turn is idle.
+    card: Mutex<Option<JobCard>>,
+    /// A call's task failed (it panicked): the turn stops with this error.
+    failure: Mutex<Option<String>>,
+}
+
+impl V2Turn<'_> {
+    fn sink(&self) -> V2Sink {
+        V2Sink::new(self.cx.clone(), self.session_id.clone())
+    }
+
+    fn send(&self, update: SessionUpdate) {
+        self.sink().send_v2(update);
+    }
+
+    fn message_id(&self, kind: &str) -> v2::MessageId {
+        let mut n = self.messages.lock().unwrap();
+        *n += 1;
+        v2::MessageId::new(format!("{kind}-{}-{}-{n}", self.state.number, self.turn))
+    }
+}
+
+impl TurnPort for V2Turn<'_> {
+    fn message(&self, text: &str) {
+        self.send(SessionUpdate::AgentMessageChunk(v2::ContentChunk::new(
+            text.to_string().into(),
+            self.message_id("agent"),
+        )));
+    }
+
+    fn thought(&self, text: &str) {
+        self.send(SessionUpdate::AgentThoughtChunk(v2::ContentChunk::new(
+            text.to_string().into(),
+            self.message_id("thought"),
+        )));
+    }
+
+    fn usage(&self, usage: &Usage) {
+        let mut update = v1::UsageUpdate::new(usage.used, usage.size);
+        if let Some(cost) = &usage.cost {
+            update = update.cost(v1::Cost::new(cost.amount, cost.currency.clone()));
+        }
+        if let Some(update) = to_v2(v1::SessionUpdate::UsageUpdate(update)) {
+            self.send(update);
+        }
+    }
+
+    fn title(&self, title: &str) {
+        self.send(SessionUpdate::SessionInfoUpdate(
+            v2::SessionInfoUpdate::new().title(title.to_string()),
+        ));
+    }
+
+    fn run_call<'b>(
+        &'b self,
+        call_id: &'b str,
+        call: &'b BashCall,
+        cancel: &'b CancellationToken,
+    ) -> BoxFuture<'b, BashResult> {
+        async move {
+            let connection = self.connection;
+            let call_id = ToolCallId::new(call_id.to_string());
+            *self.state.current_call.lock().unwrap() = Some(call_id.0.to_string());
+            // Its own token: `terminal/cancel` stops this call only, session/cancel all.
+            let token = cancel.child_token();
+            self.state
+                .v2_calls
+                .lock()
+                .unwrap()
+                .insert(call_id.0.to_string(), token.clone());
+            let runner = ToolCallRunner::default().on_v2().limits(connection.limits);
+            let run = {
+                let session = self.state.session.clone();
+                let mut sink = self
+                    .sink()
+                    .skip_live_while(connection.client_behind.clone());
+                let call_id = call_id.clone();
+                let call = call.clone();
+                let state = self.state.clone();
+                connection.runs.spawn(async move {
+                    let result = runner
+                        .run_until_ended(&session, &call_id, &call, &mut sink, &token, || {
+                            // Before its exit goes out: an exited terminal is not cancellable.
+                            state.v2_calls.lock().unwrap().remove(&*call_id.0);
+                        })
+                        .await;
+                    result
+                })
+            };
+            let result = run.await;
+            self.state.v2_calls.lock().unwrap().remove(&*call_id.0);
+            *self.state.current_call.lock().unwrap() = None;
+            match result {
+                Ok(result) => result,
+                Err(error) => {
+                    tracing::error!(%error, "the command's task failed");
+                    let message = format!("acp-bash could not run the command: {error}");
+                    self.send(crate::acp::v2::call_ended(
+                        &call_id,
+                        v1::ToolCallStatus::Failed,
+                        None,
+                        None,
+                    ));
+                    *self.failure.lock().unwrap() = Some(error.to_string());
+                    BashResult::failed(message, self.state.session.cwd())
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn run_command(&self, command: SlashCommand) -> BoxFuture<'_, String> {
+        async move {
+            let new_call_id = || self.state.new_call_id();
+            let behind = self.connection.client_behind.clone();
+            let sink = move || -> Box<dyn UpdateSink> {
+                Box::new(self.sink().skip_live_while(behind.clone()))
+            };
+            let turn = CommandTurn {
+                sink: &sink,
+                v2: true,
+                session: &self.state.session,
+                jobs: &self.state.jobs,
+                log: &self.state.log,
+                features: crate::acp::bridge::ClientFeatures::CARD,
+                limits: self.connection.limits,
+                new_call_id: &new_call_id,
+            };
+            let (answer, card) = turn.run(command).await;
+            self.message(&answer);
+            *self.card.lock().unwrap() = card;
+            answer
+        }
+        .boxed()
+    }
+}
