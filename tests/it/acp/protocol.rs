@@ -147,11 +147,9 @@ async fn cancel_kills_the_running_command_at_once() {
             c.cancel(&session)?;
             let response = pending.await?;
             let cancel_to_answer = cancelled_at.elapsed();
-            while let Ok(Some(n)) =
-                tokio::time::timeout(std::time::Duration::from_millis(50), c.next_update()).await
-            {
-                updates.push(n.update);
-            }
+            // What the agent sent before its answer (the final update among it); no quiet
+            // period: the SDK keeps the wire's order.
+            updates.extend(updates_already_here(&mut c));
             Ok((response.stop_reason, updates, cancel_to_answer))
         })
         .await;
@@ -252,11 +250,9 @@ async fn cancel_also_stops_a_prompt_waiting_for_its_turn() {
         let second = c.start_prompt(&session, "touch second-ran").block_task();
         c.cancel(&session)?;
         let (first, second) = (first.await?, second.await?);
-        while let Ok(Some(n)) =
-            tokio::time::timeout(std::time::Duration::from_millis(50), c.next_update()).await
-        {
-            updates.push(n.update);
-        }
+        // Both are answered: a tool call the queued prompt started would have come before its
+        // answer, so it is here already (the SDK keeps the wire's order).
+        updates.extend(updates_already_here(&mut c));
         Ok((first.stop_reason, second.stop_reason, updates))
     })
     .await;
@@ -292,7 +288,8 @@ async fn a_cancel_request_for_the_prompt_kills_the_command() {
             }) {
                 updates.push(c.next_update().await.expect("an update").update);
             }
-            // The SDK drops the answer to a request it cancelled; wait until it crossed the pipe.
+            // The SDK drops the answer to a request it cancelled; wait until it crossed the pipe
+            // (a poll on the transcript: no event marks the line; `converse` is the hang guard).
             while !transcript
                 .lines()
                 .iter()

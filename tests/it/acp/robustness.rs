@@ -126,8 +126,17 @@ fn prompt(id: u64, session: &str, text: &str) -> String {
     .to_string()
 }
 
+/// Waits until `path` exists (the scripts say how far they got by creating files). The poll
+/// checks the file; its deadline is only a hang guard, so a run that never gets there fails
+/// loudly instead of hanging the suite.
 fn wait_for(path: &Path) {
+    let deadline = std::time::Instant::now() + crate::support::acp::HANG_GUARD;
     while !path.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }

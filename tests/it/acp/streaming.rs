@@ -36,17 +36,9 @@ async fn output_streams_while_the_command_runs() {
         std::fs::write(&go, "").unwrap();
         let response = pending.await?;
         assert_eq!(response.stop_reason, StopReason::EndTurn);
-        while let Ok(n) =
-            tokio::time::timeout(std::time::Duration::from_millis(50), c.next_update()).await
-        {
-            updates.push(n.expect("an update").update);
-            if tool_call_updates(&updates)
-                .iter()
-                .any(|u| u.fields.status.is_some())
-            {
-                break;
-            }
-        }
+        // Everything the agent sent before its answer, the final update included (no quiet
+        // period: the SDK keeps the wire's order).
+        updates.extend(updates_already_here(&mut c));
         let printed: u128 = card_output(&updates).lines().next().unwrap()["first ".len()..]
             .parse()
             .unwrap();

@@ -7,6 +7,8 @@ use std::time::Duration;
 use acp_bash::exec::{Engine, EngineConfig, Exit, RunOutcome, RunRequest, Session};
 use tokio_util::sync::CancellationToken;
 
+use crate::support::engine::HANG_GUARD;
+
 fn engine() -> Engine {
     engine_with(|_| {})
 }
@@ -60,10 +62,11 @@ fn unique_sleep(tag: &str) -> String {
     format!("1000.{}{salt}{mode}", std::process::id())
 }
 
-/// Whether every live process running `sleep <duration>` is gone (polls as a hang guard).
+/// Whether every live process running `sleep <duration>` is gone: polls the condition, with
+/// [`HANG_GUARD`] as its deadline only (10 s was short for a killed process on a busy machine).
 fn gone(duration: &str) -> bool {
     let needle = format!("sleep\0{duration}\0");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + HANG_GUARD;
     while std::time::Instant::now() < deadline {
         let running = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
             let pid = entry

@@ -79,10 +79,9 @@ async fn a_runs_own_timeout_applies_while_nobody_reads_or_waits() {
     );
     // Neither read nor awaited: the engine's task alone enforces the timeout.
     assert!(gone(&marker).await, "the timeout did not kill the command");
-    while !handle.is_finished() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let outcome = handle.wait().await;
+    let outcome = tokio::time::timeout(HANG_GUARD, handle.wait())
+        .await
+        .expect("the timed-out run never ended");
     assert_eq!(
         outcome.status.timed_out_after,
         Some(Duration::from_millis(300))
@@ -175,6 +174,7 @@ async fn a_discarded_stream_never_holds_the_command_back() {
         "head -c 8388608 /dev/zero | tr '\\0' x; echo; echo end",
     ));
     handle.discard_output();
+    // A poll on the condition; the deadline is only a hang guard.
     let deadline = tokio::time::Instant::now() + HANG_GUARD;
     while !handle.is_finished() {
         assert!(
@@ -215,6 +215,7 @@ async fn a_reader_behind_the_live_limit_still_gets_the_crossing_chunk() {
     assert_eq!(handle.next_output().await.as_deref(), Some("first\n"));
     std::fs::write(&go, "").unwrap();
     // Read nothing more until the command has written everything: the engine queues meanwhile.
+    // A poll on the condition; the deadline is only a hang guard.
     let deadline = std::time::Instant::now() + HANG_GUARD;
     while !done.exists() {
         assert!(
@@ -264,6 +265,7 @@ async fn output_already_in_the_pipe_when_the_shell_exits_is_never_dropped() {
             "head -c {total} /dev/zero | tr '\\0' x; echo; echo end"
         )));
         let pid = handle.pid().await.expect("the shell started");
+        // A poll on the condition; the deadline is only a hang guard.
         let reaped = tokio::time::timeout(HANG_GUARD, async {
             while std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 tokio::time::sleep(Duration::from_millis(5)).await;

@@ -252,7 +252,8 @@ async fn a_cancel_request_stops_the_models_stream() {
         }
         pending.cancel()?;
         fake.client_left().await;
-        // The SDK drops the answer to a request it cancelled; wait until it crossed the pipe.
+        // The SDK drops the answer to a request it cancelled; wait until it crossed the pipe
+        // (a poll on the transcript: no event marks the line; `converse` is the hang guard).
         while !transcript
             .lines()
             .iter()

@@ -119,6 +119,7 @@ fn cache_writes_stay_in_the_session_and_never_reach_the_host() {
             // with the session.
             drop(first);
             drop(second);
+            // A poll on the condition; the deadline is only a hang guard.
             let deadline = Instant::now() + HANG_GUARD;
             while std::fs::read_dir(&root).unwrap().next().is_some() {
                 assert!(
@@ -488,6 +489,7 @@ fn overlapping_commands_of_a_session_both_write_into_the_layer() {
                      echo a2 >> ~/.cargo/registry/gone.txt && mv ~/.cargo/registry/gone.txt ~/.cargo/registry/moved \
                      && cat ~/.cargo/registry/moved",
                 ));
+                // A poll on the condition; the deadline is only a hang guard.
                 let deadline = Instant::now() + HANG_GUARD;
                 while !ready.exists() {
                     assert!(Instant::now() < deadline, "the first command never started");

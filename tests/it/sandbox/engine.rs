@@ -157,6 +157,7 @@ async fn nothing_survives_a_timeout_or_a_cancel() {
         tokio::spawn(async move { run_with(&session, &script, None, &cancel).await })
     };
     // Cancel once the escapees are up (seen from outside, by their marker).
+    // A poll on the condition; the deadline is only a hang guard.
     let start = std::time::Instant::now();
     while processes_with(&mark).len() < 3 {
         assert!(

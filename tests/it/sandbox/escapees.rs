@@ -9,7 +9,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::sandbox::{
-    marker, processes_with, spawn, spawn_with, start_escapees, wait_for_file, wait_until_gone,
+    marker, processes_with, spawn, spawn_with, start_escapees, wait_for_file, wait_until_delivered,
+    wait_until_gone,
 };
 use acp_bash::sandbox::{Mode, Support};
 
@@ -315,7 +316,10 @@ fn without_namespaces_nothing_survives_a_shell_that_ignores_sigterm() {
                 "trap '' TERM; while :; do sleep 0.05; done",
                 |running, _| {
                     running.signal_group(libc::SIGTERM);
-                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    // Two TERMs sent before W took the first would merge into one: the second
+                    // goes only once the first has left W's pending set (what the engine's
+                    // 100 ms gap between them is for).
+                    wait_until_delivered(running.pid(), libc::SIGTERM);
                     running.signal_group(libc::SIGTERM);
                 },
             );
@@ -345,7 +349,10 @@ fn fake_agent() {
         &dir,
         &support,
     );
-    std::thread::sleep(Duration::from_secs(600));
+    // Waits to be killed (by the test that started it), not for any time to pass.
+    loop {
+        std::thread::park();
+    }
 }
 
 fn kill_a_real_agent(no_namespaces: bool) {

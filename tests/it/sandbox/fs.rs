@@ -50,6 +50,7 @@ fn workspace_mode_writes_inside_and_is_denied_outside() {
             let (code, output) = run(&script, Mode::Workspace, &ws);
             assert_eq!((code, output.as_str()), (0, "to-stderr\ndone\n"));
             // Process substitution writes through /dev/fd (a pipe), which Landlock leaves alone.
+            // A poll on the condition; the deadline is only a hang guard.
             let start = std::time::Instant::now();
             while std::fs::read_to_string(ws.join("procsub.out")).unwrap_or_default()
                 != "from-procsub\n"

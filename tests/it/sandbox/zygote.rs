@@ -494,6 +494,7 @@ fn sigkill_of_a_served_agent_ends_its_zygote_and_every_command() {
             assert_eq!(zygotes.len(), 2, "{zygotes:?}");
             // Three escapees and the foreground command of each session (each has exec'd once
             // the count is reached).
+            // A poll on the condition; the deadline is only a hang guard.
             let start = Instant::now();
             while processes_with(&mark).len() < 8 {
                 assert!(start.elapsed() < HANG_GUARD, "{:?}", processes_with(&mark));

@@ -579,15 +579,31 @@ pub async fn wait_for_process(name: &str) {
     .await
 }
 
-/// Waits (bounded) until no process named `name` is left; false if one still runs after 10 s.
+/// Waits until no process named `name` is left; false if one still runs after [`HANG_GUARD`].
+/// The poll checks the condition; its deadline is only a hang guard (it used to be 1000 rounds
+/// of 10 ms, which a loaded machine stretches past nothing and a killed process can outlast).
 pub async fn wait_until_no_process(name: &str) -> bool {
-    for _ in 0..1000 {
-        if processes_named(name).is_empty() {
-            return true;
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while !processes_named(name).is_empty() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    false
+    true
+}
+
+/// The updates that are already here, without waiting for more. Right after a request's
+/// answer this is every update the agent sent before it: the SDK hands notifications over in
+/// the order they crossed the pipe (see `Conversation::prompt_with`), so no quiet period is
+/// needed to be sure nothing earlier is still on its way.
+pub fn updates_already_here(c: &mut acp_bash::acp::client::Conversation) -> Vec<SessionUpdate> {
+    use futures::FutureExt;
+    let mut updates = Vec::new();
+    while let Some(Some(notification)) = c.next_update().now_or_never() {
+        updates.push(notification.update);
+    }
+    updates
 }
 
 /// Replays a turn's updates the way Zed applies them.

@@ -119,8 +119,54 @@ impl Running {
     }
 }
 
-/// Waits for `pid` (our child) to end; kills its group and panics after [`HANG_GUARD`].
+/// Waits for `pid` (our child) to end; kills its group and panics after [`HANG_GUARD`]. The
+/// wait is for the event itself: a pidfd that becomes readable when the child exits (polling
+/// `waitpid` only where the kernel has no pidfds).
 pub fn wait_guarded(pid: i32) -> ExitStatus {
+    // SAFETY: pidfd_open on our own child; the fd is ours and closed by `OwnedFd`.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd >= 0 {
+        let pidfd =
+            unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd as i32) };
+        let mut poll = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&pidfd),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let deadline = Instant::now() + HANG_GUARD;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            // SAFETY: one pollfd on the stack.
+            let ready = unsafe { libc::poll(&mut poll, 1, left.as_millis() as libc::c_int) };
+            if ready > 0 {
+                break;
+            }
+            let error = std::io::Error::last_os_error();
+            if ready == 0 {
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                panic!("command hung");
+            }
+            assert_eq!(
+                error.kind(),
+                std::io::ErrorKind::Interrupted,
+                "poll: {error}"
+            );
+        }
+        let mut status = 0;
+        loop {
+            // SAFETY: reaping our own child, which has exited.
+            let reaped = unsafe { libc::waitpid(pid, &mut status, 0) };
+            if reaped == pid {
+                return ExitStatus::from_raw(status);
+            }
+            let error = std::io::Error::last_os_error();
+            assert_eq!(
+                error.kind(),
+                std::io::ErrorKind::Interrupted,
+                "waitpid: {error}"
+            );
+        }
+    }
     let start = Instant::now();
     loop {
         let mut status = 0;
@@ -134,6 +180,31 @@ pub fn wait_guarded(pid: i32) -> ExitStatus {
             panic!("command hung");
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits (hang guard only) until `sig` sent to `pid` has left its pending sets (`SigPnd`,
+/// `ShdPnd` in `/proc/PID/status`): the process took it, so the same signal sent next is a
+/// second one and not merged into the first.
+pub fn wait_until_delivered(pid: i32, sig: i32) {
+    let bit = 1u64 << (sig - 1);
+    let pending = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        status.lines().any(|line| {
+            ["SigPnd:", "ShdPnd:"].iter().any(|field| {
+                line.strip_prefix(field)
+                    .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+                    .is_some_and(|mask| mask & bit != 0)
+            })
+        })
+    };
+    let start = Instant::now();
+    while pending() {
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "{pid} never took signal {sig}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
