@@ -10,8 +10,8 @@
 
 use agent_client_protocol::v1::schema::{
     ConfigOptionUpdate, CurrentModeUpdate, SessionConfigOption, SessionConfigOptionCategory,
-    SessionConfigOptionValue, SessionConfigSelectOption, SessionNotification, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SessionConfigOptionValue, SessionConfigSelectOption, SessionModeId, SessionNotification,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
 };
 
 use super::*;
@@ -67,10 +67,45 @@ impl Connection {
             Ok(state) => state,
             Err(error) => return responder.respond_with_error(error),
         };
-        let config_id = &*request.config_id.0;
+        let value = request.value.as_value_id().map(|v| v.0.to_string());
+        let changed = self.change_config_option(
+            &state,
+            &request.session_id.0,
+            &request.config_id.0,
+            value,
+            value_json(&request.value),
+        );
+        let mode_changed = match changed {
+            Ok(mode_changed) => mode_changed,
+            Err(error) => return responder.respond_with_error(error),
+        };
+        // Before the answer, so that its place on the wire is fixed.
+        if let Some(mode_id) = mode_changed {
+            cx.send_notification(SessionNotification::new(
+                request.session_id,
+                SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode_id)),
+            ))?;
+        }
+        responder.respond(SetSessionConfigOptionResponse::new(
+            self.config_options(&state),
+        ))
+    }
+
+    /// Sets option `config_id` of `state` (of session `session_id`) to `value` (a value id;
+    /// `None` for a value of another type, which `quoted` shows in the error): the mode's new
+    /// id when the sandbox mode changed, `None` for the model. An unknown id or value is an
+    /// invalid-params error listing the valid ones, and changes nothing. Both faces' handlers.
+    pub(super) fn change_config_option(
+        &self,
+        state: &SessionState,
+        session_id: &str,
+        config_id: &str,
+        value: Option<String>,
+        quoted: serde_json::Value,
+    ) -> Result<Option<SessionModeId>, Error> {
         if !self.option_ids().contains(&config_id) {
             let ids = self.option_ids();
-            return responder.respond_with_error(invalid_params(
+            return Err(invalid_params(
                 format!(
                     "unknown config option {:?}: the options are {}",
                     short(config_id),
@@ -93,55 +128,39 @@ impl Connection {
                     "{why}: the values of {config_id:?} are {}",
                     valid.join(", ")
                 ),
-                json!({ "configId": config_id, "value": value_json(&request.value), "values": valid }),
+                json!({ "configId": config_id, "value": quoted, "values": valid }),
             )
         };
-        let Some(value) = request.value.as_value_id().map(|v| v.0.to_string()) else {
-            return responder.respond_with_error(refuse(format!(
+        let Some(value) = value else {
+            return Err(refuse(format!(
                 "{config_id:?} is a select: its value is one of its value ids, not a boolean"
             )));
         };
-        let mode_changed = match config_id {
+        match config_id {
             MODE_OPTION_ID => {
                 let modes = SandboxModes::new(self.off_allowed());
                 let mode = match modes.parse(&value) {
                     ModeChoice::Sandbox(mode) => mode,
-                    ModeChoice::NotOffered(why) => {
-                        return responder.respond_with_error(refuse(why))
-                    }
+                    ModeChoice::NotOffered(why) => return Err(refuse(why)),
                     ModeChoice::Other => {
-                        return responder.respond_with_error(refuse(format!(
-                            "unknown mode {:?}",
-                            short(&value)
-                        )))
+                        return Err(refuse(format!("unknown mode {:?}", short(&value))))
                     }
                 };
-                tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_config_option");
+                tracing::info!(session = %session_id, mode = mode.id(), "session/set_config_option");
                 state.session.set_mode(mode);
                 state.log.set_mode(mode.id());
-                Some(modes.id(mode))
+                Ok(Some(modes.id(mode)))
             }
             _ => {
                 if !valid.contains(&value) {
-                    return responder
-                        .respond_with_error(refuse(format!("unknown model {:?}", short(&value))));
+                    return Err(refuse(format!("unknown model {:?}", short(&value))));
                 }
-                tracing::info!(session = %request.session_id.0, model = %value, "session/set_config_option");
+                tracing::info!(session = %session_id, model = %value, "session/set_config_option");
                 state.log.set_model(Some(&value));
                 *state.model.lock().unwrap() = Some(value);
-                None
+                Ok(None)
             }
-        };
-        // Before the answer, so that its place on the wire is fixed.
-        if let Some(mode_id) = mode_changed {
-            cx.send_notification(SessionNotification::new(
-                request.session_id,
-                SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode_id)),
-            ))?;
         }
-        responder.respond(SetSessionConfigOptionResponse::new(
-            self.config_options(&state),
-        ))
     }
 
     /// After `session/set_mode`: the new list as a `config_option_update`, for clients that

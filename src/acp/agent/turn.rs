@@ -2,9 +2,11 @@
 //!
 //! Owns: checking the prompt (its session, its size), reading its ACP content into a
 //! provider-neutral [`Prompt`], registering the turn's cancellation, running the turn
-//! ([`crate::turn::run_turn`]) as a connection task, the [`TurnPort`] that puts the turn's
-//! events on the wire (messages, thoughts, usage, the title, each call's card or console block,
-//! slash commands), and answering with the turn's stop reason. Must not touch: what a prompt
+//! ([`crate::turn::run_turn`]) as a connection task, the one [`TurnPort`] that puts the turn's
+//! events on the wire of either face ([`Face`]: v1 messages and each call's card or console
+//! block, or v2 messages with ids and each call an agent-owned terminal; thoughts, usage, the
+//! title, slash commands), and answering with the turn's stop reason (the v2 face's handlers,
+//! in `v2face`, run their turns through the same port). Must not touch: what a prompt
 //! means (the driver's), what is recorded (the turn's), how a call looks (the bridge's).
 //!
 //! Concurrency: the handler only validates, registers and `cx.spawn`s; the turn waits for the
@@ -16,9 +18,10 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Cost, EmbeddedResourceResource, PromptRequest, PromptResponse,
     SessionId, SessionInfoUpdate, SessionUpdate, StopReason as AcpStopReason, ToolCallId,
-    UsageUpdate,
+    ToolCallStatus, UsageUpdate,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::v2::schema as v2;
 use agent_client_protocol::{Client, Error};
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -31,6 +34,8 @@ use super::Connection;
 use crate::acp::bridge::{self, ClientFeatures};
 use crate::acp::commands::{CommandTurn, JobCard};
 use crate::acp::tool_call::{ConnectionSink, ToolCallRunner, UpdateSink};
+use crate::acp::v2::V2Sink;
+use crate::acp::ClientBehind;
 use crate::driver::commands::SlashCommand;
 use crate::driver::{Prompt, PromptBlock, StopReason, TurnError, Usage};
 use crate::present::{console_block, present_call, ResultView};
@@ -102,12 +107,31 @@ impl Connection {
         token: &CancellationToken,
     ) -> (Result<AcpStopReason, Error>, Option<JobCard>) {
         let _turn = state.turn.lock().await;
-        let port = AcpTurn {
-            connection: self,
+        let face = Face::V1 {
             cx,
             session_id,
-            state,
             features: *self.features.lock().unwrap(),
+        };
+        let (ended, card) = self.turn_on(face, state, prompt, token).await;
+        (ended.map(acp_stop_reason), card)
+    }
+
+    /// One turn of `state` for `prompt` with its events on `face` (the caller holds the
+    /// session's turn lock): the driver's stop reason, or the error the turn ended with (a
+    /// call's task that failed, a driver that wants authentication, any other driver error),
+    /// and a `/bg` job's card for the caller to spawn once the turn is over.
+    pub(super) async fn turn_on(
+        &self,
+        face: Face<'_>,
+        state: &Arc<SessionState>,
+        prompt: &Prompt,
+        token: &CancellationToken,
+    ) -> (Result<StopReason, Error>, Option<JobCard>) {
+        let session_id = face.session_id().to_string();
+        let port = AcpTurn {
+            connection: self,
+            state,
+            face,
             card: Mutex::new(None),
             failure: Mutex::new(None),
         };
@@ -115,7 +139,7 @@ impl Connection {
         let turn = Turn::new(
             &port,
             &state.session,
-            &session_id.0,
+            &session_id,
             &state.jobs.registry,
             &state.log,
             token.clone(),
@@ -129,7 +153,7 @@ impl Connection {
             return (Err(Error::internal_error().data(failure)), card);
         }
         let ended = match ended {
-            Ok(stop) => Ok(acp_stop_reason(stop)),
+            Ok(stop) => Ok(stop),
             Err(TurnError::AuthRequired(message)) => Err(auth_required(&message)),
             Err(error) => Err(Error::internal_error().data(error.to_string())),
         };
@@ -147,53 +171,161 @@ fn acp_stop_reason(stop: StopReason) -> AcpStopReason {
     }
 }
 
-/// A turn's events on the wire, for one session of one connection.
-struct AcpTurn<'a> {
-    connection: &'a Connection,
-    cx: &'a ConnectionTo<Client>,
-    session_id: &'a SessionId,
-    state: &'a Arc<SessionState>,
-    features: ClientFeatures,
-    /// A `/bg` job's card, spawned once the prompt is answered.
-    card: Mutex<Option<JobCard>>,
-    /// A call's task failed (it panicked): the prompt is answered with this error.
-    failure: Mutex<Option<String>>,
+/// The face a turn's events go out on: the one place that chooses between a v1 card or console
+/// block ([`crate::acp::call_wire::CallWire::open`]) and a v2 agent-owned terminal
+/// ([`crate::acp::call_wire::CallWire::open_v2`], through [`ToolCallRunner::on_v2`]), which
+/// sink carries the updates, and how a message, a thought, usage and the title look.
+pub(super) enum Face<'a> {
+    /// ACP v1: cards or console blocks as the client's `initialize` asked.
+    V1 {
+        cx: &'a ConnectionTo<Client>,
+        session_id: &'a SessionId,
+        features: ClientFeatures,
+    },
+    /// ACP v2: each call a terminal; messages carry ids `KIND-SESSION-TURN-N`.
+    V2 {
+        cx: &'a agent_client_protocol::v2::ConnectionTo<Client>,
+        session_id: &'a v2::SessionId,
+        /// The session's number (the message ids' `SESSION`).
+        session: u64,
+        /// The turn's number (the message ids' `TURN`).
+        turn: u64,
+        messages: Mutex<u64>,
+    },
 }
 
-impl AcpTurn<'_> {
-    fn sink(&self) -> ConnectionSink {
-        ConnectionSink::new(self.cx.clone(), self.session_id.clone())
+impl Face<'_> {
+    fn session_id(&self) -> &str {
+        match self {
+            Face::V1 { session_id, .. } => &session_id.0,
+            Face::V2 { session_id, .. } => &session_id.0,
+        }
     }
 
-    fn send(&self, update: SessionUpdate) {
-        self.sink().send(update);
+    fn v2(&self) -> bool {
+        matches!(self, Face::V2 { .. })
     }
+
+    /// How a call is run and rendered on this face.
+    fn runner(&self) -> ToolCallRunner {
+        match self {
+            Face::V1 { features, .. } => ToolCallRunner::new(*features),
+            Face::V2 { .. } => ToolCallRunner::default().on_v2(),
+        }
+    }
+
+    /// The session's updates on this face; with `behind`, no live output while it is up.
+    fn sink(&self, behind: Option<ClientBehind>) -> Box<dyn UpdateSink> {
+        match (self, behind) {
+            (Face::V1 { cx, session_id, .. }, behind) => {
+                let sink = ConnectionSink::new((*cx).clone(), (*session_id).clone());
+                Box::new(match behind {
+                    Some(behind) => sink.skip_live_while(behind),
+                    None => sink,
+                })
+            }
+            (Face::V2 { cx, session_id, .. }, behind) => {
+                let sink = V2Sink::new((*cx).clone(), (*session_id).clone());
+                Box::new(match behind {
+                    Some(behind) => sink.skip_live_while(behind),
+                    None => sink,
+                })
+            }
+        }
+    }
+
+    /// The next message id of `kind` (v2 only).
+    fn message_id(&self, kind: &str) -> v2::MessageId {
+        let Face::V2 {
+            session,
+            turn,
+            messages,
+            ..
+        } = self
+        else {
+            unreachable!("message ids are v2's")
+        };
+        let mut n = messages.lock().unwrap();
+        *n += 1;
+        v2::MessageId::new(format!("{kind}-{session}-{turn}-{n}"))
+    }
+
+    /// Sends what `v1` makes (given the client's features) on the v1 face, or what `v2` makes
+    /// (given the face, for message ids) on the v2 face.
+    fn send(
+        &self,
+        v1: impl FnOnce(ClientFeatures) -> SessionUpdate,
+        v2: impl FnOnce(&Self) -> Option<v2::SessionUpdate>,
+    ) {
+        let mut sink = self.sink(None);
+        match self {
+            Face::V1 { features, .. } => sink.send(v1(*features)),
+            Face::V2 { .. } => {
+                if let Some(update) = v2(self) {
+                    sink.send_v2(update);
+                }
+            }
+        }
+    }
+}
+
+/// A turn's events on the wire, for one session of one connection, on either face.
+struct AcpTurn<'a> {
+    connection: &'a Connection,
+    state: &'a Arc<SessionState>,
+    face: Face<'a>,
+    /// A `/bg` job's card, spawned once the turn is over.
+    card: Mutex<Option<JobCard>>,
+    /// A call's task failed (it panicked): the turn ends with this error.
+    failure: Mutex<Option<String>>,
 }
 
 impl TurnPort for AcpTurn<'_> {
     fn message(&self, text: &str) {
-        self.send(bridge::agent_message(text));
+        self.face.send(
+            |_| bridge::agent_message(text),
+            |face| {
+                Some(v2::SessionUpdate::AgentMessageChunk(v2::ContentChunk::new(
+                    text.to_string().into(),
+                    face.message_id("agent"),
+                )))
+            },
+        );
     }
 
     fn thought(&self, text: &str) {
-        self.send(SessionUpdate::AgentThoughtChunk(ContentChunk::new(
-            text.to_string().into(),
-        )));
+        self.face.send(
+            |_| SessionUpdate::AgentThoughtChunk(ContentChunk::new(text.to_string().into())),
+            |face| {
+                Some(v2::SessionUpdate::AgentThoughtChunk(v2::ContentChunk::new(
+                    text.to_string().into(),
+                    face.message_id("thought"),
+                )))
+            },
+        );
     }
 
     fn usage(&self, usage: &Usage) {
-        let mut update = UsageUpdate::new(usage.used, usage.size);
-        if let Some(cost) = &usage.cost {
-            update = update.cost(Cost::new(cost.amount, cost.currency.clone()));
-        }
-        self.send(SessionUpdate::UsageUpdate(update));
+        let update = || {
+            let mut update = UsageUpdate::new(usage.used, usage.size);
+            if let Some(cost) = &usage.cost {
+                update = update.cost(Cost::new(cost.amount, cost.currency.clone()));
+            }
+            SessionUpdate::UsageUpdate(update)
+        };
+        self.face.send(|_| update(), |_| to_v2(update()));
     }
 
     fn title(&self, title: &str) {
         // The title only: a clock reading would make every transcript differ.
-        self.send(SessionUpdate::SessionInfoUpdate(
-            SessionInfoUpdate::new().title(title.to_string()),
-        ));
+        self.face.send(
+            |_| SessionUpdate::SessionInfoUpdate(SessionInfoUpdate::new().title(title.to_string())),
+            |_| {
+                Some(v2::SessionUpdate::SessionInfoUpdate(
+                    v2::SessionInfoUpdate::new().title(title.to_string()),
+                ))
+            },
+        );
     }
 
     fn run_call<'b>(
@@ -206,41 +338,67 @@ impl TurnPort for AcpTurn<'_> {
             let connection = self.connection;
             let call_id = ToolCallId::new(call_id.to_string());
             *self.state.current_call.lock().unwrap() = Some(call_id.0.to_string());
-            let runner = ToolCallRunner::new(self.features).limits(connection.limits);
+            // Its own token: on v2, `terminal/cancel` stops this call only (session/cancel
+            // stops the turn and so every call).
+            let token = cancel.child_token();
+            let v2 = self.face.v2();
+            if v2 {
+                let calls = &self.state.v2_calls;
+                calls
+                    .lock()
+                    .unwrap()
+                    .insert(call_id.0.to_string(), token.clone());
+            }
+            let runner = self.face.runner().limits(connection.limits);
             // The call runs on a tracked tokio task, so that shutdown can wait for the kill.
             let run = {
                 let session = self.state.session.clone();
                 // While the client is behind on reading, the call makes no live output;
                 // everything else (the final update above all) always goes.
-                let mut sink = self
-                    .sink()
-                    .skip_live_while(connection.client_behind.clone());
-                let token = cancel.clone();
+                let mut sink = self.face.sink(Some(connection.client_behind.clone()));
                 let call_id = call_id.clone();
                 let call = call.clone();
+                let state = self.state.clone();
                 connection.runs.spawn(async move {
+                    let before_end = || {
+                        // Before its exit goes out: an exited terminal is not cancellable.
+                        if v2 {
+                            state.v2_calls.lock().unwrap().remove(&*call_id.0);
+                        }
+                    };
                     runner
-                        .run(&session, &call_id, &call, &mut sink, &token)
+                        .run_until_ended(&session, &call_id, &call, &mut *sink, &token, before_end)
                         .await
                 })
             };
             let result = run.await;
+            if v2 {
+                self.state.v2_calls.lock().unwrap().remove(&*call_id.0);
+            }
             *self.state.current_call.lock().unwrap() = None;
             match result {
                 Ok(result) => result,
                 Err(error) => {
                     tracing::error!(%error, "the command's task failed");
                     let message = format!("acp-bash could not run the command: {error}");
-                    let view = present_call(&BashCall::new(""), &self.state.session.cwd());
-                    let update = bridge::final_update(
-                        &call_id,
-                        &view,
-                        &ResultView::Text {
-                            console: console_block(&message),
+                    self.face.send(
+                        |features| {
+                            let view = present_call(&BashCall::new(""), &self.state.session.cwd());
+                            let console = console_block(&message);
+                            let text = ResultView::Text { console };
+                            SessionUpdate::ToolCallUpdate(bridge::final_update(
+                                &call_id, &view, &text, features,
+                            ))
                         },
-                        self.features,
+                        |_| {
+                            Some(crate::acp::v2::call_ended(
+                                &call_id,
+                                ToolCallStatus::Failed,
+                                None,
+                                None,
+                            ))
+                        },
                     );
-                    self.send(SessionUpdate::ToolCallUpdate(update));
                     *self.failure.lock().unwrap() = Some(error.to_string());
                     BashResult::failed(message, self.state.session.cwd())
                 }
@@ -253,16 +411,14 @@ impl TurnPort for AcpTurn<'_> {
         async move {
             let new_call_id = || self.state.new_call_id();
             let behind = self.connection.client_behind.clone();
-            let sink = move || -> Box<dyn UpdateSink> {
-                Box::new(self.sink().skip_live_while(behind.clone()))
-            };
+            let sink = move || -> Box<dyn UpdateSink> { self.face.sink(Some(behind.clone())) };
             let turn = CommandTurn {
                 sink: &sink,
-                v2: false,
+                v2: self.face.v2(),
                 session: &self.state.session,
                 jobs: &self.state.jobs,
                 log: &self.state.log,
-                features: self.features,
+                features: self.face.runner().features,
                 limits: self.connection.limits,
                 new_call_id: &new_call_id,
             };
@@ -272,6 +428,18 @@ impl TurnPort for AcpTurn<'_> {
             answer
         }
         .boxed()
+    }
+}
+
+/// A v1 update whose shape v2 keeps (commands, usage, session info) as its v2 update.
+pub(super) fn to_v2(update: SessionUpdate) -> Option<v2::SessionUpdate> {
+    let value = serde_json::to_value(&update).ok()?;
+    match serde_json::from_value(value) {
+        Ok(update) => Some(update),
+        Err(error) => {
+            tracing::error!(%error, ?update, "a v1 update with no v2 shape: not sent");
+            None
+        }
     }
 }
 

@@ -3,13 +3,15 @@
 //! other `initialize` gets the v1 face unchanged.
 //!
 //! Owns: the v2 handlers (`initialize`, `session/new`, `session/prompt`, `session/cancel`,
-//! `session/close`, `session/resume` with its replay, `terminal/cancel`), the session's state
+//! `session/close`, `session/resume` with its replay, `terminal/cancel`,
+//! `session/set_config_option`), the session's state
 //! on the v2 wire (`state_update` `running` / `idle` with the stop reason, and the
 //! `background` list of the jobs still running, sent again when a job ends), and the
-//! [`TurnPort`] that puts a turn's events on the v2 wire (messages with message ids, each call
-//! an agent-owned terminal through [`crate::acp::call_wire::CallWire::open_v2`]). Must not
-//! touch: how a call looks on the v2 wire ([`crate::acp::v2`]), what a prompt means (the
-//! driver's), what is recorded (the turn's), the v1 face.
+//! session's config options on the v2 wire. A turn runs through the one turn port of
+//! [`super::turn`] on its [`Face::V2`] (messages with message ids, each call an agent-owned
+//! terminal through [`crate::acp::call_wire::CallWire::open_v2`]). Must not touch: how a call
+//! looks on the v2 wire ([`crate::acp::v2`]), what a prompt means (the driver's), what is
+//! recorded (the turn's), the v1 face.
 //!
 //! Concurrency as on the v1 face: handlers only validate, register and `cx.spawn`; a turn waits
 //! for the session's earlier turn inside its task; calls run on the connection's tracked tasks.
@@ -17,34 +19,29 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol::v1::schema::{self as v1, ToolCallId};
+use agent_client_protocol::v1::schema as v1;
 use agent_client_protocol::v2::schema::{
     self as v2, BackgroundTerminal, BackgroundWork, CancelSessionNotification,
     CancelTerminalRequest, CancelTerminalResponse, CloseSessionRequest, CloseSessionResponse,
     IdleStateUpdate, InitializeRequest, InitializeResponse, NewSessionRequest, NewSessionResponse,
     PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse, RunningStateUpdate,
-    SessionUpdate, StateUpdate,
+    SessionUpdate, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, StateUpdate,
 };
 use agent_client_protocol::v2::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, ConnectTo, Error, ErrorCode};
-use futures::future::BoxFuture;
-use futures::FutureExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::errors::{invalid_params, short};
 use super::session::{random_session_id, SessionState};
+use super::turn::{to_v2, Face};
 use super::Connection;
 use crate::acp::call_wire::UpdateSink;
-use crate::acp::commands::{CommandTurn, JobCard};
+use crate::acp::commands::JobCard;
 use crate::acp::replay::{replay_v2, Replayed};
-use crate::acp::tool_call::ToolCallRunner;
 use crate::acp::v2::V2Sink;
-use crate::driver::commands::SlashCommand;
-use crate::driver::{Prompt, StopReason, TurnError, Usage};
+use crate::driver::{Prompt, StopReason};
 use crate::store::SessionRecord;
-use crate::tool::{BashCall, BashResult};
-use crate::turn::{run_turn, Turn, TurnPort};
 
 impl Connection {
     /// The v2 face's handlers, on the same connection state as the v1 face's.
@@ -68,6 +65,7 @@ impl Connection {
         let builder = route!(builder, CloseSessionRequest => v2_close);
         let builder = route!(builder, ResumeSessionRequest => v2_resume);
         let builder = route!(builder, CancelTerminalRequest => v2_cancel_terminal);
+        let builder = route!(builder, SetSessionConfigOptionRequest => v2_set_config_option);
         let on_cancel = self.clone();
         builder.on_receive_notification(
             async move |notification: CancelSessionNotification, _cx| {
@@ -125,7 +123,9 @@ impl Connection {
         tracing::info!(session = %id.0, cwd = %cwd.display(), "session/new (ACP v2)");
         let state = self.open(id.clone(), number, session, record);
         let v2_id = v2_session_id(&id);
-        responder.respond(NewSessionResponse::new(v2_id.clone()))?;
+        responder.respond(
+            NewSessionResponse::new(v2_id.clone()).config_options(self.v2_config_options(&state)),
+        )?;
         let mut sink = V2Sink::new(cx, v2_id);
         if let Some(commands) = to_v2(crate::acp::commands::available_commands()) {
             sink.send_v2(commands);
@@ -220,7 +220,9 @@ impl Connection {
         })
     }
 
-    /// One turn of `state` for `prompt` on the v2 face (the session's turn lock is held).
+    /// One turn of `state` for `prompt` on the v2 face (the session's turn lock is held): the
+    /// shared turn ([`Connection::turn_on`]) on [`Face::V2`]; a failed turn is the `error`
+    /// stop reason (the prompt was answered long before).
     async fn v2_turn(
         &self,
         cx: &ConnectionTo<Client>,
@@ -230,40 +232,17 @@ impl Connection {
         token: &CancellationToken,
         turn: u64,
     ) -> (v2::StopReason, Option<JobCard>) {
-        let port = V2Turn {
-            connection: self,
+        let face = Face::V2 {
             cx,
             session_id,
-            state,
+            session: state.number,
             turn,
             messages: Mutex::new(0),
-            card: Mutex::new(None),
-            failure: Mutex::new(None),
         };
-        let new_call_id = || state.new_call_id().0.to_string();
-        let v1_id = v1_session_id(session_id);
-        let turn = Turn::new(
-            &port,
-            &state.session,
-            &v1_id.0,
-            &state.jobs.registry,
-            &state.log,
-            token.clone(),
-            &new_call_id,
-            prompt.text(),
-        )
-        .model(state.model.lock().unwrap().clone());
-        let ended = run_turn(&*self.driver, prompt, turn).await;
-        let card = port.card.lock().unwrap().take();
-        if let Some(failure) = port.failure.lock().unwrap().take() {
-            return (error_stop(Error::internal_error().data(failure)), card);
-        }
+        let (ended, card) = self.turn_on(face, state, prompt, token).await;
         let stop = match ended {
             Ok(stop) => v2_stop_reason(stop),
-            Err(TurnError::AuthRequired(message)) => {
-                error_stop(super::errors::auth_required(&message))
-            }
-            Err(error) => error_stop(Error::internal_error().data(error.to_string())),
+            Err(error) => error_stop(error),
         };
         (stop, card)
     }
@@ -370,7 +349,59 @@ impl Connection {
             false => idle(&state, None),
         };
         sink.send_v2(update);
-        responder.respond(ResumeSessionResponse::new())
+        responder
+            .respond(ResumeSessionResponse::new().config_options(self.v2_config_options(&state)))
+    }
+
+    /// The session's config options (the sandbox mode; the model with a model driver) on the
+    /// v2 wire: the v1 face's list, whose shape v2 keeps but for the option's id (v1 `id`, v2
+    /// `configId`).
+    fn v2_config_options(&self, state: &SessionState) -> Vec<v2::SessionConfigOption> {
+        self.config_options(state)
+            .into_iter()
+            .filter_map(|option| {
+                let mut value = serde_json::to_value(&option).ok()?;
+                let object = value.as_object_mut()?;
+                let id = object.remove("id")?;
+                object.insert("configId".to_string(), id);
+                serde_json::from_value(value)
+                    .inspect_err(
+                        |error| tracing::error!(%error, "a config option with no v2 shape"),
+                    )
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// `session/set_config_option`: as on the v1 face (the same checks and errors); the answer
+    /// carries the whole list. v2 has no modes, so nothing else is announced.
+    fn v2_set_config_option(
+        self: Arc<Self>,
+        request: SetSessionConfigOptionRequest,
+        responder: Responder<SetSessionConfigOptionResponse>,
+        _cx: ConnectionTo<Client>,
+    ) -> agent_client_protocol::Result<()> {
+        let id = v1_session_id(&request.session_id);
+        let state = match self.session_state(&id) {
+            Ok(state) => state,
+            Err(error) => return responder.respond_with_error(error),
+        };
+        // `{"type": "id", "value": ...}` or another type (boolean, future ones).
+        let value = serde_json::to_value(&request.value).unwrap_or_default();
+        let value_id = (value["type"] == "id")
+            .then(|| value["value"].as_str().map(str::to_string))
+            .flatten();
+        let quoted = match &value["value"] {
+            serde_json::Value::String(text) => json!(short(text)),
+            serde_json::Value::Bool(flag) => json!(flag),
+            _ => serde_json::Value::Null,
+        };
+        match self.change_config_option(&state, &id.0, &request.config_id.0, value_id, quoted) {
+            Ok(_) => responder.respond(SetSessionConfigOptionResponse::new(
+                self.v2_config_options(&state),
+            )),
+            Err(error) => responder.respond_with_error(error),
+        }
     }
 
     /// `terminal/cancel`: kills that call's or job's whole tree (its terminal then ends with
@@ -474,165 +505,7 @@ fn v2_session_id(id: &v1::SessionId) -> v2::SessionId {
     v2::SessionId::new(id.0.to_string())
 }
 
-/// A v1 update whose shape v2 keeps (commands, usage, session info) as its v2 update.
-fn to_v2(update: v1::SessionUpdate) -> Option<SessionUpdate> {
-    let value = serde_json::to_value(&update).ok()?;
-    match serde_json::from_value(value) {
-        Ok(update) => Some(update),
-        Err(error) => {
-            tracing::error!(%error, ?update, "a v1 update with no v2 shape: not sent");
-            None
-        }
-    }
-}
-
 /// A v1 content block as v2's (the same shape for text).
 fn to_v2_block(block: &v1::ContentBlock) -> Option<v2::ContentBlock> {
     serde_json::from_value(serde_json::to_value(block).ok()?).ok()
-}
-
-/// A turn's events on the v2 wire, for one session of one connection.
-struct V2Turn<'a> {
-    connection: &'a Connection,
-    cx: &'a ConnectionTo<Client>,
-    session_id: &'a v2::SessionId,
-    state: &'a Arc<SessionState>,
-    /// The turn's number: message ids are `agent-SESSION-TURN-N`.
-    turn: u64,
-    messages: Mutex<u64>,
-    /// A `/bg` job's card, spawned once the turn is idle.
-    card: Mutex<Option<JobCard>>,
-    /// A call's task failed (it panicked): the turn stops with this error.
-    failure: Mutex<Option<String>>,
-}
-
-impl V2Turn<'_> {
-    fn sink(&self) -> V2Sink {
-        V2Sink::new(self.cx.clone(), self.session_id.clone())
-    }
-
-    fn send(&self, update: SessionUpdate) {
-        self.sink().send_v2(update);
-    }
-
-    fn message_id(&self, kind: &str) -> v2::MessageId {
-        let mut n = self.messages.lock().unwrap();
-        *n += 1;
-        v2::MessageId::new(format!("{kind}-{}-{}-{n}", self.state.number, self.turn))
-    }
-}
-
-impl TurnPort for V2Turn<'_> {
-    fn message(&self, text: &str) {
-        self.send(SessionUpdate::AgentMessageChunk(v2::ContentChunk::new(
-            text.to_string().into(),
-            self.message_id("agent"),
-        )));
-    }
-
-    fn thought(&self, text: &str) {
-        self.send(SessionUpdate::AgentThoughtChunk(v2::ContentChunk::new(
-            text.to_string().into(),
-            self.message_id("thought"),
-        )));
-    }
-
-    fn usage(&self, usage: &Usage) {
-        let mut update = v1::UsageUpdate::new(usage.used, usage.size);
-        if let Some(cost) = &usage.cost {
-            update = update.cost(v1::Cost::new(cost.amount, cost.currency.clone()));
-        }
-        if let Some(update) = to_v2(v1::SessionUpdate::UsageUpdate(update)) {
-            self.send(update);
-        }
-    }
-
-    fn title(&self, title: &str) {
-        self.send(SessionUpdate::SessionInfoUpdate(
-            v2::SessionInfoUpdate::new().title(title.to_string()),
-        ));
-    }
-
-    fn run_call<'b>(
-        &'b self,
-        call_id: &'b str,
-        call: &'b BashCall,
-        cancel: &'b CancellationToken,
-    ) -> BoxFuture<'b, BashResult> {
-        async move {
-            let connection = self.connection;
-            let call_id = ToolCallId::new(call_id.to_string());
-            *self.state.current_call.lock().unwrap() = Some(call_id.0.to_string());
-            // Its own token: `terminal/cancel` stops this call only, session/cancel all.
-            let token = cancel.child_token();
-            self.state
-                .v2_calls
-                .lock()
-                .unwrap()
-                .insert(call_id.0.to_string(), token.clone());
-            let runner = ToolCallRunner::default().on_v2().limits(connection.limits);
-            let run = {
-                let session = self.state.session.clone();
-                let mut sink = self
-                    .sink()
-                    .skip_live_while(connection.client_behind.clone());
-                let call_id = call_id.clone();
-                let call = call.clone();
-                let state = self.state.clone();
-                connection.runs.spawn(async move {
-                    let result = runner
-                        .run_until_ended(&session, &call_id, &call, &mut sink, &token, || {
-                            // Before its exit goes out: an exited terminal is not cancellable.
-                            state.v2_calls.lock().unwrap().remove(&*call_id.0);
-                        })
-                        .await;
-                    result
-                })
-            };
-            let result = run.await;
-            self.state.v2_calls.lock().unwrap().remove(&*call_id.0);
-            *self.state.current_call.lock().unwrap() = None;
-            match result {
-                Ok(result) => result,
-                Err(error) => {
-                    tracing::error!(%error, "the command's task failed");
-                    let message = format!("acp-bash could not run the command: {error}");
-                    self.send(crate::acp::v2::call_ended(
-                        &call_id,
-                        v1::ToolCallStatus::Failed,
-                        None,
-                        None,
-                    ));
-                    *self.failure.lock().unwrap() = Some(error.to_string());
-                    BashResult::failed(message, self.state.session.cwd())
-                }
-            }
-        }
-        .boxed()
-    }
-
-    fn run_command(&self, command: SlashCommand) -> BoxFuture<'_, String> {
-        async move {
-            let new_call_id = || self.state.new_call_id();
-            let behind = self.connection.client_behind.clone();
-            let sink = move || -> Box<dyn UpdateSink> {
-                Box::new(self.sink().skip_live_while(behind.clone()))
-            };
-            let turn = CommandTurn {
-                sink: &sink,
-                v2: true,
-                session: &self.state.session,
-                jobs: &self.state.jobs,
-                log: &self.state.log,
-                features: crate::acp::bridge::ClientFeatures::CARD,
-                limits: self.connection.limits,
-                new_call_id: &new_call_id,
-            };
-            let (answer, card) = turn.run(command).await;
-            self.message(&answer);
-            *self.card.lock().unwrap() = card;
-            answer
-        }
-        .boxed()
-    }
 }

@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::support::acp::{binary, guard, temp_dir, wait_for_file};
 use crate::support::engine::{gone, running, sleep_marker};
+use crate::support::sandbox::as_root_and_nobody;
 use crate::support::schema::schema_v2;
 
 /// A v2 client over the binary's stdin and stdout.
@@ -40,6 +41,11 @@ impl V2Client {
     /// `acp-bash serve` (full sandbox), with `extra` arguments (`--no-history` unless a
     /// `--state-dir` is given).
     fn start(extra: &[&str]) -> V2Client {
+        V2Client::start_with_env(extra, &[])
+    }
+
+    /// [`Self::start`] with `env` set for the agent.
+    fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> V2Client {
         let mut args = vec![
             "serve",
             "--sandbox",
@@ -53,6 +59,7 @@ impl V2Client {
         args.extend_from_slice(extra);
         let mut child = tokio::process::Command::new(binary())
             .args(&args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -349,6 +356,17 @@ fn normalized(transcript: &[String], temp: &Path) -> String {
         .join("\n")
 }
 
+/// Runs a test body on its own runtime (the hostile tests run twice: as root, and as nobody
+/// in a copy of the test binary).
+fn block_on(body: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(body)
+}
+
 fn snapshot(name: &str, text: &str) {
     insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!(name, text);
@@ -424,8 +442,19 @@ async fn a_v2_client_gets_a_terminal_per_command_with_chunks_and_its_exit() {
     drop(tmp);
 }
 
-#[tokio::test]
-async fn terminal_cancel_stops_one_commands_tree_while_another_sessions_command_runs() {
+#[test]
+fn terminal_cancel_stops_one_commands_tree_while_another_sessions_command_runs() {
+    as_root_and_nobody(
+        "acp::v2_face::terminal_cancel_stops_one_commands_tree_while_another_sessions_command_runs",
+        || {
+            block_on(
+                terminal_cancel_stops_one_commands_tree_while_another_sessions_command_runs_body(),
+            )
+        },
+    );
+}
+
+async fn terminal_cancel_stops_one_commands_tree_while_another_sessions_command_runs_body() {
     let (_tmp, dir) = temp_dir();
     let (a_mark, b_mark) = (sleep_marker("v2-cancel-a"), sleep_marker("v2-cancel-b"));
     let mut client = V2Client::start(&[]);
@@ -484,14 +513,34 @@ async fn terminal_cancel_stops_one_commands_tree_while_another_sessions_command_
     client.finish().await;
 }
 
-#[tokio::test]
-async fn bad_terminal_ids_get_invalid_params() {
+#[test]
+fn bad_terminal_ids_get_invalid_params() {
+    as_root_and_nobody("acp::v2_face::bad_terminal_ids_get_invalid_params", || {
+        block_on(bad_terminal_ids_get_invalid_params_body())
+    });
+}
+
+async fn bad_terminal_ids_get_invalid_params_body() {
     let (_tmp, dir) = temp_dir();
     let mut client = V2Client::start(&[]);
     client.initialize().await;
     let session = client.new_session(&dir).await;
     client.turn(&session, "true").await;
+    // Another session's running job: a terminal id this session must not reach.
+    let mark = sleep_marker("v2-other-job");
+    let other = client.new_session(&dir).await;
+    let updates = client
+        .turn(&other, &format!("/bg touch started; sleep {mark}"))
+        .await;
+    let job = background(updates.last().unwrap()).pop().expect("a job");
+    guard("the other session's job's sleep", async {
+        while running(&mark) != 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     for (session, terminal) in [
+        (session.as_str(), job.as_str()),
         (session.as_str(), "call-1-99"),
         (session.as_str(), "call-1-1"),
         (session.as_str(), "{\"jsonrpc\":\"2.0\"}"),
@@ -508,6 +557,11 @@ async fn bad_terminal_ids_get_invalid_params() {
             "{session} {terminal}: {answer}"
         );
     }
+    assert_eq!(running(&mark), 1, "the other session's job still runs");
+    client
+        .call("session/close", json!({"sessionId": other}))
+        .await;
+    assert!(gone(&mark).await);
     client.finish().await;
 }
 
@@ -597,8 +651,14 @@ async fn session_close_stops_a_running_job() {
     client.finish().await;
 }
 
-#[tokio::test]
-async fn terminal_cancel_kills_a_jobs_tree() {
+#[test]
+fn terminal_cancel_kills_a_jobs_tree() {
+    as_root_and_nobody("acp::v2_face::terminal_cancel_kills_a_jobs_tree", || {
+        block_on(terminal_cancel_kills_a_jobs_tree_body())
+    });
+}
+
+async fn terminal_cancel_kills_a_jobs_tree_body() {
     let (_tmp, dir) = temp_dir();
     let mark = sleep_marker("v2-kill-job");
     let mut client = V2Client::start(&[]);
@@ -655,7 +715,8 @@ async fn resume_replays_one_output_snapshot_per_terminal() {
     loop {
         let message = client.next().await;
         if message["id"] == id {
-            assert_eq!(message["result"], json!({}), "{message}");
+            let mode = option(&message["result"]["configOptions"], "mode");
+            assert_eq!(mode["currentValue"], "full", "{message}");
             break;
         }
         replayed.push(message["params"]["update"].clone());
@@ -690,8 +751,15 @@ async fn resume_replays_one_output_snapshot_per_terminal() {
 /// closing brace and a new message, a bare CR, a lone quote and backslash, bytes that are not
 /// UTF-8) stays inside its chunks: every line the agent writes is one message of the schema,
 /// no answer to a request nobody sent appears, and the chunks decode to what it printed.
-#[tokio::test]
-async fn a_command_printing_protocol_cannot_break_a_chunk() {
+#[test]
+fn a_command_printing_protocol_cannot_break_a_chunk() {
+    as_root_and_nobody(
+        "acp::v2_face::a_command_printing_protocol_cannot_break_a_chunk",
+        || block_on(a_command_printing_protocol_cannot_break_a_chunk_body()),
+    );
+}
+
+async fn a_command_printing_protocol_cannot_break_a_chunk_body() {
     let (_tmp, dir) = temp_dir();
     let mut client = V2Client::start(&[]);
     client.initialize().await;
@@ -700,5 +768,167 @@ async fn a_command_printing_protocol_cannot_break_a_chunk() {
     std::fs::write(dir.join("lookalike"), printed).unwrap();
     let updates = client.turn(&session, "cat lookalike").await;
     assert_eq!(chunks_of(&updates, "call-1-1"), printed.as_bytes());
+    client.finish().await;
+}
+
+/// The option of category `category` in a `configOptions` list.
+fn option<'a>(options: &'a Value, category: &str) -> &'a Value {
+    options
+        .as_array()
+        .unwrap_or_else(|| panic!("no configOptions: {options}"))
+        .iter()
+        .find(|o| o["category"] == category)
+        .unwrap_or_else(|| panic!("no option of category {category}: {options}"))
+}
+
+/// The value ids a select offers.
+fn values(option: &Value) -> Vec<String> {
+    option["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Point 1 on the v2 face: `session/new` and `session/resume` answer with `configOptions`
+/// (the sandbox mode, a select of category `mode`); `session/set_config_option` changes the
+/// session's next command and answers with the whole list; unknown ids, unknown values and a
+/// value of the wrong type are -32602 naming the valid ones, and change nothing; a resume in a
+/// later process has the mode the session chose.
+#[tokio::test]
+async fn config_options_on_new_and_resume_and_set_config_option_changes_the_next_command() {
+    let (tmp, dir) = temp_dir();
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let args = ["--state-dir", state.to_str().unwrap()];
+    let mut client = V2Client::start(&args);
+    client.initialize().await;
+    let answer = client
+        .call("session/new", json!({"cwd": dir, "mcpServers": []}))
+        .await;
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_string();
+    let options = &answer["result"]["configOptions"];
+    let mode = option(options, "mode");
+    assert_eq!(mode["type"], "select", "{mode}");
+    assert_eq!(mode["currentValue"], "full", "{mode}");
+    let modes = values(mode);
+    assert!(modes.contains(&"read-only".to_string()), "{modes:?}");
+    let mode_id = mode["configId"].as_str().unwrap().to_string();
+    client.until(|m| is_state(m, &session, "idle")).await;
+    let set = |config: &str, value: Value| {
+        let mut params = json!({"sessionId": session, "configId": config});
+        params.as_object_mut().unwrap().extend(
+            value
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        params
+    };
+    for (params, names) in [
+        (
+            set("colour", json!({"type": "id", "value": "red"})),
+            mode_id.as_str(),
+        ),
+        (
+            set(&mode_id, json!({"type": "id", "value": "wide-open"})),
+            "read-only",
+        ),
+        (
+            set(&mode_id, json!({"type": "boolean", "value": true})),
+            "read-only",
+        ),
+    ] {
+        let refused = client
+            .call("session/set_config_option", params.clone())
+            .await;
+        assert_eq!(refused["error"]["code"], -32602, "{params}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(names), "{params}: {message}");
+    }
+    let changed = client
+        .call(
+            "session/set_config_option",
+            set(&mode_id, json!({"type": "id", "value": "read-only"})),
+        )
+        .await;
+    let options = &changed["result"]["configOptions"];
+    assert_eq!(
+        option(options, "mode")["currentValue"],
+        "read-only",
+        "{changed}"
+    );
+    // The next command runs read-only: it cannot write the workspace.
+    let updates = client.turn(&session, "touch written").await;
+    let exited = terminal_updates(&updates, "call-1-1")
+        .last()
+        .copied()
+        .cloned();
+    assert_ne!(exited.unwrap()["exitStatus"]["exitCode"], 0);
+    assert!(!dir.join("written").exists(), "a read-only command wrote");
+    client.finish().await;
+
+    // A later agent process: resume answers with the mode the session chose.
+    let mut client = V2Client::start(&args);
+    client.initialize().await;
+    let resumed = client
+        .call(
+            "session/resume",
+            json!({"sessionId": session, "cwd": dir, "mcpServers": []}),
+        )
+        .await;
+    let options = &resumed["result"]["configOptions"];
+    assert_eq!(
+        option(options, "mode")["currentValue"],
+        "read-only",
+        "{resumed}"
+    );
+    client.finish().await;
+}
+
+/// With `--model` given twice, the v2 face's options carry the model as a select of category
+/// `model` (the first the default), and `session/set_config_option` chooses the other.
+#[tokio::test]
+async fn with_two_models_the_model_is_a_config_option_on_v2_too() {
+    let (_tmp, dir) = temp_dir();
+    let mut client = V2Client::start_with_env(
+        &[
+            "--model",
+            "openai:fake-a",
+            "--model",
+            "openai:fake-b",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ],
+        &[("OPENAI_API_KEY", "sk-test-v2-config")],
+    );
+    client.initialize().await;
+    let answer = client
+        .call("session/new", json!({"cwd": dir, "mcpServers": []}))
+        .await;
+    let session = answer["result"]["sessionId"].as_str().unwrap().to_string();
+    let model = option(&answer["result"]["configOptions"], "model");
+    assert_eq!(model["currentValue"], "openai:fake-a", "{model}");
+    assert_eq!(values(model), ["openai:fake-a", "openai:fake-b"]);
+    let model_id = model["configId"].as_str().unwrap().to_string();
+    let changed = client
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": model_id, "type": "id",
+                   "value": "openai:fake-b"}),
+        )
+        .await;
+    let model = option(&changed["result"]["configOptions"], "model");
+    assert_eq!(model["currentValue"], "openai:fake-b", "{changed}");
+    let refused = client
+        .call(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": model_id, "type": "id",
+                   "value": "openai:fake-c"}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
     client.finish().await;
 }

@@ -6,8 +6,10 @@
 //! `exitStatus` (cancel withdrawn) and then the call's status and `rawOutput`; a cancelled
 //! command's terminal ends with its signal.
 //!
-//! Not yet here (see the branch's report): the v2 face negotiated at `initialize` and served by
-//! the binary (prompt, `terminal/cancel`, `state_update.background`, replay on resume).
+//! This is the rendering alone, below the face (`ToolCallRunner::on_v2` on a sink that keeps
+//! what it is given). The v2 face the binary serves once `initialize` asks for version 2
+//! (prompt, `terminal/cancel`, `state_update.background`, config options, replay on resume) is
+//! tested over real pipes in `v2_face`.
 
 use acp_bash::acp::call_wire::UpdateSink;
 use acp_bash::acp::sdk::v1::schema::ToolCallId;

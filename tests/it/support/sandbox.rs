@@ -399,6 +399,12 @@ fn copies_for_nobody() -> &'static Copies {
             to
         };
         let exe = std::env::current_exe().expect("the test binary's path");
+        // The v2 schema goes beside the v1 one: `schema_v2` reads it from there.
+        let v1_schema = crate::support::schema::schema_path();
+        place(
+            &v1_schema.with_file_name("acp-schema.v2.json"),
+            "acp-schema.v2.json",
+        );
         Copies {
             test_binary: place(&exe, "it"),
             agent_binary: place(Path::new(env!("CARGO_BIN_EXE_acp-bash")), "acp-bash"),

@@ -25,8 +25,8 @@ use serde_json::{json, Value};
 pub fn schema_v2() -> &'static Schema {
     static SCHEMA: OnceLock<Schema> = OnceLock::new();
     SCHEMA.get_or_init(|| {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/it/support/vendor/acp-schema.v2.json");
+        // Beside the v1 schema: in the ordinary-user half, beside its copy.
+        let path = schema_path().with_file_name("acp-schema.v2.json");
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|error| panic!("cannot read {}: {error}", path.display()));
         let document: Value = serde_json::from_str(&text)
