@@ -74,27 +74,28 @@ pub(crate) fn confine_with(
     // The view, the ruleset and their notices: built once per (mode, roots) and kept while
     // nothing they depend on changed (`plan_cache.rs`).
     let with_view = layers.namespaces && layers.view;
-    let (built, reused) = plan_cache::get_or_build(plan_cache::Key::new(mode, roots, support), || {
-        let mut notices = Vec::new();
-        let ruleset = match (mode, &support.landlock) {
-            (Mode::Full, _) | (_, Err(_)) => Ok(None),
-            (_, Ok(_)) => ruleset(mode, roots, tcp_rules).map(|fd| fd.map(std::sync::Arc::new)),
-        };
-        let view = with_view.then(|| view_for(mode, roots));
-        if let Some(view) = &view {
-            for refused in &view.refused_caches {
-                notices.push(format!(
+    let (built, reused) =
+        plan_cache::get_or_build(plan_cache::Key::new(mode, roots, support), || {
+            let mut notices = Vec::new();
+            let ruleset = match (mode, &support.landlock) {
+                (Mode::Full, _) | (_, Err(_)) => Ok(None),
+                (_, Ok(_)) => ruleset(mode, roots, tcp_rules).map(|fd| fd.map(std::sync::Arc::new)),
+            };
+            let view = with_view.then(|| view_for(mode, roots));
+            if let Some(view) = &view {
+                for refused in &view.refused_caches {
+                    notices.push(format!(
                     "Workspace mode: a package cache stays read-only, so installs that fill it \
                      fail (no copy-on-write layer for {refused}); use full mode for them"
                 ));
+                }
             }
-        }
-        plan_cache::Built {
-            view,
-            ruleset,
-            notices,
-        }
-    });
+            plan_cache::Built {
+                view,
+                ruleset,
+                notices,
+            }
+        });
     let ruleset = match &built.ruleset {
         Ok(fd) => fd.clone(),
         Err(why) => {

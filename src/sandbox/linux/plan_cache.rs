@@ -43,7 +43,12 @@ fn state(path: &Path, look: Look) -> State {
     let meta = std::fs::metadata(path).ok()?;
     let (mtime, mtime_ns, ctime, ctime_ns) = match look {
         Look::Identity => (0, 0, 0, 0),
-        Look::Entries => (meta.mtime(), meta.mtime_nsec(), meta.ctime(), meta.ctime_nsec()),
+        Look::Entries => (
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+        ),
     };
     Some((
         meta.dev(),
@@ -59,12 +64,10 @@ fn state(path: &Path, look: Look) -> State {
 /// The paths whose state decides the plan of `mode` under `roots` (see the module doc).
 fn watched(mode: Mode, roots: &Roots) -> Vec<(PathBuf, Look)> {
     let mut out: Vec<(PathBuf, Look)> = Vec::new();
-    let mut add = |path: PathBuf, look: Look| {
-        match out.iter_mut().find(|(p, _)| *p == path) {
-            Some((_, l)) if look == Look::Entries => *l = Look::Entries,
-            Some(_) => {}
-            None => out.push((path, look)),
-        }
+    let mut add = |path: PathBuf, look: Look| match out.iter_mut().find(|(p, _)| *p == path) {
+        Some((_, l)) if look == Look::Entries => *l = Look::Entries,
+        Some(_) => {}
+        None => out.push((path, look)),
     };
     // The nearest existing folder above `path` (a file or folder created on the way changes
     // its entries), and `path` itself where it is a symlink (its target's identity).
@@ -251,10 +254,4 @@ pub(crate) fn get_or_build(key: Key, build: impl FnOnce() -> Built) -> (Arc<Buil
         });
     }
     (built, false)
-}
-
-/// Forgets every kept plan (a test's way to start from nothing).
-#[cfg(test)]
-pub(crate) fn clear() {
-    CACHE.lock().unwrap().clear();
 }
