@@ -5,7 +5,8 @@
 //! files), the read-only Git metadata of workspace mode and its copy-on-write layers over the
 //! package caches ([`cache_layers`]).
 //!
-//! Per command this costs a few dozen `stat`s, one `readdir` of `/run` and one of `~/.ssh`;
+//! Building it costs a few dozen `stat`s, one `readdir` of `/run` and one of `~/.ssh`; it is
+//! built once per session and mode and kept while nothing it read changed (`plan_cache.rs`);
 //! the session's nested repositories are found once per session by the engine
 //! ([`crate::sandbox::find_git_repos`]).
 
