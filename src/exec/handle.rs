@@ -30,6 +30,19 @@ pub(super) struct Control {
     /// whoever waits for it.
     pub pid: std::sync::OnceLock<u32>,
     pub started: tokio::sync::Notify,
+    /// Set when the run's task has ended (started or not); `started` wakes waiters then too.
+    pub ended: AtomicBool,
+}
+
+/// Held by the run's task: when it ends (the shell never started, or the run is over),
+/// [`RunHandle::pid`]'s waiters wake and see it.
+pub(super) struct Ended(pub Arc<Control>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        self.0.ended.store(true, Ordering::SeqCst);
+        self.0.started.notify_waiters();
+    }
 }
 
 impl Control {
@@ -97,15 +110,12 @@ impl RunHandle {
             if let Some(pid) = self.control.pid.get() {
                 return Some(*pid);
             }
-            if self.is_finished() {
+            if self.control.ended.load(Ordering::SeqCst) || self.is_finished() {
                 return None;
             }
-            // Woken when the shell starts; a run that ends without starting is seen on the
-            // next look.
-            tokio::select! {
-                () = started => {}
-                () = tokio::time::sleep(std::time::Duration::from_millis(5)) => {}
-            }
+            // Woken when the shell starts, and when the run's task ends without starting it
+            // (`Ended`): no timer.
+            started.await;
         }
     }
 

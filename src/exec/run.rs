@@ -185,7 +185,13 @@ pub(super) fn start(session: Session, request: RunRequest) -> RunHandle {
     let control = Arc::new(Control::default());
     let plan = plan_cwd(&session, request.cwd.as_deref());
     let cwd = plan.shown();
-    let task = tokio::spawn(run(session, request, plan, control.clone(), live));
+    // Dropped when the task ends, started or not: wakes `RunHandle::pid`'s waiters.
+    let ended = super::handle::Ended(control.clone());
+    let task_control = control.clone();
+    let task = tokio::spawn(async move {
+        let _ended = ended;
+        run(session, request, plan, task_control, live).await
+    });
     RunHandle::new(cwd, output, control, task)
 }
 

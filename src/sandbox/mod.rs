@@ -206,7 +206,7 @@ impl Launch {
 }
 
 /// The directories a confined command is measured against.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Roots {
     /// The session's root directory (writable in `workspace` mode).

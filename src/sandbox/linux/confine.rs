@@ -1,7 +1,7 @@
 //! Turning a launch and a mode into a [`Confined`] one: which layers this command gets, from the
 //! mode and what the machine supports.
 
-use super::{ruleset, Layers, Prepared};
+use super::{plan_cache, ruleset, view_for, Layers, Prepared};
 use crate::sandbox::{Confined, Launch, Limits, Mode, Roots, Support};
 
 /// Applies `mode` to `launch`, using only the layers `support` says work.
@@ -61,19 +61,6 @@ pub(crate) fn confine_with(
             };
             &adjusted
         };
-    let ruleset = match (mode, &support.landlock) {
-        (Mode::Full, _) | (_, Err(_)) => None,
-        (_, Ok(_)) => match ruleset(mode, roots, tcp_rules) {
-            Ok(fd) => fd,
-            Err(why) => {
-                notices.push(format!(
-                    "{} mode: writes are not restricted for this command ({why})",
-                    mode.name()
-                ));
-                None
-            }
-        },
-    };
     let layers = Layers {
         namespaces,
         user_namespace,
@@ -84,15 +71,43 @@ pub(crate) fn confine_with(
         seccomp: confined_fs && support.seccomp.is_ok(),
         fresh_keyring: support.session_keyring.is_ok(),
     };
-    let plan = Prepared::new(mode, roots, layers, ruleset, limits);
-    if let Some(view) = &plan.plan.view {
-        for refused in &view.refused_caches {
+    // The view, the ruleset and their notices: built once per (mode, roots) and kept while
+    // nothing they depend on changed (`plan_cache.rs`).
+    let with_view = layers.namespaces && layers.view;
+    let (built, reused) =
+        plan_cache::get_or_build(plan_cache::Key::new(mode, roots, support), || {
+            let mut notices = Vec::new();
+            let ruleset = match (mode, &support.landlock) {
+                (Mode::Full, _) | (_, Err(_)) => Ok(None),
+                (_, Ok(_)) => ruleset(mode, roots, tcp_rules).map(|fd| fd.map(std::sync::Arc::new)),
+            };
+            let view = with_view.then(|| view_for(mode, roots));
+            if let Some(view) = &view {
+                for refused in &view.refused_caches {
+                    notices.push(format!(
+                    "Workspace mode: a package cache stays read-only, so installs that fill it \
+                     fail (no copy-on-write layer for {refused}); use full mode for them"
+                ));
+                }
+            }
+            plan_cache::Built {
+                view,
+                ruleset,
+                notices,
+            }
+        });
+    let ruleset = match &built.ruleset {
+        Ok(fd) => fd.clone(),
+        Err(why) => {
             notices.push(format!(
-                "Workspace mode: a package cache stays read-only, so installs that fill it \
-                 fail (no copy-on-write layer for {refused}); use full mode for them"
+                "{} mode: writes are not restricted for this command ({why})",
+                mode.name()
             ));
+            None
         }
-    }
+    };
+    notices.extend(built.notices.iter().cloned());
+    let plan = Prepared::new(mode, layers, built.view.clone(), ruleset, limits, reused);
     Confined {
         launch,
         plan: Some(plan),

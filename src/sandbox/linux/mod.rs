@@ -10,6 +10,7 @@ pub(crate) mod child_process;
 pub(crate) mod confine;
 mod landlock;
 mod netns;
+mod plan_cache;
 mod probe;
 pub(crate) mod report;
 mod sealed;
@@ -31,7 +32,7 @@ use super::backend::Backend;
 use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SpawnRequest, Support};
 use child::ChildPlan;
 pub(crate) use landlock::{handled_write_rights, ruleset};
-use netns::prepared_network_namespace;
+pub(crate) use netns::prepared_network_namespace;
 pub(crate) use view_plan::view_for;
 
 /// `[env_start, env_end)` of this process, from /proc/self/stat (fields 50 and 51); fixed for
@@ -145,15 +146,24 @@ impl Backend for Linux {
             output: request.output.as_raw_fd(),
             pass: &pass,
         };
-        if let (Some(session), Some(prepared)) = (request.session, &confined.plan) {
+        let Some(prepared) = &confined.plan else {
+            return spawn::spawn(&raw, None, false).map(|pid| (pid, None));
+        };
+        if let Some(session) = request.session {
             let (zygotes, program) = session.parts();
             let mut zygotes = zygotes.lock().unwrap_or_else(|e| e.into_inner());
-            let started = zygote::spawn(&mut zygotes, program, prepared.mode, &raw, &prepared.plan);
+            let started = zygote::spawn(&mut zygotes, program, prepared, &raw);
             if let Some(started) = started {
                 return started.map(|(pid, status)| (pid, Some(status)));
             }
         }
-        spawn::spawn(&raw, confined.plan.as_ref().map(|p| &p.plan), false).map(|pid| (pid, None))
+        // The per-command path: this command builds its own namespaces and view.
+        let netns = prepared.network_namespace_to_join();
+        if netns.is_none() && !prepared.reused {
+            return spawn::spawn(&raw, Some(&prepared.plan), false).map(|pid| (pid, None));
+        }
+        let plan = prepared.plan_to_mount(netns.as_ref());
+        spawn::spawn(&raw, Some(&plan), false).map(|pid| (pid, None))
     }
 
     fn zygote_pids(zygotes: &zygote::Zygotes) -> Vec<i32> {
@@ -226,12 +236,43 @@ pub(crate) struct Prepared {
     pub(crate) plan: ChildPlan,
     /// The mode the plan is for: a session keeps one zygote per mode.
     pub(crate) mode: Mode,
-    /// Keeps the Landlock ruleset open until the command has started.
-    _ruleset: Option<OwnedFd>,
-    /// Keeps the prepared network namespace open until then too.
-    _netns: Option<OwnedFd>,
+    /// Keeps the Landlock ruleset open until the command has started (the session's, kept
+    /// with its plan: `plan_cache.rs`).
+    _ruleset: Option<std::sync::Arc<OwnedFd>>,
+    /// The view came from an earlier command's plan: its caches' work folders are that
+    /// command's, renewed wherever the overlays are mounted again (a new zygote, the
+    /// per-command path).
+    pub(crate) reused: bool,
     /// The command's pids and memory cgroups (their `tasks` files), kept open until then too.
     _cgroups: [Option<OwnedFd>; 2],
+}
+
+impl Prepared {
+    /// Read-only as root: a network namespace from the pool for the process that joins it
+    /// (a new zygote, or a command on the per-command path).
+    pub(crate) fn network_namespace_to_join(&self) -> Option<OwnedFd> {
+        let plan = &self.plan;
+        if plan.network_namespace && plan.namespaces && plan.uid == 0 && current_ids().0 == 0 {
+            prepared_network_namespace()
+        } else {
+            None
+        }
+    }
+
+    /// The plan for a process that mounts the view itself: `netns` to join, and where the
+    /// view was reused, fresh work folders for the caches' overlays.
+    pub(crate) fn plan_to_mount(&self, netns: Option<&OwnedFd>) -> ChildPlan {
+        let mut plan = self.plan.clone();
+        if let Some(netns) = netns {
+            plan.netns_fd = netns.as_raw_fd();
+        }
+        if self.reused {
+            if let Some(view) = &mut plan.view {
+                view_plan::renew_work(view);
+            }
+        }
+        plan
+    }
 }
 
 /// How `--max-processes` is enforced here, or why it is not.
@@ -271,21 +312,19 @@ pub(crate) fn current_ids() -> (u32, u32) {
 }
 
 impl Prepared {
+    /// The plan of one command: `view` and `ruleset` from the session's plan for `mode`, the
+    /// cgroups its own. Read-only's network namespace is taken where it is joined (a new
+    /// zygote, or the per-command path right before its fork), not here.
     pub(crate) fn new(
         mode: Mode,
-        roots: &Roots,
         layers: Layers,
-        ruleset: Option<OwnedFd>,
+        view: Option<child::view::View>,
+        ruleset: Option<std::sync::Arc<OwnedFd>>,
         limits: Limits,
+        reused: bool,
     ) -> Self {
         let (uid, gid) = current_ids();
-        let netns = if layers.network_namespace && layers.namespaces && uid == 0 {
-            prepared_network_namespace()
-        } else {
-            None
-        };
         let user_namespace = layers.namespaces && layers.user_namespace;
-        let view = (layers.namespaces && layers.view).then(|| view_for(mode, roots));
         let pids = limits
             .max_processes
             .and_then(|max| cgroup::for_one_command(cgroup::Controller::Pids, max));
@@ -303,7 +342,7 @@ impl Prepared {
                 gid,
                 private_proc: layers.private_proc,
                 network_namespace: layers.network_namespace,
-                netns_fd: netns.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+                netns_fd: -1,
                 view,
                 landlock_fd: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
                 landlock_write_rights: if ruleset.is_some() {
@@ -342,7 +381,7 @@ impl Prepared {
                 in_zygote: false,
             },
             _ruleset: ruleset,
-            _netns: netns,
+            reused,
             _cgroups: [pids, memory],
         }
     }

@@ -1,4 +1,6 @@
-//! The pool of network namespaces for read-only commands (one spare, made ahead of need).
+//! The pool of network namespaces for read-only commands (one spare, made ahead of need),
+//! taken only by a process that joins it: a session's new zygote, or a command on the
+//! per-command path (a command from a zygote is already in the zygote's namespace).
 
 use std::os::fd::OwnedFd;
 

@@ -5,7 +5,8 @@
 //! files), the read-only Git metadata of workspace mode and its copy-on-write layers over the
 //! package caches ([`cache_layers`]).
 //!
-//! Per command this costs a few dozen `stat`s, one `readdir` of `/run` and one of `~/.ssh`;
+//! Building it costs a few dozen `stat`s, one `readdir` of `/run` and one of `~/.ssh`; it is
+//! built once per session and mode and kept while nothing it read changed (`plan_cache.rs`);
 //! the session's nested repositories are found once per session by the engine
 //! ([`crate::sandbox::find_git_repos`]).
 
@@ -246,8 +247,7 @@ pub(crate) fn cache_layers(
     use std::os::unix::fs::PermissionsExt;
     // A work folder per command: overlayfs empties its work folder when it mounts, which
     // would pull it from under a layer another command of the session still has mounted.
-    static COMMAND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let command = COMMAND.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let command = next_command();
     let mut overlays = Vec::new();
     let mut refused = Vec::new();
     for (name, cache) in package_caches(home)
@@ -292,6 +292,40 @@ pub(crate) fn cache_layers(
         }
     }
     (overlays, refused)
+}
+
+/// New work folders for `view`'s overlays (a reused plan's are those of the command that
+/// built it, which may still have them mounted: overlayfs empties its work folder when it
+/// mounts). An overlay whose folder cannot be made is left out (its cache stays read-only).
+pub(crate) fn renew_work(view: &mut View) {
+    use std::os::unix::ffi::OsStringExt;
+    let command = next_command();
+    view.overlays.retain_mut(|overlay| {
+        let work = Path::new(std::ffi::OsStr::from_bytes(overlay.work.to_bytes()));
+        let Some(works) = work.parent() else {
+            return false;
+        };
+        let fresh = works.join(command.to_string());
+        match private_dir(&fresh) {
+            Ok(_) => match CString::new(fresh.into_os_string().into_vec()) {
+                Ok(fresh) => {
+                    overlay.work = fresh;
+                    true
+                }
+                Err(_) => false,
+            },
+            Err(error) => {
+                tracing::warn!(%error, cache = ?overlay.target, "no copy-on-write layer for this package cache: it stays read-only");
+                false
+            }
+        }
+    });
+}
+
+/// A number no other command of this process has, for its caches' work folders.
+fn next_command() -> u64 {
+    static COMMAND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    COMMAND.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Makes `dir` (0700), or checks that the one there is a real folder (not a symlink) of this

@@ -43,6 +43,7 @@ use super::child::{self, ChildPlan, ExecArgs};
 use super::spawn::{cstring, pipe, read_full, Request};
 use super::step::{Step, StepError};
 use super::zygote_wire::{self as wire, Reader, Writer, MAX_MESSAGE, PROTOCOL};
+use super::Prepared;
 use crate::sandbox::Mode;
 
 /// The zygote's `argv[0]`: `main` checks it before anything else.
@@ -233,10 +234,10 @@ fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<Zygote> {
 pub(crate) fn spawn(
     zygotes: &mut Zygotes,
     program: Option<&Path>,
-    mode: Mode,
+    prepared: &Prepared,
     request: &Request,
-    plan: &ChildPlan,
 ) -> Option<io::Result<(libc::pid_t, OwnedFd)>> {
+    let (plan, mode) = (&prepared.plan, prepared.mode);
     if !suits(plan) {
         return None;
     }
@@ -250,11 +251,15 @@ pub(crate) fn spawn(
             if let Some(i) = found {
                 zygotes.entries.remove(i);
             }
-            let setup = setup_message(plan, true);
+            // Z mounts the view: read-only's network namespace is taken now (not by each
+            // command), and a reused view gets fresh work folders for the caches' overlays.
+            let netns = prepared.network_namespace_to_join();
+            let setup = setup_message(&prepared.plan_to_mount(netns.as_ref()), true);
             if setup.len() > MAX_MESSAGE {
                 return None;
             }
-            let started = start(&program, &setup, plan.netns_fd);
+            let netns_fd = netns.as_ref().map_or(-1, |fd| fd.as_raw_fd());
+            let started = start(&program, &setup, netns_fd);
             if let Err(error) = &started {
                 tracing::debug!(%error, %mode, "no zygote for this session: its commands build their own namespaces");
             }

@@ -291,3 +291,25 @@ async fn output_already_in_the_pipe_when_the_shell_exits_is_never_dropped() {
         );
     }
 }
+
+/// `RunHandle::pid` wakes on the event, not on a timer: for a run that starts it returns the
+/// shell's pid, and for one that never starts (its directory does not exist) `None`, as soon
+/// as the run's task has ended.
+#[tokio::test]
+async fn pid_answers_for_a_run_that_never_starts_its_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = acp_bash::exec::Engine::new(
+        acp_bash::exec::EngineConfig::default().sandbox_mode(acp_bash::sandbox::Mode::Full),
+    )
+    .session(dir.path())
+    .unwrap();
+    let started = session.start(RunRequest::new("true"));
+    let pid = tokio::time::timeout(HANG_GUARD, started.pid()).await;
+    assert!(matches!(pid, Ok(Some(_))), "{pid:?}");
+    let missing = dir.path().join("missing");
+    let never = session.start(RunRequest::new("true").cwd(&missing));
+    let pid = tokio::time::timeout(HANG_GUARD, never.pid()).await;
+    assert_eq!(pid, Ok(None), "a run whose shell never started");
+    let outcome = never.wait().await;
+    assert_ne!(outcome.exit_code(), Some(0));
+}

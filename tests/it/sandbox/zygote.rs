@@ -600,3 +600,122 @@ fn a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_
         },
     );
 }
+
+/// The session's plan is made once and reused (`src/sandbox/linux/plan_cache.rs`); what it
+/// depends on still reaches the next command: a credential file that appears in the home
+/// after a command (right in it, and under folders that did not exist) is masked for the
+/// next one, and as root a socket that appears right in `/run` is hidden too.
+#[test]
+fn what_appears_on_the_host_after_a_command_is_masked_for_the_next_one_of_its_zygote() {
+    as_root_and_nobody(
+        "sandbox::zygote::what_appears_on_the_host_after_a_command_is_masked_for_the_next_one_of_its_zygote",
+        || {
+            if !require_view() {
+                return;
+            }
+            for mode in [Mode::Workspace, Mode::ReadOnly] {
+                let (home, ws) = (dir("zyg-plan-home"), dir("zyg-plan-ws"));
+                let session = session(home.path(), ws.path(), mode);
+                let netrc = home.path().join(".netrc");
+                let hosts = home.path().join(".config/gh/hosts.yml");
+                let socket = format!("/run/acpbash-plan-{}-{mode}.sock", std::process::id());
+                let script = format!(
+                    "cat {} {} 2>&1; test -S {socket} && echo SOCKET-SEEN; echo end",
+                    netrc.display(),
+                    hosts.display()
+                );
+                // Twice: the second command is the first to find the session's plan kept.
+                for _ in 0..2 {
+                    let before = run_ok(&session, &script);
+                    assert!(before.ends_with("end\n"), "{mode}: {before}");
+                }
+                let zygote = session.zygote_pids();
+                std::fs::write(&netrc, "machine x password SECRET-NETRC\n").unwrap();
+                std::fs::create_dir_all(hosts.parent().unwrap()).unwrap();
+                std::fs::write(&hosts, "oauth_token: SECRET-GH\n").unwrap();
+                let _listener = root().then(|| std::os::unix::net::UnixListener::bind(&socket).unwrap());
+                let after = run_ok(&session, &script);
+                if root() {
+                    std::fs::remove_file(&socket).unwrap();
+                }
+                for secret in ["SECRET-NETRC", "SECRET-GH", "SOCKET-SEEN"] {
+                    assert!(!after.contains(secret), "{mode}: {after}");
+                }
+                assert!(after.ends_with("end\n"), "{mode}: {after}");
+                assert_ne!(session.zygote_pids(), zygote, "{mode}: a new view, a new zygote");
+            }
+        },
+    );
+}
+
+/// The netns file descriptors `pid` holds (`net:[inode]`).
+fn network_namespaces_held(pid: u32) -> Vec<String> {
+    let mut held: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .map(|link| link.to_string_lossy().into_owned())
+        .filter(|link| link.starts_with("net:["))
+        .collect();
+    held.sort();
+    held
+}
+
+/// Read-only commands that a zygote serves join its network namespace: the agent makes none
+/// for them. As root the agent keeps one spare namespace for whoever joins one next (a new
+/// zygote, a command on the per-command path); commands from the zygote leave it untouched.
+/// (An ordinary user's agent keeps no pool, and its fds are not readable: not dumpable.)
+#[test]
+fn read_only_commands_from_a_zygote_take_no_network_namespace_of_their_own() {
+    as_root_and_nobody(
+        "sandbox::zygote::read_only_commands_from_a_zygote_take_no_network_namespace_of_their_own",
+        || {
+            if !require_view() {
+                return;
+            }
+            let ws = served_workspace();
+            let mut served = Served::start("read-only");
+            let session = served.new_session(ws.path());
+            let agent = served.agent.id();
+            let net = served.prompt(&session, "readlink /proc/self/ns/net");
+            assert_eq!(served.zygotes().len(), 1, "{net}");
+            // As root the zygote's start took the pool's namespace and the pool makes the
+            // next one on a thread of its own: wait for it to be held.
+            let spare = if root() {
+                let deadline = Instant::now() + HANG_GUARD;
+                loop {
+                    let held = network_namespaces_held(agent);
+                    if !held.is_empty() {
+                        break held;
+                    }
+                    assert!(Instant::now() < deadline, "no spare network namespace");
+                    std::thread::yield_now();
+                }
+            } else {
+                Vec::new()
+            };
+            // After each command: a namespace taken (and closed) by a command would leave
+            // none held or a new one (whose inode the kernel may recycle only later).
+            for round in 0..4 {
+                let again = served.prompt(&session, "readlink /proc/self/ns/net");
+                assert_eq!(
+                    field_line(&again),
+                    field_line(&net),
+                    "the zygote's namespace"
+                );
+                if root() {
+                    let held = network_namespaces_held(agent);
+                    assert_eq!(held, spare, "round {round}: the spare was taken");
+                }
+            }
+        },
+    );
+}
+
+/// The `net:[…]` line of an output.
+fn field_line(output: &str) -> &str {
+    output
+        .lines()
+        .find(|l| l.starts_with("net:["))
+        .unwrap_or_else(|| panic!("no net:[…] in {output}"))
+}

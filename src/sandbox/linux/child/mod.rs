@@ -49,7 +49,7 @@ use sys::{check, errno, fail, raw_fork};
 const KEPT_CAPABILITIES: [u32; 5] = [0, 1, 2, 3, 4];
 
 /// The sandbox part of the child's program, prepared in the parent.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct ChildPlan {
     /// Fresh PID, mount, UTS and IPC namespaces (and network ones with `network_namespace`).
     pub namespaces: bool,

@@ -51,7 +51,7 @@ struct MountAttr {
 }
 
 /// What the view holds, prepared in the parent.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct View {
     /// Host folders bound back writable (the session folder, the temp dir in workspace mode
     /// without a session temp folder).
@@ -100,7 +100,7 @@ pub(crate) struct View {
 
 /// One copy-on-write layer: the host folder `target` as the lower layer, mounted on itself,
 /// writes going to `upper` (with overlayfs's `work` folder beside it, on the same filesystem).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Overlay {
     pub target: CString,
     pub upper: CString,
