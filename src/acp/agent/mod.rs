@@ -454,7 +454,6 @@ struct LazyV2Face(Arc<Connection>);
 
 impl ConnectTo<Client> for LazyV2Face {
     async fn connect_to(self, client: impl ConnectTo<Agent>) -> agent_client_protocol::Result<()> {
-        tracing::debug!("a v2 client: building the ACP v2 face");
         self.0.v2_face().connect_to(client).await
     }
 }
