@@ -70,15 +70,12 @@ fn a_v1_connection_never_builds_the_v2_face() {
 
 #[test]
 fn a_v2_connection_builds_the_v2_face() {
-    as_root_and_nobody(
-        "acp::startup::a_v2_connection_builds_the_v2_face",
-        || {
-            let (answer, stderr) = initialize_then_eof(json!({
-                "protocolVersion": 2, "info": {"name": "v2-test", "version": "0"},
-                "capabilities": {}
-            }));
-            assert_eq!(answer["result"]["protocolVersion"], 2, "{answer}");
-            assert!(stderr.contains(V2_FACE_BUILT), "{stderr}");
-        },
-    );
+    as_root_and_nobody("acp::startup::a_v2_connection_builds_the_v2_face", || {
+        let (answer, stderr) = initialize_then_eof(json!({
+            "protocolVersion": 2, "info": {"name": "v2-test", "version": "0"},
+            "capabilities": {}
+        }));
+        assert_eq!(answer["result"]["protocolVersion"], 2, "{answer}");
+        assert!(stderr.contains(V2_FACE_BUILT), "{stderr}");
+    });
 }
