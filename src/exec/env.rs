@@ -206,63 +206,93 @@ pub fn secret_name_match(name: &str) -> Option<String> {
         .map(|stem| stem.to_string())
 }
 
-/// Credential shapes recognised in values, with the name given in the scrub report.
-const SECRET_VALUE_PATTERNS: &[(&str, &str)] = &[
+/// Credential shapes recognised in values, with the name given in the scrub report and the
+/// literals one of which every match contains (its needles).
+///
+/// A value is only run through a pattern if it contains one of that pattern's needles, and a
+/// pattern is compiled the first time a value gets that far: compiling all twelve took about
+/// 10 M instructions on the first `session/new` (`notes/2026-12-02-start-up-rss.md`), and an
+/// ordinary environment contains none of the needles or only `://`. A needle must therefore be a
+/// substring of *every* string its pattern matches (the test
+/// `every_pattern_match_contains_a_needle` checks the cases).
+const SECRET_VALUE_PATTERNS: &[(&str, &[&str], &str)] = &[
     (
         "GitHub token",
+        &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
         r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
     ),
     (
         "GitLab token",
+        &[
+            "glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glft-", "glimt-", "gloas-", "glsoat-",
+        ],
         r"\bgl(?:pat|dt|rt|ptt|cbt|ft|imt|oas|soat)-[A-Za-z0-9_\-]{20,}",
     ),
-    ("Slack token", r"\b(?:xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}"),
-    ("Anthropic API key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
+    (
+        "Slack token",
+        &[
+            "xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "xapp-",
+        ],
+        r"\b(?:xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}",
+    ),
+    (
+        "Anthropic API key",
+        &["sk-ant-"],
+        r"\bsk-ant-[A-Za-z0-9_\-]{20,}",
+    ),
     (
         "OpenAI API key",
+        &["sk-"],
         r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
     ),
     (
         "AWS access key id",
+        &["AKIA", "ASIA", "ABIA", "ACCA", "AROA", "AIDA"],
         r"\b(?:AKIA|ASIA|ABIA|ACCA|AROA|AIDA)[A-Z0-9]{16}\b",
     ),
     (
         "Stripe key",
+        &["sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"],
         r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}|\bwhsec_[A-Za-z0-9]{10,}",
     ),
-    ("npm token", r"\bnpm_[A-Za-z0-9]{36}\b"),
-    ("Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+    ("npm token", &["npm_"], r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("Hugging Face token", &["hf_"], r"\bhf_[A-Za-z0-9]{30,}"),
     (
         "JSON Web Token",
+        &["eyJ"],
         r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*",
     ),
     (
         "PEM private key",
+        &["-----BEGIN "],
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----",
     ),
     (
         "URL with a password",
+        &["://"],
         r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:[^/\s@]+@",
     ),
 ];
 
-fn secret_value_regexes() -> &'static [(&'static str, regex::Regex)] {
-    static COMPILED: std::sync::OnceLock<Vec<(&'static str, regex::Regex)>> =
-        std::sync::OnceLock::new();
-    COMPILED.get_or_init(|| {
-        SECRET_VALUE_PATTERNS
-            .iter()
-            .map(|(kind, pattern)| (*kind, regex::Regex::new(pattern).expect("valid pattern")))
-            .collect()
-    })
+/// One slot per [`SECRET_VALUE_PATTERNS`] entry, compiled when first needed.
+static COMPILED: [std::sync::OnceLock<regex::Regex>; SECRET_VALUE_PATTERNS.len()] =
+    [const { std::sync::OnceLock::new() }; SECRET_VALUE_PATTERNS.len()];
+
+fn secret_value_regex(index: usize) -> &'static regex::Regex {
+    COMPILED[index]
+        .get_or_init(|| regex::Regex::new(SECRET_VALUE_PATTERNS[index].2).expect("valid pattern"))
 }
 
 /// What kind of credential `value` looks like, if any.
 pub fn secret_value_match(value: &str) -> Option<&'static str> {
-    secret_value_regexes()
+    SECRET_VALUE_PATTERNS
         .iter()
-        .find(|(_, re)| re.is_match(value))
-        .map(|(kind, _)| *kind)
+        .enumerate()
+        .find(|(index, (_, needles, _))| {
+            needles.iter().any(|needle| value.contains(needle))
+                && secret_value_regex(*index).is_match(value)
+        })
+        .map(|(_, (kind, _, _))| *kind)
 }
 
 /// Applies `policy` to `vars` (usually this process's environment).
@@ -427,6 +457,56 @@ mod tests {
         for (value, kind) in cases {
             assert_eq!(secret_value_match(value), Some(kind), "{value}");
         }
+    }
+
+    /// The needles are a filter in front of the patterns: a match without one of its pattern's
+    /// needles would be missed. Every spelling each pattern's alternatives allow, matched by
+    /// the pattern alone, must contain a needle of that pattern.
+    #[test]
+    fn every_pattern_match_contains_a_needle() {
+        let tail = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJ";
+        let mut values = vec![
+            format!("github_pat_{tail}"),
+            format!("sk-ant-{tail}"),
+            format!("sk-proj-{tail}"),
+            format!("sk-svcacct-{tail}"),
+            format!("sk-admin-{tail}"),
+            format!("sk-{tail}"),
+            format!("whsec_{tail}"),
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789".to_string(),
+            format!("hf_{tail}"),
+            "eyJabcdef.eyJabcdef.sig".to_string(),
+            "-----BEGIN PRIVATE KEY-----".to_string(),
+            "-----BEGIN RSA PRIVATE KEY-----".to_string(),
+            "https://user:pw@host".to_string(),
+        ];
+        values.extend("pousr".chars().map(|c| format!("gh{c}_{tail}")));
+        for kind in ["pat", "dt", "rt", "ptt", "cbt", "ft", "imt", "oas", "soat"] {
+            values.push(format!("gl{kind}-{tail}"));
+        }
+        values.extend("abposre".chars().map(|c| format!("xox{c}-{tail}")));
+        values.push(format!("xapp-{tail}"));
+        for prefix in ["AKIA", "ASIA", "ABIA", "ACCA", "AROA", "AIDA"] {
+            values.push(format!("{prefix}ABCDEFGHIJ012345"));
+        }
+        for prefix in ["sk_live_", "sk_test_", "rk_live_", "rk_test_"] {
+            values.push(format!("{prefix}{tail}"));
+        }
+        let mut matched = vec![0; SECRET_VALUE_PATTERNS.len()];
+        for value in &values {
+            for (index, (kind, needles, _)) in SECRET_VALUE_PATTERNS.iter().enumerate() {
+                if let Some(found) = secret_value_regex(index).find(value) {
+                    matched[index] += 1;
+                    assert!(
+                        needles.iter().any(|needle| found.as_str().contains(needle)),
+                        "{kind}: {:?} has none of {needles:?}",
+                        found.as_str()
+                    );
+                }
+            }
+            assert!(secret_value_match(value).is_some(), "{value}");
+        }
+        assert!(matched.iter().all(|n| *n > 0), "a pattern without a case");
     }
 
     #[test]

@@ -264,7 +264,7 @@ impl Connection {
         Agent
             .protocol_router()
             .with_v1(v1)
-            .with_v2(self.v2_face())
+            .with_v2(LazyV2Face(self.clone()))
             .connect_to(transport)
             .await
     }
@@ -445,6 +445,16 @@ impl Connection {
                 "some commands were still running {SHUTDOWN_WAIT:?} after the client left"
             );
         }
+    }
+}
+
+/// The v2 face of a connection, built only once the router hands it a v2 client: a v1 client
+/// (every editor today) never pays for its handlers (`notes/2026-12-02-start-up-rss.md`).
+struct LazyV2Face(Arc<Connection>);
+
+impl ConnectTo<Client> for LazyV2Face {
+    async fn connect_to(self, client: impl ConnectTo<Agent>) -> agent_client_protocol::Result<()> {
+        self.0.v2_face().connect_to(client).await
     }
 }
 

@@ -58,6 +58,8 @@ impl Connection {
                 )
             }};
         }
+        // Tests look for this line: a v1 connection never builds the v2 face.
+        tracing::debug!("building the ACP v2 face");
         let builder = Agent.v2().name("acp-bash");
         let builder = route!(builder, InitializeRequest => v2_initialize);
         let builder = route!(builder, NewSessionRequest => v2_new_session);

@@ -16,6 +16,7 @@ mod robustness;
 mod sessions;
 mod sessions_jobs;
 mod shutdown;
+mod startup;
 mod stdio;
 mod stream_rules;
 mod streaming;
