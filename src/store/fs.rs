@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Deserialize;
 
-use super::record::{SessionRecord, FORMAT, READS_FORMATS};
+use super::record::{Change, SessionRecord, FORMAT, READS_FORMATS};
 
 /// The session records of one state directory.
 #[derive(Debug, Clone)]
@@ -152,6 +152,37 @@ impl Store {
         safe.then(|| self.dir.join(format!("{id}.json")))
     }
 
+    /// The journal of the record `id` (its changes since it was written whole), for an `id`
+    /// [`Self::path_of`] accepts.
+    fn journal_of(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.journal"))
+    }
+
+    /// Appends `line` (one whole [`super::record::Change`] line, ending in a newline) to the
+    /// journal of the record `id` in one `write`, opening it (0600) into `file` if need be.
+    pub fn append(
+        &self,
+        id: &str,
+        file: &mut Option<std::fs::File>,
+        line: &[u8],
+    ) -> Result<(), StoreError> {
+        let path = self
+            .path_of(id)
+            .map(|_| self.journal_of(id))
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        if file.is_none() {
+            let opened = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(self.io(&path))?;
+            *file = Some(opened);
+        }
+        let journal = file.as_mut().expect("opened");
+        journal.write_all(line).map_err(self.io(&path))
+    }
+
     fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
         let path = path.to_path_buf();
         move |error| StoreError::Io { path, error }
@@ -172,7 +203,8 @@ impl Store {
         Ok(())
     }
 
-    /// Writes `record`, replacing the previous one atomically.
+    /// Writes `record`, replacing the previous one atomically, then removes its journal (whose
+    /// lines carry an older token, or another writer's: none applies to `record`).
     pub fn save(&self, record: &SessionRecord) -> Result<(), StoreError> {
         let path = self
             .path_of(&record.id)
@@ -191,7 +223,11 @@ impl Store {
                 .mode(0o600)
                 .open(temp)?;
             file.write_all(&json)?;
-            std::fs::rename(temp, &path)
+            std::fs::rename(temp, &path)?;
+            match std::fs::remove_file(self.journal_of(&record.id)) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            }
         };
         let mut result = write(&temp);
         if matches!(&result, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
@@ -233,7 +269,31 @@ impl Store {
         // A format-1 record is a format-2 record without turns: written back as format 2.
         let mut record = record;
         record.format = FORMAT;
+        self.apply_journal(&mut record);
         Ok(record)
+    }
+
+    /// Applies the lines of `record`'s journal that continue it (those with its token), in
+    /// order, up to the first that is not whole (a crash while it was written) or not a change.
+    fn apply_journal(&self, record: &mut SessionRecord) {
+        let Some(token) = record.journal.clone() else {
+            return;
+        };
+        let Ok(bytes) = std::fs::read(self.journal_of(&record.id)) else {
+            return;
+        };
+        let mut rest = &bytes[..];
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            let (line, after) = rest.split_at(end);
+            rest = &after[1..];
+            match serde_json::from_slice::<(String, Change)>(line) {
+                Ok((of, change)) if of == token => {
+                    record.apply(change);
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
     }
 
     /// Removes the record `id`; false when there was none.
@@ -241,6 +301,7 @@ impl Store {
         let Some(path) = self.path_of(id) else {
             return Ok(false);
         };
+        let _ = std::fs::remove_file(self.journal_of(id));
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -270,11 +331,23 @@ impl Store {
             if self.path_of(id).is_none() {
                 continue;
             }
-            let summary = std::fs::read(entry.path())
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| {
-                    serde_json::from_slice::<SessionSummary>(&bytes).map_err(|e| e.to_string())
-                });
+            // A record with a journal is read whole (its title and time may be in the journal).
+            let summary = if self.journal_of(id).exists() {
+                self.load(id)
+                    .map(|r| SessionSummary {
+                        id: r.id,
+                        root: r.root,
+                        title: r.title,
+                        updated_ms: r.updated_ms,
+                    })
+                    .map_err(|e| e.to_string())
+            } else {
+                std::fs::read(entry.path())
+                    .map_err(|e| e.to_string())
+                    .and_then(|bytes| {
+                        serde_json::from_slice::<SessionSummary>(&bytes).map_err(|e| e.to_string())
+                    })
+            };
             match summary {
                 Ok(summary) if summary.id == id => {
                     if query.cwd.as_ref().is_none_or(|cwd| *cwd == summary.root) {

@@ -101,6 +101,85 @@ pub struct SessionRecord {
     /// absent for the driver's default, and in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The journal this record continues with: the lines of `<id>.journal` that carry this
+    /// token are changes made after the record was written ([`Change`]); lines with another
+    /// token are older (already in the record) or another writer's, and are ignored. Absent in
+    /// records written before the journal, and when nothing continues them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<String>,
+}
+
+/// One change of a [`SessionRecord`], as a line of its journal keeps it: applied in order with
+/// [`SessionRecord::apply`], the lines of a journal make the record its writer had in memory.
+/// Each carries its own clock readings, so applying it again gives the same record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Change {
+    /// A turn started with `prompt` at `ms` ([`SessionRecord::push_turn`]).
+    Turn {
+        /// The prompt.
+        prompt: String,
+        /// When.
+        ms: u64,
+    },
+    /// The agent said `text` in turn `turn` ([`SessionRecord::push_said`]).
+    Said {
+        /// The turn's number.
+        turn: u64,
+        /// The text.
+        text: String,
+    },
+    /// A call started ([`SessionRecord::push_call`]); with `new_turn`, it is the first of a new
+    /// turn with that prompt (started when the call did), which its `turn` then names.
+    Call {
+        /// The prompt of the turn the call starts, if it starts one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        new_turn: Option<String>,
+        /// The call.
+        call: CallRecord,
+    },
+    /// A call ended ([`SessionRecord::finish_call`]), and the shell state the session's next
+    /// command starts with, when it changed.
+    CallEnd {
+        /// The call's id.
+        call_id: String,
+        /// How it ended.
+        end: CallEnd,
+        /// Where the next command starts.
+        next_cwd: PathBuf,
+        /// The new shell state, when it changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shell: Option<ShellRecord>,
+    },
+    /// A background job started ([`SessionRecord::push_job`]).
+    Job {
+        /// The job.
+        job: JobRecord,
+    },
+    /// A background job ended ([`SessionRecord::finish_job`]).
+    JobEnd {
+        /// Its card's call id.
+        call_id: String,
+        /// How it ended.
+        end: CallEnd,
+        /// Whether it was killed because its agent was ending.
+        ended_with_agent: bool,
+    },
+    /// The session chose a model (`None`: the driver's default).
+    Model {
+        /// The model.
+        model: Option<String>,
+        /// When.
+        ms: u64,
+    },
+    /// The session's sandbox mode changed.
+    Mode {
+        /// The mode's id.
+        mode: String,
+        /// When.
+        ms: u64,
+    },
 }
 
 /// The shell state of a session as kept on disk: [`ShellState`] in a form JSON can hold.
@@ -478,6 +557,61 @@ impl SessionRecord {
             turns: Vec::new(),
             shell: ShellRecord::default(),
             model: None,
+            journal: None,
+        }
+    }
+
+    /// Applies `change`. Returns the number of the turn it started or added to (0 for a change
+    /// that is not a turn's).
+    pub fn apply(&mut self, change: Change) -> u64 {
+        match change {
+            Change::Turn { prompt, ms } => self.push_turn(&prompt, ms),
+            Change::Said { turn, text } => {
+                self.push_said(turn, &text);
+                turn
+            }
+            Change::Call { new_turn, mut call } => {
+                if let Some(prompt) = new_turn {
+                    call.turn = Some(self.push_turn(&prompt, call.started_ms));
+                }
+                let turn = call.turn.unwrap_or(0);
+                self.push_call(call);
+                turn
+            }
+            Change::CallEnd {
+                call_id,
+                end,
+                next_cwd,
+                shell,
+            } => {
+                if let Some(shell) = shell {
+                    self.shell = shell;
+                }
+                self.finish_call(&call_id, end, next_cwd);
+                0
+            }
+            Change::Job { job } => {
+                self.push_job(job);
+                0
+            }
+            Change::JobEnd {
+                call_id,
+                end,
+                ended_with_agent,
+            } => {
+                self.finish_job(&call_id, end, ended_with_agent);
+                0
+            }
+            Change::Model { model, ms } => {
+                self.model = model;
+                self.updated_ms = ms.max(self.updated_ms);
+                0
+            }
+            Change::Mode { mode, ms } => {
+                self.mode = mode;
+                self.updated_ms = ms.max(self.updated_ms);
+                0
+            }
         }
     }
 

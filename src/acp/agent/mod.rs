@@ -445,6 +445,10 @@ impl Connection {
                 "some commands were still running {SHUTDOWN_WAIT:?} after the client left"
             );
         }
+        // Each record is written whole, its journal folded in.
+        for state in self.sessions.lock().unwrap().values() {
+            state.log.compact();
+        }
     }
 }
 
