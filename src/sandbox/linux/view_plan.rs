@@ -12,7 +12,7 @@
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::child::view::{Overlay, View, DEV_NODES};
@@ -228,7 +228,22 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
             }
         });
     }
+    view.mounted_inodes = mounted_inodes(&view);
     view
+}
+
+/// See [`View::mounted_inodes`]: one `lstat` per path the view mounts on (they are
+/// canonical, so no symlink is followed).
+fn mounted_inodes(view: &View) -> Vec<(u64, u64)> {
+    let dirs = view.masked_dirs.iter().map(|(dir, _)| dir);
+    dirs.chain(&view.masked_files)
+        .chain(&view.pinned)
+        .chain(&view.read_only)
+        .map(|path| {
+            std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(path.to_bytes()))
+                .map_or((0, 0), |meta| (meta.dev(), meta.ino()))
+        })
+        .collect()
 }
 
 /// Workspace mode: an overlay of each package cache of `home` that exists, its upper and work

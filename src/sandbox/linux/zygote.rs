@@ -152,6 +152,20 @@ fn setup_message(plan: &ChildPlan, with_work: bool) -> Vec<u8> {
     w.0
 }
 
+/// What a running zygote must match to serve a command: its setup (without the caches' work
+/// folders) and the host inodes its view was mounted on ([`View::mounted_inodes`]), so that a
+/// mask or read-only bind the host detached by replacing its file gets a new zygote.
+///
+/// [`View::mounted_inodes`]: super::child::view::View::mounted_inodes
+fn zygote_key(plan: &ChildPlan) -> Vec<u8> {
+    let mut key = setup_message(plan, false);
+    for (dev, ino) in plan.view.iter().flat_map(|view| &view.mounted_inodes) {
+        key.extend_from_slice(&dev.to_le_bytes());
+        key.extend_from_slice(&ino.to_le_bytes());
+    }
+    key
+}
+
 /// Starts a zygote and sends it `setup`; returns once its namespaces and view are built.
 fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<Zygote> {
     let program = cstring(program.as_os_str().as_bytes())?;
@@ -244,7 +258,7 @@ pub(crate) fn spawn(
     let program = self::program(program).ok()?;
     // What the zygote is for: the same view (the session's roots, masks, Git repositories and
     // the host's sockets as they are now) and ids; anything else starts a new one.
-    let key = setup_message(plan, false);
+    let key = zygote_key(plan);
     let index = match zygotes.entries.iter().position(|(m, _, _)| *m == mode) {
         Some(i) if zygotes.entries[i].1 == key => i,
         found => {

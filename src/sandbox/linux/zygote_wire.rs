@@ -120,6 +120,7 @@ pub(crate) fn write_view(w: &mut Writer, view: &View, with_work: bool) {
         overlays,
         overlays_required,
         refused_caches: _, // the agent's notices only
+        mounted_inodes: _, // the agent's key for the zygote only
     } = view;
     w.list(writable);
     w.list(temps);
@@ -206,6 +207,7 @@ pub(crate) fn read_view(r: &mut Reader) -> Option<View> {
         overlays,
         overlays_required,
         refused_caches: Vec::new(),
+        mounted_inodes: Vec::new(),
     })
 }
 

@@ -96,6 +96,13 @@ pub(crate) struct View {
     /// Package caches the parent could not prepare a layer for (`path: why`): they stay
     /// read-only, said in the first command's notices. Not read by the child.
     pub refused_caches: Vec<String>,
+    /// The host inode (device, inode; `(0, 0)` when missing) of each path this view mounts
+    /// over or binds (the masks, the pinned and read-only Git paths), when it was planned.
+    /// Part of what a zygote is for: a file the host replaces by a rename (an editor's save, a
+    /// `git config`) detaches the mounts on the old inode in every other namespace, so a
+    /// zygote whose view was built on it no longer masks or protects that path. Not sent to
+    /// the child.
+    pub mounted_inodes: Vec<(u64, u64)>,
 }
 
 /// One copy-on-write layer: the host folder `target` as the lower layer, mounted on itself,
