@@ -28,6 +28,16 @@ fn root() -> bool {
 }
 
 /// A session whose zygote is the built binary.
+/// The tests of this file, one at a time. One of them makes a socket right in the host's `/run`
+/// (as root), which every workspace and read-only view masks: a zygote planned while it is
+/// there is not the one planned after, so a test running meanwhile that checks its commands
+/// keep one zygote would see a second one. Held across both halves of `as_root_and_nobody`.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn session(home: &Path, ws: &Path, mode: Mode) -> Session {
     let engine = engine(home, EngineConfig::default().zygote_program(Some(binary())));
     let session = engine.session(ws).unwrap();
@@ -116,6 +126,7 @@ fn host_ns(name: &str) -> String {
 
 #[test]
 fn a_sessions_commands_share_its_zygotes_user_namespace_and_each_get_their_own_mounts_and_pids() {
+    let _serial = one_at_a_time();
     as_root_and_nobody(
         "sandbox::zygote::a_sessions_commands_share_its_zygotes_user_namespace_and_each_get_their_own_mounts_and_pids",
         || {
@@ -173,6 +184,7 @@ fn a_sessions_commands_share_its_zygotes_user_namespace_and_each_get_their_own_m
 
 #[test]
 fn nothing_a_command_does_reaches_the_next_command_of_its_session_or_the_zygote() {
+    let _serial = one_at_a_time();
     as_root_and_nobody(
         "sandbox::zygote::nothing_a_command_does_reaches_the_next_command_of_its_session_or_the_zygote",
         || {
@@ -413,6 +425,7 @@ fn read_out(ws: &Path, name: &str) -> String {
 
 #[test]
 fn a_served_sessions_commands_leak_nothing_into_the_next_and_its_zygote_ends_with_it() {
+    let _serial = one_at_a_time();
     as_root_and_nobody(
         "sandbox::zygote::a_served_sessions_commands_leak_nothing_into_the_next_and_its_zygote_ends_with_it",
         || {
@@ -463,6 +476,7 @@ fn a_served_sessions_commands_leak_nothing_into_the_next_and_its_zygote_ends_wit
 
 #[test]
 fn sigkill_of_a_served_agent_ends_its_zygote_and_every_command() {
+    let _serial = one_at_a_time();
     as_root_and_nobody(
         "sandbox::zygote::sigkill_of_a_served_agent_ends_its_zygote_and_every_command",
         || {
@@ -514,6 +528,7 @@ fn sigkill_of_a_served_agent_ends_its_zygote_and_every_command() {
 /// use, each has its own user namespace too.
 #[test]
 fn doctor_says_whether_a_served_sessions_commands_come_from_one_zygote() {
+    let _serial = one_at_a_time();
     as_root_and_nobody(
         "sandbox::zygote::doctor_says_whether_a_served_sessions_commands_come_from_one_zygote",
         || {
@@ -565,6 +580,7 @@ const OWN_STATUS: &str = r#"while read -r k v; do case $k in SigBlk:|SigIgn:|Sig
 #[test]
 fn a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_its_own_namespaces()
 {
+    let _serial = one_at_a_time();
     as_root_and_nobody(
         "sandbox::zygote::a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_its_own_namespaces",
         || {
@@ -607,6 +623,7 @@ fn a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_
 /// next one, and as root a socket that appears right in `/run` is hidden too.
 #[test]
 fn what_appears_on_the_host_after_a_command_is_masked_for_the_next_one_of_its_zygote() {
+    let _serial = one_at_a_time();
     as_root_and_nobody(
         "sandbox::zygote::what_appears_on_the_host_after_a_command_is_masked_for_the_next_one_of_its_zygote",
         || {
@@ -667,6 +684,7 @@ fn network_namespaces_held(pid: u32) -> Vec<String> {
 /// (An ordinary user's agent keeps no pool, and its fds are not readable: not dumpable.)
 #[test]
 fn read_only_commands_from_a_zygote_take_no_network_namespace_of_their_own() {
+    let _serial = one_at_a_time();
     as_root_and_nobody(
         "sandbox::zygote::read_only_commands_from_a_zygote_take_no_network_namespace_of_their_own",
         || {
@@ -718,4 +736,57 @@ fn field_line(output: &str) -> &str {
         .lines()
         .find(|l| l.starts_with("net:["))
         .unwrap_or_else(|| panic!("no net:[…] in {output}"))
+}
+
+/// A file the host replaces by a rename (an editor's atomic save, `git config`) is a new
+/// inode: the kernel detaches the mounts on the old one in every other mount namespace, so a
+/// zygote whose view masked `~/.netrc` or bound `.git/config` read-only would serve the next
+/// command the host's new file, readable and writable. The next command must still find the
+/// credential masked and the Git config read-only (from a new zygote).
+#[test]
+fn a_file_the_host_replaces_by_rename_stays_masked_and_read_only_for_the_next_command() {
+    let _serial = one_at_a_time();
+    as_root_and_nobody(
+        "sandbox::zygote::a_file_the_host_replaces_by_rename_stays_masked_and_read_only_for_the_next_command",
+        || {
+            if !require_view() {
+                return;
+            }
+            for mode in [Mode::Workspace, Mode::ReadOnly] {
+                let (home, ws) = (dir("zyg-rename-home"), dir("zyg-rename-ws"));
+                let netrc = home.path().join(".netrc");
+                std::fs::write(&netrc, "machine old password OLD-NETRC\n").unwrap();
+                let git = ws.path().join(".git");
+                std::fs::create_dir_all(git.join("hooks")).unwrap();
+                std::fs::write(git.join("config"), "[core]\n").unwrap();
+                let session = session(home.path(), ws.path(), mode);
+                let script = format!(
+                    "cat {} 2>&1; echo '[core] pager = evil' >> .git/config 2>/dev/null && echo CONFIG-WRITTEN; echo end",
+                    netrc.display()
+                );
+                // Twice: the second command is served by the zygote with the kept plan.
+                for _ in 0..2 {
+                    let before = run_ok(&session, &script);
+                    assert!(!before.contains("OLD-NETRC"), "{mode}: {before}");
+                    assert!(!before.contains("CONFIG-WRITTEN"), "{mode}: {before}");
+                }
+                let zygote = session.zygote_pids();
+                assert!(!zygote.is_empty(), "{mode}: no zygote served the commands");
+                let replace = |path: &Path, text: &str| {
+                    let new = path.with_extension("acpbash-new");
+                    std::fs::write(&new, text).unwrap();
+                    std::fs::rename(&new, path).unwrap();
+                };
+                replace(&netrc, "machine x password SECRET-RENAMED\n");
+                replace(&git.join("config"), "[core]\n\tbare = false\n");
+                let after = run_ok(&session, &script);
+                assert!(!after.contains("SECRET-RENAMED"), "{mode}: {after}");
+                assert!(!after.contains("CONFIG-WRITTEN"), "{mode}: {after}");
+                assert!(after.ends_with("end\n"), "{mode}: {after}");
+                let config = std::fs::read_to_string(git.join("config")).unwrap();
+                assert!(!config.contains("evil"), "{mode}: {config}");
+                assert_ne!(session.zygote_pids(), zygote, "{mode}: a new view, a new zygote");
+            }
+        },
+    );
 }
