@@ -367,11 +367,19 @@ fn commands_see_no_descriptor_the_agent_inherited() {
     as_root_and_nobody(
         "sandbox::hostile::commands_see_no_descriptor_the_agent_inherited",
         || {
-            // An fd without close-on-exec, as a launcher may leave one to the agent.
-            let leaked: libc::c_int = 57;
+            // An fd without close-on-exec, as a launcher may leave one to the agent. The
+            // lowest free number from 200 up (F_DUPFD sets no close-on-exec): a fixed number
+            // (`dup2` onto 57, as before) replaced whatever another test's thread held there,
+            // and the `close` below then closed it under that thread's `OwnedFd` (a debug
+            // build aborts: "owned file descriptor already closed").
             let null = std::fs::File::open("/dev/null").unwrap();
             use std::os::fd::AsRawFd;
-            assert_eq!(unsafe { libc::dup2(null.as_raw_fd(), leaked) }, leaked);
+            let leaked = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD, 200) };
+            assert!(
+                leaked >= 200,
+                "F_DUPFD: {}",
+                std::io::Error::last_os_error()
+            );
             let modes: &[Mode] = if require_namespaces() {
                 &[Mode::Workspace, Mode::ReadOnly, Mode::Full, Mode::Off]
             } else {
