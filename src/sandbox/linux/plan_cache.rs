@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::child::view::View;
-use super::view_plan::{SOCKET_DIRS, SYSTEMD_KEEP};
+use super::view_plan::{socket_dirs_from_env, SYSTEMD_KEEP};
 use crate::sandbox::{Mode, Roots, Support, HOME_CREDENTIALS, PACKAGE_CACHES};
 
 /// How recent a folder's change may be for its stamp to be trusted.
@@ -98,20 +98,10 @@ fn watched(mode: Mode, roots: &Roots) -> Vec<(PathBuf, Look)> {
     }
     // Host daemons' sockets (`view_plan::hidden_sockets`).
     add(PathBuf::from("/run"), Look::Entries);
-    let _ = SOCKET_DIRS;
     add(PathBuf::from("/var/run"), Look::Entries);
     add(PathBuf::from(SYSTEMD_KEEP), Look::Identity);
-    for var in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] {
-        if let Some(value) = std::env::var_os(var).map(PathBuf::from) {
-            let dir = if var == "SSH_AUTH_SOCK" {
-                value.parent().map(Path::to_path_buf)
-            } else {
-                Some(value)
-            };
-            if let Some(dir) = dir.filter(|d| d.is_absolute()) {
-                add(dir, Look::Identity);
-            }
-        }
+    for dir in socket_dirs_from_env() {
+        add(dir, Look::Identity);
     }
     // Credential files and package caches under the home (`masked_paths`, `package_caches`).
     let protection = &roots.protection;

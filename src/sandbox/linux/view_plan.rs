@@ -82,17 +82,7 @@ pub(crate) fn hidden_sockets() -> Vec<Hidden> {
             }
         }
     }
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for var in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] {
-        if let Some(value) = std::env::var_os(var).map(PathBuf::from) {
-            let dir = if var == "SSH_AUTH_SOCK" {
-                value.parent().map(Path::to_path_buf)
-            } else {
-                Some(value)
-            };
-            dirs.extend(dir.filter(|d| d.is_absolute() && d.parent().is_some()));
-        }
-    }
+    let dirs: Vec<PathBuf> = socket_dirs_from_env();
     for dir in dirs {
         let dir = canonical(&dir);
         if dir.is_dir() {
@@ -120,6 +110,23 @@ pub(crate) fn hidden_sockets() -> Vec<Hidden> {
         }
     }
     hidden
+}
+
+/// The socket folders the environment names: `XDG_RUNTIME_DIR`, and the folder of
+/// `SSH_AUTH_SOCK` (absolute, and not `/`). Masked by the view; watched by the plan's stamp.
+pub(super) fn socket_dirs_from_env() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for var in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] {
+        if let Some(value) = std::env::var_os(var).map(PathBuf::from) {
+            let dir = if var == "SSH_AUTH_SOCK" {
+                value.parent().map(Path::to_path_buf)
+            } else {
+                Some(value)
+            };
+            dirs.extend(dir.filter(|d| d.is_absolute() && d.parent().is_some()));
+        }
+    }
+    dirs
 }
 
 /// The view for `mode` (see the module doc).

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{json, Value};
 
-use crate::support::acp::binary;
+use crate::support::acp::{binary, PROTOCOL_SERVE_ARGS};
 use crate::support::sandbox::as_root_and_nobody;
 
 /// The debug line the agent logs when it builds its v2 face.
@@ -18,14 +18,7 @@ const V2_FACE_BUILT: &str = "building the ACP v2 face";
 /// the answer and everything the agent wrote on stderr.
 fn initialize_then_eof(params: Value) -> (Value, String) {
     let mut child = Command::new(binary())
-        .args([
-            "serve",
-            "--sandbox",
-            "full",
-            "--no-history",
-            "--log-level",
-            "acp_bash=debug",
-        ])
+        .args(PROTOCOL_SERVE_ARGS)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

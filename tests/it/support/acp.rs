@@ -27,19 +27,18 @@ pub fn binary() -> PathBuf {
 /// about the kernel's sandbox support (which differs between machines) before the output.
 /// `--no-history`: nothing is kept on disk (the session tests use [`client_with_store`]).
 pub fn client(profile: ClientProfile) -> AcpClient {
-    AcpClient::new(
-        binary(),
-        [
-            "serve",
-            "--sandbox",
-            "full",
-            "--no-history",
-            "--log-level",
-            "acp_bash=debug",
-        ],
-    )
-    .profile(profile)
+    AcpClient::new(binary(), PROTOCOL_SERVE_ARGS).profile(profile)
 }
+
+/// The arguments of [`client`]'s agent, for tests that start it by hand.
+pub const PROTOCOL_SERVE_ARGS: [&str; 6] = [
+    "serve",
+    "--sandbox",
+    "full",
+    "--no-history",
+    "--log-level",
+    "acp_bash=debug",
+];
 
 /// Like [`client`], with the sessions kept in the state directory `state_dir`.
 pub fn client_with_store(profile: ClientProfile, state_dir: &Path) -> AcpClient {
