@@ -422,7 +422,7 @@ async fn close_folds_the_journal_into_the_record() {
                 .await?;
             assert_eq!(
                 record_files(&state),
-                [record.clone()],
+                std::slice::from_ref(&record),
                 "no journal after close"
             );
             let alone: acp_bash::store::SessionRecord =
