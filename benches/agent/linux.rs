@@ -16,6 +16,9 @@
 
 mod client;
 mod engine;
+mod floor;
+mod floor_child;
+mod floor_zygote;
 mod raw;
 mod sessions;
 mod stats;
@@ -133,6 +136,7 @@ const CASES: &[(&str, Case)] = &[
     ("engine-chunk-capture", |b| Ok(engine::chunk_capture(b))),
     ("engine-layers", |b| Ok(engine::layers(b))),
     ("engine-view", |b| Ok(engine::view(b))),
+    ("floor", |b| Ok(floor::floor(b))),
 ];
 
 fn machine() -> String {
@@ -159,6 +163,8 @@ fn load() -> String {
 }
 
 pub fn main() {
+    // The `floor` case's Z-like process is this binary under a hidden argument.
+    floor_zygote::main_if_asked();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     // cargo passes `--bench`; every other word that is not a flag names a case (or a prefix

@@ -191,6 +191,7 @@ impl Engine {
                 sandbox: Arc::new(crate::sandbox::SessionSandbox::new(
                     self.inner.config.zygote_program.clone(),
                 )),
+                sandbox_early: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }

@@ -43,6 +43,9 @@ pub(super) struct SessionInner {
     /// The session's zygotes (its namespaces and view, built once per mode): they end when
     /// the session does.
     pub(super) sandbox: Arc<sandbox::SessionSandbox>,
+    /// [`Session::prepare_sandbox`] was called: each mode [`Session::set_mode`] changes to gets
+    /// its sandbox built in the background too.
+    pub(super) sandbox_early: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for SessionInner {
@@ -225,6 +228,37 @@ impl SessionInner {
     }
 }
 
+/// Plans the sandbox of `inner`'s mode as a command of it would (without its limits, which are
+/// per command) on a thread of its own, then has the session's zygote started from that plan
+/// on the spawner thread. Nothing if the session is gone by then or its mode has no zygote.
+fn start_sandbox_early(inner: &Arc<SessionInner>) {
+    let session = Arc::downgrade(inner);
+    let started = std::thread::Builder::new()
+        .name("acp-bash-sandbox-early".into())
+        .spawn(move || {
+            let Some(inner) = session.upgrade() else {
+                return;
+            };
+            let mode = *inner.mode.lock().unwrap();
+            if mode != sandbox::Mode::Workspace && mode != sandbox::Mode::ReadOnly {
+                return;
+            }
+            let roots = inner.roots(mode);
+            let launch = sandbox::Launch {
+                program: inner.engine.inner.bash.clone(),
+                args: Vec::new(),
+            };
+            let limits = sandbox::Limits::default()
+                .max_processes(None)
+                .max_memory(None);
+            let confined = sandbox::confine(launch, mode, &roots, limits);
+            sandbox::start_zygote_early(confined, &inner.sandbox);
+        });
+    if let Err(error) = started {
+        tracing::debug!(%error, "no thread to build the session's sandbox early; its first command will");
+    }
+}
+
 /// Whether a run may change `name` in the session's state.
 fn is_changeable(name: &str, owned: &Owned<'_>) -> bool {
     shell_state::is_identifier(name.as_bytes()) && !owned.contains(name)
@@ -360,9 +394,32 @@ impl Session {
         *self.inner.mode.lock().unwrap()
     }
 
-    /// Sets the sandbox mode for the session's next commands.
+    /// Sets the sandbox mode for the session's next commands (and, after
+    /// [`Session::prepare_sandbox`], starts building that mode's sandbox in the background).
     pub fn set_mode(&self, mode: sandbox::Mode) {
-        *self.inner.mode.lock().unwrap() = mode;
+        let previous = std::mem::replace(&mut *self.inner.mode.lock().unwrap(), mode);
+        if previous != mode
+            && self
+                .inner
+                .sandbox_early
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            start_sandbox_early(&self.inner);
+        }
+    }
+
+    /// Builds the sandbox of the session's mode now, in the background, where a per-session
+    /// zygote serves it (workspace and read-only: the namespaces and the view,
+    /// `notes/2026-12-02-zygote-first-command.md`), so that the session's first command does
+    /// not wait for it; from then on, each mode [`Session::set_mode`] changes to too. An agent
+    /// calls it once it has answered `session/new` (or restored a session). Without it, the
+    /// first command of each mode builds it. The first command still plans its sandbox and
+    /// uses the one built here only if it is the same.
+    pub fn prepare_sandbox(&self) {
+        self.inner
+            .sandbox_early
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        start_sandbox_early(&self.inner);
     }
 
     /// The pids of the session's sandbox zygotes now running (at most one per mode it ran

@@ -12,7 +12,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SpawnRequest};
+use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SessionSandbox, SpawnRequest};
 
 /// What a platform's backend provides (Linux: `linux::Linux`; elsewhere
 /// `unsupported::Unsupported`). Implemented by a unit struct; every item is called by
@@ -56,6 +56,9 @@ pub(crate) trait Backend {
         confined: &Confined,
         request: &SpawnRequest,
     ) -> io::Result<(i32, Option<OwnedFd>)>;
+    /// Starts `session`'s zygote for `confined` now if none that fits runs (on the spawner
+    /// thread, like a command): its first command then finds the namespaces and view built.
+    fn start_zygote_early(confined: &Confined, session: &SessionSandbox);
     /// The pids of a session's running zygotes.
     fn zygote_pids(zygotes: &Self::Zygotes) -> Vec<i32>;
     /// Runs the zygote and exits when this process was started as one.

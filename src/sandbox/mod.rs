@@ -384,6 +384,20 @@ pub(crate) fn spawn_watched(
     Platform::spawn_confined(confined, request).map(|(pid, status)| Spawned { pid, status })
 }
 
+/// Starts `session`'s zygote for `confined`'s mode and view in the background, on the
+/// spawner thread (where every zygote is forked: its parent-death signal is tied to that
+/// thread), unless one that fits runs already or the session is gone by then. The session's
+/// first command in that mode then finds its namespaces and view built
+/// (`notes/2026-12-02-zygote-first-command.md`).
+pub(crate) fn start_zygote_early(confined: Confined, session: &std::sync::Arc<SessionSandbox>) {
+    let session = std::sync::Arc::downgrade(session);
+    on_spawner_thread(Box::new(move || {
+        if let Some(session) = session.upgrade() {
+            Platform::start_zygote_early(&confined, &session);
+        }
+    }));
+}
+
 /// What [`spawn_watched`] started: the pid (and process group) and, for a command a zygote
 /// started, the pipe its wait status comes on.
 pub(crate) struct Spawned {

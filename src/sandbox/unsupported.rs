@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 
 use super::backend::Backend;
-use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SpawnRequest};
+use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SessionSandbox, SpawnRequest};
 
 /// Which sandbox layers work on this machine: none.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +126,9 @@ impl Backend for Unsupported {
     fn watch_child(_pid: i32, _status: Option<OwnedFd>) -> io::Result<NoChild> {
         Err(io::ErrorKind::Unsupported.into())
     }
+
+    /// No zygotes here.
+    fn start_zygote_early(_confined: &Confined, _session: &SessionSandbox) {}
 
     /// No zygotes here.
     fn zygote_pids(_zygotes: &()) -> Vec<i32> {

@@ -277,7 +277,8 @@ impl Connection {
     }
 
     /// `session/close`: kills the running command and the session's jobs, frees the session,
-    /// and answers once the command is gone. The record stays (list, load and resume see it).
+    /// writes its record whole (no journal left), and answers once the command is gone. The
+    /// record stays (list, load and resume see it).
     pub(super) fn close(
         self: Arc<Self>,
         request: CloseSessionRequest,
@@ -295,7 +296,10 @@ impl Connection {
         };
         tracing::info!(session = %id.0, "session/close");
         cx.spawn(async move {
-            self.wait_until_stopped(&id, state).await;
+            self.wait_until_stopped(&id, state.clone()).await;
+            // The record is written whole, its journal folded in and removed: a closed
+            // session is on disk as one file, which an older agent reads whole too.
+            state.log.compact();
             if let Err(error) = responder.respond(CloseSessionResponse::new()) {
                 tracing::debug!(%error, "could not answer session/close");
             }

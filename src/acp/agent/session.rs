@@ -71,6 +71,9 @@ impl Connection {
         session: Session,
         record: SessionRecord,
     ) -> Arc<SessionState> {
+        // Its namespaces and view, built while the client sends its first prompt
+        // (`notes/2026-12-02-zygote-first-command.md`); each mode it changes to as well.
+        session.prepare_sandbox();
         let state = Arc::new(SessionState {
             number,
             // Call ids continue after every call and job the session ever made, so a replayed

@@ -166,6 +166,15 @@ impl Backend for Linux {
         spawn::spawn(&raw, Some(&plan), false).map(|pid| (pid, None))
     }
 
+    fn start_zygote_early(confined: &Confined, session: &super::SessionSandbox) {
+        let Some(prepared) = &confined.plan else {
+            return;
+        };
+        let (zygotes, program) = session.parts();
+        let mut zygotes = zygotes.lock().unwrap_or_else(|e| e.into_inner());
+        zygote::start_early(&mut zygotes, program, prepared);
+    }
+
     fn zygote_pids(zygotes: &zygote::Zygotes) -> Vec<i32> {
         zygotes.pids()
     }

@@ -251,6 +251,29 @@ pub(crate) fn spawn(
     prepared: &Prepared,
     request: &Request,
 ) -> Option<io::Result<(libc::pid_t, OwnedFd)>> {
+    let index = ready(zygotes, program, prepared)?;
+    let zygote = zygotes.entries[index].2.as_ref()?;
+    match command(zygote, request, &prepared.plan) {
+        Some(result) => Some(result),
+        None => {
+            // Z is gone (killed, or it failed): the next command starts a new one.
+            zygotes.entries.remove(index);
+            None
+        }
+    }
+}
+
+/// Starts the session's zygote for `prepared`'s mode and view now, if none that fits runs
+/// (`notes/2026-12-02-zygote-first-command.md`): the session's first command then finds it
+/// built. The command still plans and compares as [`spawn`] does, so a zygote planned here
+/// that no longer fits (a credential file appeared meanwhile) is replaced then.
+pub(crate) fn start_early(zygotes: &mut Zygotes, program: Option<&Path>, prepared: &Prepared) {
+    let _ = ready(zygotes, program, prepared);
+}
+
+/// The index of the session's entry for `prepared` (its zygote started now if none fits), or
+/// `None` where no zygote serves these commands.
+fn ready(zygotes: &mut Zygotes, program: Option<&Path>, prepared: &Prepared) -> Option<usize> {
     let (plan, mode) = (&prepared.plan, prepared.mode);
     if !suits(plan) {
         return None;
@@ -259,8 +282,8 @@ pub(crate) fn spawn(
     // What the zygote is for: the same view (the session's roots, masks, Git repositories and
     // the host's sockets as they are now) and ids; anything else starts a new one.
     let key = zygote_key(plan);
-    let index = match zygotes.entries.iter().position(|(m, _, _)| *m == mode) {
-        Some(i) if zygotes.entries[i].1 == key => i,
+    match zygotes.entries.iter().position(|(m, _, _)| *m == mode) {
+        Some(i) if zygotes.entries[i].1 == key => Some(i),
         found => {
             if let Some(i) = found {
                 zygotes.entries.remove(i);
@@ -278,16 +301,7 @@ pub(crate) fn spawn(
                 tracing::debug!(%error, %mode, "no zygote for this session: its commands build their own namespaces");
             }
             zygotes.entries.push((mode, key, started.ok()));
-            zygotes.entries.len() - 1
-        }
-    };
-    let zygote = zygotes.entries[index].2.as_ref()?;
-    match command(zygote, request, plan) {
-        Some(result) => Some(result),
-        None => {
-            // Z is gone (killed, or it failed): the next command starts a new one.
-            zygotes.entries.remove(index);
-            None
+            Some(zygotes.entries.len() - 1)
         }
     }
 }

@@ -387,6 +387,78 @@ async fn close_kills_the_running_command_and_keeps_the_record() {
     .await;
 }
 
+/// `session/close` writes the record whole: the journal is gone when it is answered, and the
+/// record file alone (as an agent that reads no journal sees it) holds every change the journal
+/// had: the calls and their ends, the turns, the directory a `cd` left, the exported variable.
+#[tokio::test]
+async fn close_folds_the_journal_into_the_record() {
+    let (_tmp, dir) = temp_dir();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    let state = dir.join(".state");
+    with_agent(
+        ClientProfile::Plain,
+        &state,
+        "close-whole",
+        async |mut c| {
+            let session = c.new_session(&dir).await?;
+            ok(&mut c, &session, "echo first").await;
+            ok(
+                &mut c,
+                &session,
+                "export CLOSED_WITH=journal; cd sub; echo second",
+            )
+            .await;
+            let sessions = state.join("sessions");
+            let (record, journal) = (
+                sessions.join(format!("{}.json", session.0)),
+                sessions.join(format!("{}.journal", session.0)),
+            );
+            assert!(journal.exists(), "the calls went to the journal");
+            let store = acp_bash::store::Store::new(&state);
+            let before_close = store.load(&session.0).unwrap();
+            c.connection()
+                .send_request(CloseSessionRequest::new(session.clone()))
+                .block_task()
+                .await?;
+            assert_eq!(
+                record_files(&state),
+                std::slice::from_ref(&record),
+                "no journal after close"
+            );
+            let alone: acp_bash::store::SessionRecord =
+                serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+            let commands: Vec<_> = alone
+                .history
+                .iter()
+                .map(|call| call.command.as_str())
+                .collect();
+            assert_eq!(
+                commands,
+                [
+                    "echo first",
+                    "export CLOSED_WITH=journal; cd sub; echo second"
+                ]
+            );
+            assert!(
+                alone.history.iter().all(|call| call.end.is_some()),
+                "{alone:?}"
+            );
+            assert_eq!(alone.turns.len(), 2);
+            assert_eq!(alone.cwd, dir.join("sub"));
+            assert!(
+                alone.shell.vars.iter().any(|var| var.name == "CLOSED_WITH"),
+                "{alone:?}"
+            );
+            // Everything the journal held is in it (only the journal's token is new).
+            let mut expected = before_close;
+            expected.journal = alone.journal.clone();
+            assert_eq!(alone, expected);
+            Ok(())
+        },
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn close_kills_the_sessions_background_jobs() {
     let (_tmp, dir) = temp_dir();

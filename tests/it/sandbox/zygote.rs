@@ -790,3 +790,135 @@ fn a_file_the_host_replaces_by_rename_stays_masked_and_read_only_for_the_next_co
         },
     );
 }
+
+/// Waits (hang guard only) until `served` has exactly `count` zygotes; returns them.
+fn wait_for_zygotes(served: &Served, count: usize, what: &str) -> Vec<i32> {
+    let start = Instant::now();
+    loop {
+        let zygotes = served.zygotes();
+        if zygotes.len() == count {
+            return zygotes;
+        }
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "{what}: {} zygotes, not {count}: {zygotes:?}",
+            zygotes.len()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `session/new` starts the session's zygote before any prompt
+/// (`notes/2026-12-02-zygote-first-command.md`), one per session: two sessions of one agent
+/// get two zygotes, their first commands come from them (no third is started), and each
+/// command has its own session's view, not the other's (each workspace is writable only from
+/// its own session).
+#[test]
+fn a_served_sessions_zygote_is_started_before_its_first_prompt_and_serves_only_that_session() {
+    let _serial = one_at_a_time();
+    as_root_and_nobody(
+        "sandbox::zygote::a_served_sessions_zygote_is_started_before_its_first_prompt_and_serves_only_that_session",
+        || {
+            if !require_view() {
+                return;
+            }
+            let (one, two) = (served_workspace(), served_workspace());
+            let mut served = Served::start("workspace");
+            let first = served.new_session(one.path());
+            let zygotes = wait_for_zygotes(&served, 1, "after the first session/new");
+            let second = served.new_session(two.path());
+            let zygotes = {
+                let both = wait_for_zygotes(&served, 2, "after the second session/new");
+                assert!(both.contains(&zygotes[0]), "{both:?}");
+                both
+            };
+            let probe = |own: &Path, other: &Path| {
+                format!(
+                    "readlink /proc/self/ns/user; touch {}/mine && echo WROTE-OWN; touch {}/theirs 2>/dev/null && echo WROTE-OTHER; true",
+                    own.display(),
+                    other.display()
+                )
+            };
+            let out_first = served.prompt(&first, &probe(one.path(), two.path()));
+            let out_second = served.prompt(&second, &probe(two.path(), one.path()));
+            for out in [&out_first, &out_second] {
+                assert!(out.lines().any(|l| l == "WROTE-OWN"), "{out}");
+                assert!(!out.lines().any(|l| l == "WROTE-OTHER"), "{out}");
+            }
+            assert!(!one.path().join("theirs").exists() && !two.path().join("theirs").exists());
+            let user = |out: &str| {
+                out.lines()
+                    .find(|l| l.starts_with("user:["))
+                    .unwrap_or_else(|| panic!("no user:[…] in {out}"))
+                    .to_string()
+            };
+            assert_ne!(user(&out_first), user(&out_second), "one zygote served both sessions");
+            // The commands came from the zygotes started at session/new: no other was started.
+            let mut now = served.zygotes();
+            now.sort();
+            let mut before = zygotes.clone();
+            before.sort();
+            assert_eq!(now, before, "the first commands started zygotes of their own");
+            if root() {
+                // Each session's command runs in the user namespace of one of those zygotes.
+                let ns = |pid: i32| {
+                    std::fs::read_link(format!("/proc/{pid}/ns/user"))
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned()
+                };
+                let held: Vec<String> = zygotes.iter().map(|&z| ns(z)).collect();
+                assert!(held.contains(&user(&out_first)), "{held:?} {out_first}");
+                assert!(held.contains(&user(&out_second)), "{held:?} {out_second}");
+            }
+        },
+    );
+}
+
+/// A mode change gets the session a zygote of that mode before its next prompt, and the
+/// prompt's command comes from it: read-only's own network namespace, no further zygote.
+/// SIGKILL of the agent then ends both zygotes, though neither ever ran a command of the
+/// session's in that state.
+#[test]
+fn a_served_sessions_mode_change_starts_that_modes_zygote_and_sigkill_of_the_agent_ends_them() {
+    let _serial = one_at_a_time();
+    as_root_and_nobody(
+        "sandbox::zygote::a_served_sessions_mode_change_starts_that_modes_zygote_and_sigkill_of_the_agent_ends_them",
+        || {
+            if !require_view() {
+                return;
+            }
+            let ws = served_workspace();
+            let mut served = Served::start("workspace");
+            let session = served.new_session(ws.path());
+            let workspace = wait_for_zygotes(&served, 1, "after session/new");
+            let answer = served.request(
+                "session/set_mode",
+                serde_json::json!({"sessionId": session, "modeId": "read-only"}),
+            );
+            assert!(answer.get("error").is_none(), "{answer}");
+            let both = wait_for_zygotes(&served, 2, "after session/set_mode read-only");
+            assert!(both.contains(&workspace[0]), "{both:?}");
+            let net = served.prompt(&session, "readlink /proc/self/ns/net; touch ./ro 2>/dev/null && echo WROTE; true");
+            assert!(!net.lines().any(|l| l == "WROTE"), "read-only wrote: {net}");
+            assert_ne!(field_line(&net), host_ns("net"), "{net}");
+            let mut now = served.zygotes();
+            now.sort();
+            let mut before = both.clone();
+            before.sort();
+            assert_eq!(now, before, "the read-only command started a zygote of its own");
+            if root() {
+                let read_only = *both.iter().find(|&&z| z != workspace[0]).unwrap();
+                let zygote_net = std::fs::read_link(format!("/proc/{read_only}/ns/net"))
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                assert_eq!(zygote_net, field_line(&net), "not the read-only zygote's namespace");
+            }
+            // SAFETY: SIGKILL to the agent this test started.
+            unsafe { libc::kill(served.agent.id() as i32, libc::SIGKILL) };
+            served.agent.wait().unwrap();
+            wait_until_pids_gone(&both, "a killed agent's early zygotes");
+        },
+    );
+}
