@@ -60,8 +60,14 @@ fn wait_until_read(stdin: &ChildStdin) {
 /// read from its stdout; then stdin closed and the exit waited for (it must succeed). Returns
 /// the lines read and everything the agent wrote on stderr.
 fn converse(writes: &[&str], answers: usize) -> (Vec<Value>, String) {
+    converse_with(&[], writes, answers)
+}
+
+/// Like [`converse`], with `extra` after the protocol tests' arguments.
+fn converse_with(extra: &[&str], writes: &[&str], answers: usize) -> (Vec<Value>, String) {
     let mut child = Command::new(binary())
         .args(PROTOCOL_SERVE_ARGS)
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -157,6 +163,35 @@ fn lines_that_are_not_json_are_answered_and_the_next_initialize_chooses_v1() {
     }
     assert_eq!(answers[2]["id"], 4, "{answers:?}");
     assert_eq!(answers[2]["result"]["protocolVersion"], 1, "{answers:?}");
+    assert_eq!(chosen_face(&stderr), Some("v1"), "{stderr}");
+}
+
+/// A first line over the line limit is discarded as it streams and answered with its id by the
+/// transport, before any face: the next `initialize` still chooses the v1 face.
+#[test]
+fn a_first_line_over_the_limit_is_answered_and_the_next_initialize_chooses_v1() {
+    // --max-prompt-bytes 64KiB: lines over 8 × 64 KiB + 1 MiB = 1.5 MiB are discarded.
+    let huge = json!({"jsonrpc": "2.0", "id": 8, "method": "initialize",
+                      "params": {"protocolVersion": 1, "pad": "x".repeat(2 << 20)}});
+    let (answers, stderr) = converse_with(
+        &["--max-prompt-bytes", "64KiB"],
+        &[&format!("{huge}\n"), &format!("{}\n", zed_initialize(9))],
+        2,
+    );
+    assert_eq!(answers[0]["id"], 8, "{answers:?}");
+    assert_eq!(answers[0]["error"]["code"], -32600, "{answers:?}");
+    assert_eq!(answers[0]["error"]["data"]["line"], 1, "{answers:?}");
+    assert_eq!(answers[1]["id"], 9, "{answers:?}");
+    assert_eq!(answers[1]["result"]["protocolVersion"], 1, "{answers:?}");
+    assert_eq!(chosen_face(&stderr), Some("v1"), "{stderr}");
+}
+
+/// A first line that ends in `\r\n` is the same message: it chooses the v1 face.
+#[test]
+fn a_first_initialize_ending_in_cr_lf_chooses_v1() {
+    let (answers, stderr) = converse(&[&format!("{}\r\n", zed_initialize(10))], 1);
+    assert_eq!(answers[0]["id"], 10, "{answers:?}");
+    assert_eq!(answers[0]["result"]["protocolVersion"], 1, "{answers:?}");
     assert_eq!(chosen_face(&stderr), Some("v1"), "{stderr}");
 }
 
