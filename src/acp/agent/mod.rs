@@ -268,15 +268,10 @@ impl Connection {
         transport: impl FirstLineTransport,
     ) -> agent_client_protocol::Result<()> {
         transport
-            .connect_chosen(move |first| {
-                let face = choose_face::face_for(first);
-                // Tests look for this line: a v1 connection never runs the router.
-                tracing::debug!(face = face.name(), "the first message chose the face");
-                match face {
-                    FaceFor::V1 => ChosenFace::V1(self.v1_face()),
-                    FaceFor::V2 => ChosenFace::V2(LazyV2Face(self)),
-                    FaceFor::Router => ChosenFace::Router(self.router()),
-                }
+            .connect_chosen(move |first| match choose_face::face_for(first) {
+                FaceFor::V1 => ChosenFace::V1(self.v1_face()),
+                FaceFor::V2 => ChosenFace::V2(LazyV2Face(self)),
+                FaceFor::Router => ChosenFace::Router(self.router()),
             })
             .await
     }
@@ -528,8 +523,23 @@ enum ChosenFace<V1> {
     Router(AgentProtocolRouter),
 }
 
+impl<V1> ChosenFace<V1> {
+    /// What this is, by the chooser's name for it.
+    fn face(&self) -> FaceFor {
+        match self {
+            ChosenFace::V1(_) => FaceFor::V1,
+            ChosenFace::V2(_) => FaceFor::V2,
+            ChosenFace::Router(_) => FaceFor::Router,
+        }
+    }
+}
+
 impl<V1: ConnectTo<Client>> ConnectTo<Client> for ChosenFace<V1> {
     async fn connect_to(self, client: impl ConnectTo<Agent>) -> agent_client_protocol::Result<()> {
+        // Logged by what is connected, not by the choice, so that it cannot claim a face that
+        // does not serve: tests look for this line (a v1 connection never runs the router).
+        let face = self.face().name();
+        tracing::debug!(face, "the first message chose the face");
         match self {
             ChosenFace::V1(face) => face.connect_to(client).await,
             ChosenFace::V2(face) => face.connect_to(client).await,
