@@ -398,11 +398,11 @@ mod tests {
             nothing()
         });
         assert!(!reused);
-        let (_, reused) = get_or_build(key(&roots), || nothing());
+        let (_, reused) = get_or_build(key(&roots), nothing);
         assert!(reused, "the session's first command planned again");
         // The session's own folders still count: one removed on the host re-plans.
         std::fs::remove_dir(&layer).unwrap();
-        let (_, reused) = get_or_build(key(&roots), || nothing());
+        let (_, reused) = get_or_build(key(&roots), nothing);
         assert!(
             !reused,
             "a layer folder removed on the host was not noticed"
