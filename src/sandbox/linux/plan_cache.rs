@@ -417,10 +417,12 @@ mod tests {
         make_session_folders(&session);
         let (release, released) = mpsc::channel::<()>();
         let (started, building) = mpsc::channel::<()>();
+        // One key for both (another test may change the environment a key reads meanwhile).
+        let key = key(&roots);
         let first = {
-            let roots = roots.clone();
+            let key = key.clone();
             std::thread::spawn(move || {
-                get_or_build(key(&roots), || {
+                get_or_build(key, || {
                     started.send(()).unwrap();
                     // Done when a second build starts (the bug), else after a while.
                     let _ = released.recv_timeout(std::time::Duration::from_millis(300));
@@ -430,7 +432,7 @@ mod tests {
         };
         building.recv().unwrap();
         let built_again = AtomicBool::new(false);
-        let (second, reused) = get_or_build(key(&roots), || {
+        let (second, reused) = get_or_build(key, || {
             built_again.store(true, Ordering::Relaxed);
             let _ = release.send(());
             nothing()
