@@ -51,6 +51,8 @@ pub(super) struct SessionInner {
 impl Drop for SessionInner {
     fn drop(&mut self) {
         if let Some(Some(dir)) = self.temp.take() {
+            // The session's kept plans (and their Landlock fds) go with it.
+            sandbox::forget_session(&dir);
             // A build's files can be many: not on the runtime's thread.
             let removed = std::thread::Builder::new()
                 .name("acp-bash-tmp-rm".into())

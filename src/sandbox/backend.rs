@@ -97,4 +97,7 @@ pub(crate) trait Backend {
     /// past `bound` bytes fail (EPERM on Linux), so a writer that never stops holds at most
     /// `bound` bytes of memory; the reader must not rely on that where it cannot.
     fn bounded_file(name: &CStr, bound: u64) -> io::Result<OwnedFd>;
+    /// Drops what the backend keeps for the session whose own folder is `dir` (Linux: its
+    /// kept plans and their Landlock rulesets), once the session has ended. Nothing by default.
+    fn forget_session(_dir: &std::path::Path) {}
 }

@@ -398,6 +398,12 @@ pub(crate) fn start_zygote_early(confined: Confined, session: &std::sync::Arc<Se
     }));
 }
 
+/// Drops what the sandbox keeps for the session whose own folder is `dir` (its kept plans,
+/// each holding a Landlock ruleset's fd): called when the session ends.
+pub(crate) fn forget_session(dir: &std::path::Path) {
+    Platform::forget_session(dir)
+}
+
 /// What [`spawn_watched`] started: the pid (and process group) and, for a command a zygote
 /// started, the pipe its wait status comes on.
 pub(crate) struct Spawned {

@@ -123,7 +123,11 @@ pub(crate) fn ruleset(
 
 /// The write rights a ruleset built by [`ruleset`] handles on this kernel (what a rule the child
 /// adds may allow).
+/// The kernel's ABI is asked once per process (it was asked on every command).
 pub(crate) fn handled_write_rights() -> u64 {
-    let abi = landlock_abi().map_or(1, |v| v.min(TARGET_ABI as u32));
-    AccessFs::from_write(ABI::from(abi as i32)).bits()
+    static RIGHTS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *RIGHTS.get_or_init(|| {
+        let abi = landlock_abi().map_or(1, |v| v.min(TARGET_ABI as u32));
+        AccessFs::from_write(ABI::from(abi as i32)).bits()
+    })
 }

@@ -238,6 +238,10 @@ impl Backend for Linux {
     fn bounded_file(name: &CStr, bound: u64) -> io::Result<OwnedFd> {
         sealed::bounded_memfd(name, bound)
     }
+
+    fn forget_session(dir: &std::path::Path) {
+        plan_cache::forget_under(dir)
+    }
 }
 
 /// The per-command plan the child runs, with the fds it refers to.

@@ -12,6 +12,15 @@
 //! Folder timestamps come from a coarse clock on older kernels: a change in the same tick as
 //! the stamp could leave them equal. A stamp whose folder changed within [`RACY`] of the moment
 //! it was taken is never trusted (git's "racily clean" rule): the next command builds again.
+//!
+//! The session's own folders the plan makes (the caches' layers: [`own_folders`]) are the one
+//! exception (`notes/2026-12-02-plan-per-command.md`): they are stamped *after* the build that
+//! makes them, and not held to the racy rule. The agent makes them a moment before (a new
+//! session's first plan), no command reaches them (`confine::layers_exposed`), and only this
+//! user can change them on the host; held to the rule, a new session's first plan was never
+//! kept, and its first command planned again. The same (mode, roots) planned on two threads at
+//! once (the early plan at `session/new` and the session's first command) is built once: the
+//! second waits for the first ([`WAIT`] at most) and checks its stamp as for a kept plan.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
@@ -24,8 +33,12 @@ use crate::sandbox::{Mode, Roots, Support, HOME_CREDENTIALS, PACKAGE_CACHES};
 
 /// How recent a folder's change may be for its stamp to be trusted.
 const RACY: std::time::Duration = std::time::Duration::from_millis(50);
-/// Plans kept (per process; one per session and mode in use, the oldest dropped first).
+/// Plans kept (per process; one per session and mode in use, the oldest dropped first; a
+/// session's own are dropped when it ends, [`forget_under`]).
 const KEPT: usize = 64;
+/// How long a command waits for the same plan another thread is building before it builds
+/// its own (a hang guard: a plan takes about a millisecond).
+const WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What a stamp records of a path.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -141,11 +154,17 @@ fn watched(mode: Mode, roots: &Roots) -> Vec<(PathBuf, Look)> {
             }
         }
     }
-    // The caches' layers (`view_plan::cache_layers`): the session's own folders.
+    out
+}
+
+/// The session's own folders the plan reads and makes: the caches' layers
+/// (`view_plan::cache_layers`). Stamped after the build, without the racy rule (module doc).
+fn own_folders(mode: Mode, roots: &Roots) -> Vec<(PathBuf, Look)> {
+    let mut out = Vec::new();
     if let (Mode::Workspace, Some(layer)) = (mode, &roots.cache_layer) {
-        add(layer.clone(), Look::Entries);
+        out.push((layer.clone(), Look::Entries));
         for rel in PACKAGE_CACHES {
-            add(layer.join(rel.replace('/', "-")), Look::Entries);
+            out.push((layer.join(rel.replace('/', "-")), Look::Entries));
         }
     }
     out
@@ -180,7 +199,7 @@ pub(crate) struct Built {
 }
 
 /// What a plan was built from, compared in memory.
-#[derive(PartialEq)]
+#[derive(PartialEq, Clone)]
 pub(crate) struct Key {
     pub mode: Mode,
     pub roots: Roots,
@@ -203,45 +222,251 @@ impl Key {
 
 struct Entry {
     key: Key,
+    /// The watched paths, then the session's own folders ([`own_folders`]).
     paths: Vec<(PathBuf, Look)>,
     states: Vec<State>,
     built: Arc<Built>,
 }
 
-static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+/// The kept plans, and the keys a thread is building a plan for now.
+struct Cache {
+    entries: Vec<Entry>,
+    building: Vec<Key>,
+}
 
-/// The plan for `key`: the kept one if nothing it depends on changed (`true`), else a new one
-/// from `build` (`false`), kept for the next command when its stamp can be trusted.
-pub(crate) fn get_or_build(key: Key, build: impl FnOnce() -> Built) -> (Arc<Built>, bool) {
-    let kept = {
-        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        cache
-            .iter()
-            .find(|e| e.key == key)
-            .map(|e| (e.paths.clone(), e.states.clone(), e.built.clone()))
-    };
-    if let Some((paths, states, built)) = kept {
-        let now: Vec<State> = paths.iter().map(|(p, look)| state(p, *look)).collect();
-        if now == states {
-            return (built, true);
+static CACHE: Mutex<Cache> = Mutex::new(Cache {
+    entries: Vec::new(),
+    building: Vec::new(),
+});
+/// Woken when a build ends.
+static BUILT: std::sync::Condvar = std::sync::Condvar::new();
+
+fn cache() -> std::sync::MutexGuard<'static, Cache> {
+    CACHE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes `key` off the keys being built when the build ends (or panics), waking the waiters.
+struct Building(Option<Key>);
+
+impl Drop for Building {
+    fn drop(&mut self) {
+        if let Some(key) = self.0.take() {
+            cache().building.retain(|k| *k != key);
+            BUILT.notify_all();
         }
     }
-    // Stamped before building: a change after the stamp is seen by the next command.
-    let paths = watched(key.mode, &key.roots);
+}
+
+/// The plan for `key`: the kept one if nothing it depends on changed (`true`), else a new one
+/// from `build` (`false`), kept for the next command when its stamp can be trusted. Where
+/// another thread is building the plan for `key`, waits for it and takes it if its stamp
+/// still holds.
+pub(crate) fn get_or_build(key: Key, build: impl FnOnce() -> Built) -> (Arc<Built>, bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut guard = cache();
+    let building = loop {
+        let kept = guard
+            .entries
+            .iter()
+            .find(|e| e.key == key)
+            .map(|e| (e.paths.clone(), e.states.clone(), e.built.clone()));
+        if let Some((paths, states, built)) = kept {
+            drop(guard);
+            let now: Vec<State> = paths.iter().map(|(p, look)| state(p, *look)).collect();
+            if now == states {
+                return (built, true);
+            }
+            guard = cache();
+        }
+        let now = std::time::Instant::now();
+        if !guard.building.contains(&key) || now >= deadline {
+            // Marked only when no one else builds it (past the deadline, this builds its own).
+            let mark = !guard.building.contains(&key);
+            if mark {
+                guard.building.push(key.clone());
+            }
+            break Building(mark.then(|| key.clone()));
+        }
+        guard = BUILT
+            .wait_timeout(guard, deadline - now)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|e| e.into_inner().0);
+    };
+    drop(guard);
+    // Stamped before building: a change after the stamp is seen by the next command. The
+    // session's own folders, which the build makes, after it.
+    let mut paths = watched(key.mode, &key.roots);
     let states = stamp(&paths);
     let built = Arc::new(build());
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    cache.retain(|e| e.key != key);
+    let own = own_folders(key.mode, &key.roots);
+    let states = states.map(|mut states| {
+        states.extend(own.iter().map(|(p, look)| state(p, *look)));
+        states
+    });
+    paths.extend(own);
+    let mut cache = cache();
+    cache.entries.retain(|e| e.key != key);
     if let Some(states) = states {
-        if cache.len() >= KEPT {
-            cache.remove(0);
+        if cache.entries.len() >= KEPT {
+            cache.entries.remove(0);
         }
-        cache.push(Entry {
+        cache.entries.push(Entry {
             key,
             paths,
             states,
             built: built.clone(),
         });
     }
+    drop(cache);
+    drop(building);
     (built, false)
+}
+
+/// Drops the kept plans whose session folder (temp dir or caches' layers) lies under `dir`:
+/// a session's own plans (and their Landlock rulesets' fds) once it has ended.
+pub(crate) fn forget_under(dir: &Path) {
+    let mine = |p: &Option<PathBuf>| p.as_deref().is_some_and(|p| p.starts_with(dir));
+    cache()
+        .entries
+        .retain(|e| !mine(&e.key.roots.session_temp) && !mine(&e.key.roots.cache_layer));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    fn holds(key: &Key) -> bool {
+        cache().entries.iter().any(|e| e.key == *key)
+    }
+
+    fn nothing() -> Built {
+        Built {
+            view: None,
+            ruleset: Ok(None),
+            notices: Vec::new(),
+        }
+    }
+
+    /// A workspace session's roots under `base` (no home: nothing of the host's home is
+    /// watched), its folders not made yet.
+    fn session_roots(base: &Path, name: &str) -> (Roots, PathBuf) {
+        let ws = base.join(format!("{name}-ws"));
+        std::fs::create_dir_all(&ws).unwrap();
+        let session = base.join(format!("{name}-session"));
+        let roots = Roots::new(&ws, base)
+            .session_temp(session.join("tmp"))
+            .cache_layer(session.join("caches"));
+        (roots, session)
+    }
+
+    fn key(roots: &Roots) -> Key {
+        Key::new(Mode::Workspace, roots, &Support::all(7))
+    }
+
+    /// Waits until no host folder the plan watches (`/dev`, `/run`) changed within [`RACY`]:
+    /// what the racy rule may refuse here is then the session's own folders only.
+    fn host_settled(roots: &Roots) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while stamp(&watched(Mode::Workspace, roots)).is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the host's /dev or /run never settles"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    fn make_session_folders(session: &Path) {
+        for sub in ["tmp", "caches"] {
+            std::fs::create_dir_all(session.join(sub)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_new_sessions_first_plan_is_kept_though_the_agent_just_made_its_folders() {
+        let base = tempfile::tempdir().unwrap();
+        let (roots, session) = session_roots(base.path(), "first");
+        host_settled(&roots);
+        // As at `session/new`: the session's folders made, then its plan, whose build makes
+        // a cache's layer folder.
+        make_session_folders(&session);
+        let layer = session.join("caches/.npm");
+        let (_, reused) = get_or_build(key(&roots), || {
+            std::fs::create_dir(&layer).unwrap();
+            nothing()
+        });
+        assert!(!reused);
+        let (_, reused) = get_or_build(key(&roots), nothing);
+        assert!(reused, "the session's first command planned again");
+        // The session's own folders still count: one removed on the host re-plans.
+        std::fs::remove_dir(&layer).unwrap();
+        let (_, reused) = get_or_build(key(&roots), nothing);
+        assert!(
+            !reused,
+            "a layer folder removed on the host was not noticed"
+        );
+    }
+
+    #[test]
+    fn a_plan_another_thread_is_building_is_waited_for_not_built_again() {
+        let base = tempfile::tempdir().unwrap();
+        let (roots, session) = session_roots(base.path(), "inflight");
+        host_settled(&roots);
+        make_session_folders(&session);
+        let (release, released) = mpsc::channel::<()>();
+        let (started, building) = mpsc::channel::<()>();
+        // One key for both (another test may change the environment a key reads meanwhile).
+        let key = key(&roots);
+        let first = {
+            let key = key.clone();
+            std::thread::spawn(move || {
+                get_or_build(key, || {
+                    started.send(()).unwrap();
+                    // Done when a second build starts (the bug), else after a while.
+                    let _ = released.recv_timeout(std::time::Duration::from_millis(300));
+                    nothing()
+                })
+            })
+        };
+        building.recv().unwrap();
+        let built_again = AtomicBool::new(false);
+        let (second, reused) = get_or_build(key, || {
+            built_again.store(true, Ordering::Relaxed);
+            let _ = release.send(());
+            nothing()
+        });
+        let (first, _) = first.join().unwrap();
+        assert!(
+            !built_again.load(Ordering::Relaxed),
+            "the plan was built twice at once"
+        );
+        assert!(reused && Arc::ptr_eq(&first, &second));
+    }
+
+    #[test]
+    fn a_sessions_plans_are_dropped_when_it_ends_and_no_other_sessions() {
+        let base = tempfile::tempdir().unwrap();
+        let (ended, ended_session) = session_roots(base.path(), "ended");
+        let (going_on, going_on_session) = session_roots(base.path(), "going-on");
+        make_session_folders(&ended_session);
+        make_session_folders(&going_on_session);
+        // Kept or not (the racy rule may refuse a stamp this fresh), until they are.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !holds(&key(&ended)) || !holds(&key(&going_on)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the plans were never kept"
+            );
+            get_or_build(key(&ended), nothing);
+            get_or_build(key(&going_on), nothing);
+        }
+        forget_under(&ended_session);
+        assert!(
+            !holds(&key(&ended)),
+            "the ended session's plan is still kept"
+        );
+        assert!(holds(&key(&going_on)), "another session's plan was dropped");
+    }
 }
