@@ -68,6 +68,9 @@ struct EngineInner {
     prelude: OnceLock<Result<prelude::Prelude, String>>,
     /// `config.protection` with the home and the log dir filled in.
     protection: sandbox::Protection,
+    /// The variables of [`EngineInner::env`] a command could change (what a session's state
+    /// is told apart from), made once: it depends on the engine alone.
+    base: OnceLock<std::collections::BTreeMap<String, std::ffi::OsString>>,
 }
 
 impl EngineInner {
@@ -131,6 +134,7 @@ impl Engine {
             bash,
             prelude: OnceLock::new(),
             protection,
+            base: OnceLock::new(),
         });
         Engine { inner }
     }

@@ -174,25 +174,39 @@ impl Received {
 /// is there then. Reads at most [`MAX_REPORT_BYTES`]; the rest counts as dropped.
 pub fn read_report(report: &OwnedFd) -> std::io::Result<Received> {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::FileExt;
     // SAFETY: lseek on an fd we own; it changes nothing (SEEK_CUR by 0).
     let end = unsafe { libc::lseek(report.as_raw_fd(), 0, libc::SEEK_CUR) };
     let end = usize::try_from(end).map_err(|_| std::io::Error::last_os_error())?;
     let kept = end.min(MAX_REPORT_BYTES);
-    let mut bytes = vec![0u8; kept];
-    let file = std::fs::File::from(report.try_clone()?);
+    // Not zeroed, and read through the fd itself (no dup): `pread` into the spare capacity,
+    // and only what the kernel wrote is taken as set.
+    let mut bytes: Vec<u8> = Vec::with_capacity(kept);
     // A writer still holding the fd may have changed the file since: what is read is what is
     // there (as a pipe gave what was in it), never more than `kept`.
-    let mut read = 0;
-    while read < kept {
-        match file.read_at(&mut bytes[read..], read as u64) {
+    while bytes.len() < kept {
+        let read = bytes.len();
+        // SAFETY: reads at most `kept - read` bytes into the spare capacity of `bytes` (its
+        // capacity is at least `kept`), at the file offset `read`, from an fd we own.
+        let n = unsafe {
+            libc::pread(
+                report.as_raw_fd(),
+                bytes.as_mut_ptr().add(read).cast(),
+                kept - read,
+                read as libc::off_t,
+            )
+        };
+        match usize::try_from(n) {
             Ok(0) => break,
-            Ok(n) => read += n,
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
+            // SAFETY: the kernel wrote these `n` bytes (n ≤ kept - read).
+            Ok(n) => unsafe { bytes.set_len(read + n) },
+            Err(_) => {
+                let error = std::io::Error::last_os_error();
+                if error.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(error);
+                }
+            }
         }
     }
-    bytes.truncate(read);
     Ok(Received {
         bytes,
         dropped: end - kept,

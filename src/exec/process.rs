@@ -13,11 +13,13 @@ use std::path::PathBuf;
 
 use crate::sandbox::Confined;
 
-/// A started shell: the child, its process group id and the read end of its output pipe.
+/// A started shell: the child, its process group id, the read end of its output pipe and the
+/// environment it was started with (handed back, so that the run need not copy it beforehand).
 pub struct Started {
     pub child: Child,
     pub pgid: i32,
     pub output: tokio::net::unix::pipe::Receiver,
+    pub env: Vec<(OsString, OsString)>,
 }
 
 /// A started shell process (the platform's handle on it).
@@ -55,9 +57,9 @@ pub async fn start(
         // when the command's processes are gone.
         drop(borrowed);
         drop((writer, pass, confined, session));
-        let _ = tx.send(result);
+        let _ = tx.send(result.map(|spawned| (spawned, env)));
     }));
-    let spawned = rx
+    let (spawned, env) = rx
         .await
         .map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
     let pid = spawned.pid;
@@ -67,6 +69,7 @@ pub async fn start(
         child: Child(child),
         pgid: pid,
         output,
+        env,
     })
 }
 

@@ -206,16 +206,22 @@ fn run_env(
     let engine = &session.engine.inner;
     let mut vars: Vec<(OsString, OsString)> = engine.env().vars.clone();
     vars.retain(|(name, _)| name != "OLDPWD");
-    let shell = session.shell.lock().unwrap().clone();
     let scrubbed_values = session.scrubbed_values();
-    for (name, value) in shell.vars {
-        vars.retain(|(existing, _)| existing.to_str() != Some(name.as_str()));
-        if let Some(value) = value.filter(|v| !scrubbed_values.contains(&v.as_os_str())) {
-            vars.push((name.into(), value));
+    {
+        // Borrowed under the lock, not cloned: only the values taken are copied.
+        let shell = session.shell.lock().unwrap();
+        for (name, value) in &shell.vars {
+            vars.retain(|(existing, _)| existing.to_str() != Some(name.as_str()));
+            if let Some(value) = value
+                .as_ref()
+                .filter(|v| !scrubbed_values.contains(&v.as_os_str()))
+            {
+                vars.push((name.into(), value.clone()));
+            }
         }
-    }
-    if let Some(previous) = shell.previous_dir {
-        vars.push(("OLDPWD".into(), previous.into()));
+        if let Some(previous) = &shell.previous_dir {
+            vars.push(("OLDPWD".into(), previous.into()));
+        }
     }
     let mut put = |name: OsString, value: OsString| {
         vars.retain(|(existing, _)| *existing != name);
@@ -319,8 +325,7 @@ async fn run(
         }
     }
     let env = run_env(&session.inner, &request, shell.env);
-    let start_env = plan.persist.then(|| env.clone());
-    let started = match process::start(
+    let mut started = match process::start(
         confined,
         env,
         cwd.clone(),
@@ -349,6 +354,8 @@ async fn run(
         }
     };
 
+    // The environment it started with comes back from the spawn (not a copy made before it).
+    let start_env = plan.persist.then(|| std::mem::take(&mut started.env));
     let timeout = request.timeout.unwrap_or(config.default_timeout);
     let ended = supervise(started, &mut output, &control, timeout, config).await;
     let report = match prelude::read_report(&shell.report) {
@@ -442,6 +449,7 @@ async fn supervise(
         mut child,
         pgid,
         output: mut pipe,
+        ..
     } = started;
     *control.pgid.lock().unwrap() = Some(pgid);
     let _ = control.pid.set(pgid as u32);

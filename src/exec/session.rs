@@ -161,9 +161,13 @@ impl SessionInner {
             .collect()
     }
 
-    /// The variables of the engine's environment a command could change.
-    fn base(&self) -> std::collections::BTreeMap<String, OsString> {
-        shell_state::changeable(&self.engine.inner.env().vars, &self.owned(None))
+    /// The variables of the engine's environment a command could change (made once per
+    /// engine: neither its environment nor the names it owns change).
+    fn base(&self) -> &std::collections::BTreeMap<String, OsString> {
+        let engine = &self.engine.inner;
+        engine
+            .base
+            .get_or_init(|| shell_state::changeable(&engine.env().vars, &self.owned(None)))
     }
 
     /// Takes what a run that started with `start_env` (its whole environment) exported at its

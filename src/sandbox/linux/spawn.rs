@@ -80,7 +80,7 @@ pub(crate) fn spawn(
             "at most 8 passed fds",
         ));
     }
-    let null = std::fs::File::open("/dev/null")?;
+    let null = dev_null()?;
     let (error_read, error_write) = pipe()?;
     let parent_maps = plan.is_some_and(|p| p.namespaces && p.user_namespace && p.parent_maps_ids);
     let sync = if parent_maps {
@@ -101,7 +101,7 @@ pub(crate) fn spawn(
             .collect(),
         program,
         cwd: cstring(request.cwd.as_os_str().as_bytes())?,
-        stdin: null.as_raw_fd(),
+        stdin: null,
         output: request.output,
         pass: request.pass.to_vec(),
         parent: std::process::id() as libc::pid_t,
@@ -177,6 +177,19 @@ pub(crate) fn spawn(
     unsafe { libc::waitpid(pid, &mut status, 0) };
     let error = StepError::decode(record);
     Err(io::Error::new(error.io_error().kind(), error))
+}
+
+/// `/dev/null` opened once for every command's stdin (read-only, close-on-exec: the child
+/// dups it onto fd 0, which clears the flag there only), instead of an open and a close per
+/// spawn. Never closed; a failed open is not kept, so the next spawn tries again.
+fn dev_null() -> io::Result<RawFd> {
+    use std::sync::OnceLock;
+    static NULL: OnceLock<OwnedFd> = OnceLock::new();
+    if let Some(fd) = NULL.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    let opened: OwnedFd = std::fs::File::open("/dev/null")?.into();
+    Ok(NULL.get_or_init(|| opened).as_raw_fd())
 }
 
 trait WriteOnce {

@@ -143,6 +143,23 @@ async fn stdin_is_dev_null() {
     );
 }
 
+/// stdin is one `/dev/null` the engine opens once (issue 24, point 4): on every run it is
+/// there, empty, and the shell holds no other fd on `/dev/null` (the engine's own is
+/// close-on-exec).
+#[tokio::test]
+async fn stdin_is_dev_null_on_every_run_and_only_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = engine().session(dir.path()).unwrap();
+    let script = "cat; for fd in /proc/$$/fd/*; do \
+                  [ \"$(readlink \"$fd\")\" = /dev/null ] && echo \"null on ${fd##*/}\"; \
+                  done; true";
+    for round in 0..3 {
+        let outcome = run(&session, script).await;
+        assert_eq!(outcome.status.exit, Exit::Code(0), "{}", outcome.output);
+        assert_eq!(outcome.output, "null on 0\n", "run {round}");
+    }
+}
+
 #[tokio::test]
 async fn cd_carries_over_to_the_next_command() {
     let dir = tempfile::tempdir().unwrap();
