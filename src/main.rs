@@ -5,14 +5,15 @@ mod cli;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use cli::{Cli, Invocation};
 
 fn main() -> ExitCode {
     // First: a session's zygote is this binary under a hidden argv[0] (it serves and exits).
     acp_bash::sandbox::zygote_main_if_asked();
     one_malloc_arena();
-    let cli = Cli::from_command_line();
-    let log_level = cli.logging.log_level.clone();
+    let cli = Cli::parse();
+    let log_level = cli.log_level.clone();
     let invocation = match cli.invocation() {
         Ok(invocation) => invocation,
         Err(error) => {

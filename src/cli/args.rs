@@ -36,14 +36,6 @@ pub struct Cli {
     /// The flags of `serve`, for a bare `acp-bash` (what an editor starts).
     #[command(flatten)]
     pub serve: ServeArgs,
-    // The logging flag, apart so that the quick parse of `serve` can add it alone.
-    #[command(flatten)]
-    pub logging: LogArgs,
-}
-
-/// The logging flag, global (it may stand before or after the subcommand).
-#[derive(Args, Debug, Clone, Default, PartialEq)]
-pub struct LogArgs {
     /// How much the agent logs to stderr: error, warn, info, debug or trace (or any RUST_LOG
     /// filter). Overrides RUST_LOG; the default is warn. Logs never go to stdout.
     #[arg(long, global = true, value_name = "LEVEL", help_heading = "Logging")]
@@ -177,41 +169,6 @@ pub enum Invocation {
 }
 
 impl Cli {
-    /// This process's command line, parsed as [`Parser::parse`] parses it (same values, same
-    /// help, same errors and exit codes), without building every subcommand's parser first when
-    /// the command line is `serve`'s (what an editor starts): [`Cli::parse_as_serve`] tries
-    /// that, anything it does not take is parsed by the whole parser.
-    pub fn from_command_line() -> Cli {
-        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        match Cli::parse_as_serve(&args) {
-            Some(cli) => cli,
-            None => Cli::parse_from(args),
-        }
-    }
-
-    /// `args` parsed by a parser that knows only `serve`'s flags (at the top, and after a
-    /// `serve` when one is given) and the logging flag: the same definitions as the whole
-    /// parser's, without the other subcommands (building them was most of the parse:
-    /// `notes/2026-12-02-start-up-face.md`). `None` for anything else: another subcommand,
-    /// `--help`, `--version`, an error; the whole parser then says what it always said.
-    fn parse_as_serve(args: &[std::ffi::OsString]) -> Option<Cli> {
-        use clap::FromArgMatches as _;
-        let first = args.get(1).map(|arg| arg.to_str());
-        match first {
-            None => {}
-            Some(Some("serve")) => {}
-            Some(Some(flag)) if flag.starts_with('-') => {}
-            Some(_) => return None,
-        }
-        let mut parser =
-            LogArgs::augment_args(ServeArgs::augment_args(clap::Command::new("acp-bash")));
-        if args.iter().skip(1).any(|arg| arg == "serve") {
-            parser = parser.subcommand(ServeArgs::augment_args(clap::Command::new("serve")));
-        }
-        let matches = parser.try_get_matches_from(args).ok()?;
-        Cli::from_arg_matches(&matches).ok()
-    }
-
     /// The subcommand with the flags given before it merged into its own (a flag given after
     /// the subcommand wins), or an error naming a flag given before it that it does not take.
     pub fn invocation(self) -> Result<Invocation, String> {
@@ -311,77 +268,6 @@ mod tests {
         Cli::try_parse_from(args)
             .map_err(|e| e.to_string())?
             .invocation()
-    }
-
-    /// The quick parse of `serve`'s command lines gives what the whole parser gives, and
-    /// leaves everything else to it.
-    #[test]
-    fn the_quick_parse_of_serve_agrees_with_the_whole_parser_or_declines() {
-        let taken: &[&[&str]] = &[
-            &[],
-            &["--timeout", "90s", "--sandbox", "read-only"],
-            &["serve"],
-            &[
-                "serve",
-                "--sandbox",
-                "full",
-                "--no-history",
-                "--log-level",
-                "acp_bash=debug",
-            ],
-            &["--log-level", "debug", "serve", "--timeout", "5s"],
-            &[
-                "--sandbox",
-                "full",
-                "--max-jobs",
-                "3",
-                "serve",
-                "--sandbox",
-                "off",
-            ],
-            &["--keep-env", "serve"],
-            &[
-                "--model",
-                "openai:gpt-4o",
-                "--base-url",
-                "http://127.0.0.1:9/v1",
-            ],
-            &["--set-env", "A=1", "--set-env", "B=2", "--log-level=info"],
-        ];
-        for args in taken {
-            let args: Vec<std::ffi::OsString> = std::iter::once("acp-bash")
-                .chain(args.iter().copied())
-                .map(Into::into)
-                .collect();
-            let whole = Cli::try_parse_from(&args).unwrap();
-            let quick = Cli::parse_as_serve(&args).unwrap_or_else(|| panic!("{args:?} declined"));
-            assert_eq!(format!("{quick:?}"), format!("{whole:?}"), "{args:?}");
-        }
-        let declined: &[&[&str]] = &[
-            &["run", "--", "ls"],
-            &["--timeout", "9s", "run", "--", "ls"],
-            &["doctor"],
-            &["zed-config", "--sandbox", "full"],
-            &["login", "openai"],
-            &["help"],
-            &["--help"],
-            &["-h"],
-            &["serve", "--help"],
-            &["--version"],
-            &["-V"],
-            &["--timeout", "soon"],
-            &["--no-such-flag"],
-            &["serve", "extra"],
-            &["--base-url", "http://x"],
-            &["--state-dir", "/x", "--no-history"],
-        ];
-        for args in declined {
-            let args: Vec<std::ffi::OsString> = std::iter::once("acp-bash")
-                .chain(args.iter().copied())
-                .map(Into::into)
-                .collect();
-            assert!(Cli::parse_as_serve(&args).is_none(), "{args:?} taken");
-        }
     }
 
     #[test]

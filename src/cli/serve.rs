@@ -82,8 +82,7 @@ async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs, model: &ModelAr
         tracing::info!(signal, "stopping: cancelling every running command");
         let _ = signal_tx.send(signal);
     };
-    // The face is chosen by the first message, without the SDK's router for a v1 or v2 client.
-    match agent.serve_lines_until(transport, stop).await {
+    match agent.serve_until(transport, stop).await {
         // Stopped by a signal: the conventional 128 + its number, once the commands are gone.
         Ok(()) => match signal_rx.try_recv() {
             Ok(signal) => ExitCode::from((128 + signal) as u8),

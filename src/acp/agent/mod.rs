@@ -31,25 +31,23 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionRequest, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, AgentProtocolRouter, Client, ConnectTo, Error};
+use agent_client_protocol::{Agent, Client, ConnectTo, Error};
 use serde_json::json;
 use tokio_util::task::TaskTracker;
 
 use super::bridge::ClientFeatures;
 use super::commands as slash;
 use super::modes::{ModeChoice, SandboxModes};
-use super::transport::{ClientBehind, FirstLineTransport};
+use super::transport::ClientBehind;
 use crate::driver::{AuthMethod, Driver, ShellDriver};
 use crate::exec::Engine;
 use crate::jobs::{JobLimits, JobRegistry};
 use crate::present::stream::StreamLimits;
 use crate::sandbox;
 use crate::store::{SessionRecord, Store};
-use choose_face::FaceFor;
 use errors::{client_closed_its_end, invalid_params, short, unknown_session};
 use session::{random_session_id, SessionState};
 
-mod choose_face;
 mod config;
 mod errors;
 mod lifecycle;
@@ -157,41 +155,13 @@ impl AcpBashAgent {
         transport: impl ConnectTo<Agent>,
         stop: impl std::future::Future<Output = ()>,
     ) -> agent_client_protocol::Result<()> {
-        self.serve_connection(|connection| connection.handle(transport), stop)
-            .await
-    }
-
-    /// Like [`Self::serve_until`], on one of the agent's own line transports
-    /// ([`super::AgentStdio`], [`super::LineTransport`]): the face for the client's protocol
-    /// version is chosen by its first message and connected directly, without the SDK's
-    /// protocol router in between, whose code a v1 client then never runs
-    /// (`notes/2026-12-02-start-up-face.md`). The client sees the same answers either way.
-    pub async fn serve_lines_until(
-        self,
-        transport: impl FirstLineTransport,
-        stop: impl std::future::Future<Output = ()>,
-    ) -> agent_client_protocol::Result<()> {
-        self.serve_connection(|connection| connection.handle_chosen(transport), stop)
-            .await
-    }
-
-    /// Serves one connection with `handle`, until it ends or `stop` completes; then shuts the
-    /// connection's commands down.
-    async fn serve_connection<F>(
-        self,
-        handle: impl FnOnce(Arc<Connection>) -> F,
-        stop: impl std::future::Future<Output = ()>,
-    ) -> agent_client_protocol::Result<()>
-    where
-        F: std::future::Future<Output = agent_client_protocol::Result<()>>,
-    {
         let mut connection = Connection::new(self.engine, self.limits, self.job_limits, self.store);
         connection.driver = self.driver;
         connection.max_prompt_bytes = self.max_prompt_bytes;
         connection.client_behind = self.client_behind;
         let connection = Arc::new(connection);
         let result = tokio::select! {
-            result = handle(connection.clone()) => result,
+            result = connection.clone().handle(transport) => result,
             () = stop => Ok(()),
         };
         connection.shutdown().await;
@@ -251,43 +221,11 @@ impl Connection {
         }
     }
 
-    /// Serves the connection on any transport: the SDK's protocol router reads the first
-    /// message and connects the face it selects.
+    /// Routes every request and notification of the connection to its handler.
     async fn handle(
         self: Arc<Self>,
         transport: impl ConnectTo<Agent>,
     ) -> agent_client_protocol::Result<()> {
-        self.router().connect_to(transport).await
-    }
-
-    /// Serves the connection on a transport that shows its first message: the face that
-    /// message selects is connected directly, the router only for a first message it would
-    /// rewrite or answer itself ([`choose_face`]).
-    async fn handle_chosen(
-        self: Arc<Self>,
-        transport: impl FirstLineTransport,
-    ) -> agent_client_protocol::Result<()> {
-        transport
-            .connect_chosen(move |first| match choose_face::face_for(first) {
-                FaceFor::V1 => ChosenFace::V1(self.v1_face()),
-                FaceFor::V2 => ChosenFace::V2(LazyV2Face(self)),
-                FaceFor::Router => ChosenFace::Router(self.router()),
-            })
-            .await
-    }
-
-    /// The SDK's protocol router: `initialize` picks the face, protocol version 2 (or newer)
-    /// the v2 face, everything else the v1 face, unchanged (the router hands it the first
-    /// message as it came).
-    fn router(self: &Arc<Self>) -> AgentProtocolRouter {
-        Agent
-            .protocol_router()
-            .with_v1(self.v1_face())
-            .with_v2(LazyV2Face(self.clone()))
-    }
-
-    /// The v1 face: every v1 request and notification of the connection routed to its handler.
-    fn v1_face(self: &Arc<Self>) -> impl ConnectTo<Client> {
         /// Registers `Connection::$method` for requests of type `$request`.
         macro_rules! route {
             ($builder:expr, $request:ty => $method:ident) => {{
@@ -313,13 +251,22 @@ impl Connection {
         let builder = route!(builder, SetSessionModeRequest => set_mode);
         let builder = route!(builder, SetSessionConfigOptionRequest => set_config_option);
         let on_cancel = self.clone();
-        builder.on_receive_notification(
+        let v1 = builder.on_receive_notification(
             async move |notification: CancelNotification, _cx| {
                 on_cancel.cancel(&notification.session_id);
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
-        )
+        );
+        // `initialize` picks the face: protocol version 2 (or newer) gets the v2 face,
+        // everything else the v1 face, unchanged (the SDK's router hands it the first message
+        // as it came).
+        Agent
+            .protocol_router()
+            .with_v1(v1)
+            .with_v2(LazyV2Face(self.clone()))
+            .connect_to(transport)
+            .await
     }
 
     fn initialize(
@@ -512,39 +459,6 @@ struct LazyV2Face(Arc<Connection>);
 impl ConnectTo<Client> for LazyV2Face {
     async fn connect_to(self, client: impl ConnectTo<Agent>) -> agent_client_protocol::Result<()> {
         self.0.v2_face().connect_to(client).await
-    }
-}
-
-/// What [`Connection::handle_chosen`] connects: the face the first message chose, or the
-/// router.
-enum ChosenFace<V1> {
-    V1(V1),
-    V2(LazyV2Face),
-    Router(AgentProtocolRouter),
-}
-
-impl<V1> ChosenFace<V1> {
-    /// What this is, by the chooser's name for it.
-    fn face(&self) -> FaceFor {
-        match self {
-            ChosenFace::V1(_) => FaceFor::V1,
-            ChosenFace::V2(_) => FaceFor::V2,
-            ChosenFace::Router(_) => FaceFor::Router,
-        }
-    }
-}
-
-impl<V1: ConnectTo<Client>> ConnectTo<Client> for ChosenFace<V1> {
-    async fn connect_to(self, client: impl ConnectTo<Agent>) -> agent_client_protocol::Result<()> {
-        // Logged by what is connected, not by the choice, so that it cannot claim a face that
-        // does not serve: tests look for this line (a v1 connection never runs the router).
-        let face = self.face().name();
-        tracing::debug!(face, "the first message chose the face");
-        match self {
-            ChosenFace::V1(face) => face.connect_to(client).await,
-            ChosenFace::V2(face) => face.connect_to(client).await,
-            ChosenFace::Router(router) => router.connect_to(client).await,
-        }
     }
 }
 

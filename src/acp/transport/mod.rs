@@ -2,10 +2,9 @@
 //! read and written by the async runtime itself, with bounds on what comes in and what waits to
 //! go out.
 //!
-//! Owns: choosing how stdin/stdout are driven, the line framing ([`LineTransport`]: the
-//! limits and rules of `incoming` and `outgoing`), and showing the first line before anything
-//! is connected ([`FirstLineTransport`]). Must not touch: what the messages mean (the SDK and
-//! the agent, which chooses by that line).
+//! Owns: choosing how stdin/stdout are driven, and the line framing ([`LineTransport`]: the
+//! limits and rules of `incoming` and `outgoing`). Must not touch: what the messages mean (the
+//! SDK and the agent).
 //!
 //! The SDK's [`agent_client_protocol::Stdio`] reads and writes through the `blocking` crate:
 //! every read and every write is handed to a helper thread and back, which costs about 0.4 ms
@@ -20,14 +19,12 @@ mod envelope;
 mod incoming;
 mod outgoing;
 
-use std::future::Future;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use agent_client_protocol::role::Role;
-use agent_client_protocol::{Agent, Client, ConnectTo, Lines};
-use futures::StreamExt as _;
+use agent_client_protocol::{ConnectTo, Lines};
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 
 pub use outgoing::{cap_error_data, MAX_ERROR_LINE_BYTES};
@@ -168,24 +165,20 @@ where
     }
 }
 
-impl<R, W> LineTransport<R, W>
+impl<Rl: Role, R, W> ConnectTo<Rl> for LineTransport<R, W>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    /// Runs `connection` (given the line reader and the sink that the SDK's `Lines` takes) and
-    /// the writer, until the connection ends or writing fails.
-    async fn run<F>(
+    async fn connect_to(
         self,
-        connection: impl FnOnce(incoming::LineReader<R>, outgoing::OutgoingSink) -> F,
-    ) -> agent_client_protocol::Result<()>
-    where
-        F: Future<Output = agent_client_protocol::Result<()>>,
-    {
+        client: impl ConnectTo<Rl::Counterpart>,
+    ) -> agent_client_protocol::Result<()> {
         let shared = outgoing::Shared::with_flag(self.limits.clone(), self.behind);
-        let reader = incoming::LineReader::new(self.reader, shared.clone(), self.limits);
+        let incoming =
+            incoming::LineReader::new(self.reader, shared.clone(), self.limits).into_stream();
         let sink = outgoing::OutgoingSink::new(shared.clone());
-        let connection = connection(reader, sink);
+        let connection = ConnectTo::<Rl>::connect_to(Lines::new(sink, Box::pin(incoming)), client);
         let writing = outgoing::write_lines(shared, self.writer);
         let (connection, writing) = (std::pin::pin!(connection), std::pin::pin!(writing));
         match futures::future::select(connection, writing).await {
@@ -198,61 +191,6 @@ where
             }
             futures::future::Either::Right((Ok(()), connection)) => connection.await,
         }
-    }
-}
-
-impl<Rl: Role, R, W> ConnectTo<Rl> for LineTransport<R, W>
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    async fn connect_to(
-        self,
-        client: impl ConnectTo<Rl::Counterpart>,
-    ) -> agent_client_protocol::Result<()> {
-        self.run(|reader, sink| {
-            let lines = Lines::new(sink, Box::pin(reader.into_stream()));
-            ConnectTo::<Rl>::connect_to(lines, client)
-        })
-        .await
-    }
-}
-
-/// A transport of the agent's that reads the connection's first message before it connects
-/// anything, so that what serves the connection can be chosen by that message: the agent's
-/// face for the protocol version `initialize` asks for, connected directly, instead of the
-/// SDK's protocol router in between (`notes/2026-12-02-start-up-face.md`).
-pub trait FirstLineTransport: Send + 'static {
-    /// Reads the first line that the transport hands on (blank lines, lines that are not JSON
-    /// and lines over the limit are answered or skipped before it, as for every line), calls
-    /// `choose` with it (`None` at the end of input, or when reading failed), and connects the
-    /// component `choose` returns. That line reaches the component first, unchanged, then
-    /// everything after it.
-    fn connect_chosen<C: ConnectTo<Client>>(
-        self,
-        choose: impl FnOnce(Option<&str>) -> C + Send + 'static,
-    ) -> impl Future<Output = agent_client_protocol::Result<()>> + Send;
-}
-
-impl<R, W> FirstLineTransport for LineTransport<R, W>
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    async fn connect_chosen<C: ConnectTo<Client>>(
-        self,
-        choose: impl FnOnce(Option<&str>) -> C + Send + 'static,
-    ) -> agent_client_protocol::Result<()> {
-        self.run(|mut reader, sink| async move {
-            let first = reader.next_line().await;
-            let component = choose(match &first {
-                Some(Ok(line)) => Some(line.as_str()),
-                _ => None,
-            });
-            let incoming = futures::stream::iter(first).chain(reader.into_stream());
-            ConnectTo::<Agent>::connect_to(Lines::new(sink, Box::pin(incoming)), component).await
-        })
-        .await
     }
 }
 
@@ -292,49 +230,28 @@ impl Default for AgentStdio {
     }
 }
 
-/// Runs `$connect` on the [`LineTransport`] over this process's stdin/stdout (`$transport`
-/// names it): through [`StdioPipes`] when both are pipes or sockets, else tokio's stdin/stdout.
-/// A macro, for the two transports are of different types.
-macro_rules! on_stdio {
-    ($stdio:expr, |$transport:ident| $connect:expr) => {{
-        let stdio: AgentStdio = $stdio;
-        match StdioPipes::new() {
-            Ok(pipes) => {
-                let _restore = RestoreBlocking([0, 1]);
-                let incoming = AsyncFd::new(pipes.stdin, Interest::READABLE).map_err(io_error)?;
-                let outgoing = AsyncFd::new(pipes.stdout, Interest::WRITABLE).map_err(io_error)?;
-                let mut $transport = LineTransport::new(incoming, outgoing, stdio.limits);
-                $transport.behind = stdio.behind;
-                $connect.await
-            }
-            Err(why) => {
-                tracing::debug!(%why, "stdin/stdout through tokio's blocking stdio");
-                let mut $transport =
-                    LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), stdio.limits);
-                $transport.behind = stdio.behind;
-                $connect.await
-            }
-        }
-    }};
-}
-
 impl<R: Role> ConnectTo<R> for AgentStdio {
     async fn connect_to(
         self,
         client: impl ConnectTo<R::Counterpart>,
     ) -> agent_client_protocol::Result<()> {
-        on_stdio!(self, |transport| ConnectTo::<R>::connect_to(
-            transport, client
-        ))
-    }
-}
-
-impl FirstLineTransport for AgentStdio {
-    async fn connect_chosen<C: ConnectTo<Client>>(
-        self,
-        choose: impl FnOnce(Option<&str>) -> C + Send + 'static,
-    ) -> agent_client_protocol::Result<()> {
-        on_stdio!(self, |transport| transport.connect_chosen(choose))
+        match StdioPipes::new() {
+            Ok(pipes) => {
+                let _restore = RestoreBlocking([0, 1]);
+                let incoming = AsyncFd::new(pipes.stdin, Interest::READABLE).map_err(io_error)?;
+                let outgoing = AsyncFd::new(pipes.stdout, Interest::WRITABLE).map_err(io_error)?;
+                let mut transport = LineTransport::new(incoming, outgoing, self.limits);
+                transport.behind = self.behind;
+                ConnectTo::<R>::connect_to(transport, client).await
+            }
+            Err(why) => {
+                tracing::debug!(%why, "stdin/stdout through tokio's blocking stdio");
+                let mut transport =
+                    LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), self.limits);
+                transport.behind = self.behind;
+                ConnectTo::<R>::connect_to(transport, client).await
+            }
+        }
     }
 }
 

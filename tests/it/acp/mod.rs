@@ -17,7 +17,6 @@ mod sessions;
 mod sessions_jobs;
 mod shutdown;
 mod startup;
-mod startup_face;
 mod stdio;
 mod stream_rules;
 mod streaming;
