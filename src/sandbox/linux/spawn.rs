@@ -111,6 +111,7 @@ pub(crate) fn spawn(
         }),
         probe,
         status_fd: -1,
+        new_session: has_controlling_terminal(),
     };
     // Not zeroed (a stack needs no initial contents): zeroing 64 KiB per command cost more
     // instructions than the rest of the spawn.
@@ -182,6 +183,25 @@ pub(crate) fn spawn(
 /// `/dev/null` opened once for every command's stdin (read-only, close-on-exec: the child
 /// dups it onto fd 0, which clears the flag there only), instead of an open and a close per
 /// spawn. Never closed; a failed open is not kept, so the next spawn tries again.
+/// Whether this process may have a controlling terminal, asked at each spawn (a session leader
+/// without one acquires one by opening a terminal): `open("/dev/tty")` fails with `ENXIO`
+/// exactly when it has none. Any other failure counts as a terminal, so the command gets a
+/// session of its own.
+fn has_controlling_terminal() -> bool {
+    // SAFETY: open and close with a valid path; the fd is closed at once.
+    unsafe {
+        let fd = libc::open(
+            c"/dev/tty".as_ptr(),
+            libc::O_RDONLY | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        );
+        if fd >= 0 {
+            libc::close(fd);
+            return true;
+        }
+        io::Error::last_os_error().raw_os_error() != Some(libc::ENXIO)
+    }
+}
+
 fn dev_null() -> io::Result<RawFd> {
     use std::sync::OnceLock;
     static NULL: OnceLock<OwnedFd> = OnceLock::new();

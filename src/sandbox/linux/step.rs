@@ -6,8 +6,8 @@
 #[repr(u32)]
 #[non_exhaustive]
 pub enum Step {
-    /// Putting the command in a new session and process group of its own, with no controlling
-    /// terminal (`setsid`).
+    /// Putting the command in a process group of its own, in a session with no controlling
+    /// terminal (`setsid`, or `setpgid` in a fork of the zygote, whose session has none).
     ProcessGroup = 1,
     /// Asking for a kill signal when the agent dies (`PR_SET_PDEATHSIG`).
     ParentDeathSignal,
@@ -111,7 +111,7 @@ impl Step {
     /// What the step does, for messages.
     pub fn describe(self) -> &'static str {
         match self {
-            Step::ProcessGroup => "putting the command in a new session (setsid)",
+            Step::ProcessGroup => "putting the command in a process group of its own",
             Step::ParentDeathSignal => "tying the command to the agent's life",
             Step::Stdio => "connecting stdin, stdout and stderr",
             Step::JoinNetworkNamespace => "joining the prepared network namespace (setns)",

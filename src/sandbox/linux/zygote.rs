@@ -658,6 +658,9 @@ fn serve_one(
         map_sync: (-1, -1),
         probe: false,
         status_fd: status_fd.as_raw_fd(),
+        // Z leads a session of its own with no terminal (`child::zygote`), and never opens
+        // one without `O_NOCTTY`.
+        new_session: false,
     };
     let pid = child::sys::raw_fork();
     if pid == 0 {

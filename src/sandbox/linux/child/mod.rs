@@ -127,6 +127,11 @@ pub(crate) struct ExecArgs {
     pub map_sync: (RawFd, RawFd),
     /// A probe: B exits 0 instead of exec'ing.
     pub probe: bool,
+    /// `setsid` rather than `setpgid(0, 0)`: the parent is in a session with a controlling
+    /// terminal (or may be). A new session is also a new scheduler autogroup, which costs a
+    /// command 5-7 ms of waiting for the CPU on a loaded machine
+    /// (notes/2026-12-02-per-command-floor.md), so it is made only when needed.
+    pub new_session: bool,
     /// Where W writes the shell's wait status (4 bytes) before it exits the same way (-1:
     /// nowhere): a zygote's fork is not the agent's child, so the agent cannot wait for it.
     pub status_fd: RawFd,
@@ -146,10 +151,17 @@ pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
         if libc::getppid() != exec.parent {
             libc::_exit(127); // the agent died before the signal was armed
         }
-        // A new session (and with it a process group whose id is this pid, which the engine
-        // signals): no controlling terminal, so `/dev/tty` and TIOCSTI reach no terminal of
-        // the agent's (CVE-2017-5226).
-        check(efd, Step::ProcessGroup, libc::setsid() as i64);
+        // A process group whose id is this pid, which the engine signals, and no controlling
+        // terminal, so `/dev/tty` and TIOCSTI reach no terminal of the agent's (CVE-2017-5226):
+        // a new session when the parent has a terminal (`ExecArgs::new_session`), else only a
+        // process group. In a session without a terminal, only its leader could acquire one,
+        // and this process is not the leader.
+        let group = if exec.new_session {
+            libc::setsid()
+        } else {
+            libc::setpgid(0, 0)
+        };
+        check(efd, Step::ProcessGroup, group as i64);
         if plan.is_some() {
             // W is a fork of the agent holding a copy of its memory: never readable by the
             // same user, whatever the agent's own state (an embedder that never called

@@ -278,13 +278,14 @@ fn bind_onto_itself(path: &CStr, read_only: bool) -> i64 {
     r
 }
 
-/// Creates an empty file at `path` (a mount point for a bound node).
+/// Creates an empty file at `path` (a mount point for a bound node). `O_NOCTTY`: the zygote,
+/// which builds the view, leads a session without a controlling terminal and must never get one.
 fn touch(path: &CStr) -> i64 {
     // SAFETY: open with a valid path.
     let fd = unsafe {
         libc::open(
             path.as_ptr(),
-            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NOCTTY,
             0o666,
         )
     };
