@@ -112,6 +112,7 @@ pub(crate) fn spawn(
         probe,
         status_fd: -1,
         new_session: has_controlling_terminal(),
+        parent_pidfd: -1,
     };
     // Not zeroed (a stack needs no initial contents): zeroing 64 KiB per command cost more
     // instructions than the rest of the spawn.

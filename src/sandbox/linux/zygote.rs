@@ -1,10 +1,12 @@
 //! The per-session zygote, Z (`notes/2026-12-01-session-zygote.md`): one process per session and
 //! mode that holds the user, mount, UTS and IPC namespaces (and read-only mode's network one)
 //! with the read-only view built once, and forks every command of that session and mode from
-//! there. Each fork (W) makes only its own PID namespace and its own copy of the mount
-//! namespace, then goes on as every sandboxed command does (`child/`: I, then B, which joins
-//! the cgroups, sets the limits, drops capabilities, joins a fresh keyring, applies Landlock and
-//! seccomp, passes the fds and execs). What a command mounts lives in its copy and is gone with
+//! there. Z clones each command's PID 1 (I) straight into its own PID namespace and its own copy
+//! of the mount namespace (`clone(CLONE_NEWPID | CLONE_NEWNS)`: no W, one fork and one exit
+//! fewer than the agent's own commands, `notes/2026-12-03-zygote-clones-pid-1.md`), which then
+//! goes on as every sandboxed command does (`child/`: I, then B, which joins the cgroups, sets
+//! the limits, drops capabilities, joins a fresh keyring, applies Landlock and seccomp, passes
+//! the fds and execs). What a command mounts lives in its copy and is gone with
 //! it; its processes die with its PID namespace.
 //!
 //! Z is a fresh exec of this binary (`/proc/self/exe` when `main` called
@@ -19,14 +21,15 @@
 //! (ids, which namespaces, the view; read-only's prepared network namespace as an fd); Z
 //! answers `R` or a step's 8-byte error record. Then one message per command (argv, envp,
 //! cwd, limits; its fds as `SCM_RIGHTS`: the error pipe, the status pipe, the output, the
-//! Landlock ruleset, the cgroups, the passed fds); Z answers W's pid (the agent's PID
-//! namespace sees it: Z makes no PID namespace of its own) or `-errno`. W writes the shell's
-//! wait status to the status pipe before exiting like the shell: the agent is not W's parent,
-//! so that pipe is how it learns the status.
+//! Landlock ruleset, the cgroups, the passed fds); Z answers I's pid (the agent's PID
+//! namespace sees it: Z makes no PID namespace of its own) or `-errno`. I writes the shell's
+//! wait status to the status pipe as soon as the shell has ended: the agent is not I's parent,
+//! so that pipe is how it learns the status (its end without a status means I was killed).
 //!
 //! Lifetime: Z ends when its socket closes (the session dropped its [`Zygotes`], or the agent
 //! died) and on the spawner thread's death (`PR_SET_PDEATHSIG`, so also on SIGKILL of the
-//! agent); every W has `PR_SET_PDEATHSIG(SIGKILL)` on Z, every I on its W. A new setup for a
+//! agent); every I has `PR_SET_PDEATHSIG(SIGKILL)` on Z, checked against a pidfd of Z (in its
+//! own PID namespace, `getppid()` is 0). A new setup for a
 //! mode (the session's roots, masks or Git repositories changed) replaces that mode's Z.
 //!
 //! The agent's side runs on the spawner thread only (it forks Z there, so Z's parent-death
@@ -413,6 +416,13 @@ fn zygote_main() -> i32 {
     };
     enter(&plan, netns.as_ref(), socket.as_raw_fd());
     drop(netns);
+    // Each command's I checks this, once its parent-death signal is armed, to know that Z was
+    // still there when it armed it (a pidfd turns readable when its process exits).
+    // SAFETY: pidfd_open of this process; the fd stays open for Z's life.
+    let own_pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    child::sys::check(socket.as_raw_fd(), Step::ParentDeathSignal, own_pidfd);
+    // SAFETY: the fd pidfd_open just returned, owned here from now on.
+    let own_pidfd = unsafe { OwnedFd::from_raw_fd(own_pidfd as RawFd) };
     let view_ready = wire::send(socket.as_fd(), b"R", &[]);
     if view_ready.is_err() {
         return 1;
@@ -427,7 +437,7 @@ fn zygote_main() -> i32 {
             Ok(got) => got,
             Err(_) => return 1,
         };
-        let reply = match serve_one(&mut plan, &buf[..n], fds, null) {
+        let reply = match serve_one(&mut plan, &buf[..n], fds, null, own_pidfd.as_raw_fd()) {
             Ok(pid) => pid,
             Err(errno) => -errno,
         };
@@ -560,6 +570,7 @@ fn serve_one(
     bytes: &[u8],
     fds: Vec<OwnedFd>,
     null: RawFd,
+    own_pidfd: RawFd,
 ) -> Result<i32, i32> {
     let mut r = Reader(bytes);
     let mut parse = || -> Option<_> {
@@ -661,8 +672,9 @@ fn serve_one(
         // Z leads a session of its own with no terminal (`child::zygote`), and never opens
         // one without `O_NOCTTY`.
         new_session: false,
+        parent_pidfd: own_pidfd,
     };
-    let pid = child::sys::raw_fork();
+    let pid = child::sys::raw_clone(libc::CLONE_NEWPID | libc::CLONE_NEWNS);
     if pid == 0 {
         child::program(&exec, Some(plan));
     }

@@ -20,11 +20,21 @@ use super::sys::{close_all_but, errno, monotonic_ms, sleep_ms, write_all, SETUP_
 /// process group, PID 1 included.
 pub(crate) const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Who I's parent is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Parent {
+    /// W (a command the agent spawned itself), which exits as soon as it has the status.
+    Waiter,
+    /// The session's zygote, which outlives the command: I reports to the agent directly.
+    Zygote,
+}
+
 /// Never returns.
 pub(crate) fn run(
     shell: libc::pid_t,
     status_write: RawFd,
     env_region: Option<(usize, usize)>,
+    parent: Parent,
 ) -> ! {
     close_all_but(status_write);
     // SAFETY: raw syscalls; the wiped range is this process's own copy of the agent's
@@ -45,8 +55,11 @@ pub(crate) fn run(
                 libc::_exit(SETUP_FAILED);
             }
         }
-        // W exits as soon as it has the status: don't die with it.
-        libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
+        if parent == Parent::Waiter {
+            // W exits as soon as it has the status: don't die with it. (The zygote's death is
+            // the session's: then the lingering processes go too.)
+            libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0);
+        }
         write_all(status_write, &status.to_ne_bytes());
         libc::close(status_write);
         for fd in 0..3 {

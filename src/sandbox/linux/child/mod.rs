@@ -15,6 +15,10 @@
 //!                 └─ B (PID 2: capabilities, limits, Landlock, fds, then exec bash)        mod.rs
 //! ```
 //!
+//! A command of the session's zygote has no W: the zygote clones I directly into the new PID
+//! and mount namespaces (`super::zygote`); I makes the process group and hands the shell's
+//! status to the agent itself, and as PID 1 it already gets no signal it has no handler for.
+//!
 //! All three stay in the process group (and session) W made: the engine's signals reach the shell (and its
 //! children) directly, and its final SIGKILL of the group reaches I. When I exits the kernel
 //! SIGKILLs everything else in the namespace. W's parent-death signal and I's (set here, while
@@ -134,7 +138,12 @@ pub(crate) struct ExecArgs {
     pub new_session: bool,
     /// Where W writes the shell's wait status (4 bytes) before it exits the same way (-1:
     /// nowhere): a zygote's fork is not the agent's child, so the agent cannot wait for it.
+    /// In a zygote's command, I (PID 1) writes it.
     pub status_fd: RawFd,
+    /// A pidfd of the parent (-1: none), for a child that is PID 1 of its own namespace and so
+    /// cannot compare `getppid()` (0 there) with [`ExecArgs::parent`]: readable once the
+    /// parent has exited.
+    pub parent_pidfd: RawFd,
 }
 
 /// The child: from just after clone to exec. Never returns.
@@ -148,8 +157,8 @@ pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
     // SAFETY: raw syscalls on fds and strings the parent prepared.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-        if libc::getppid() != exec.parent {
-            libc::_exit(127); // the agent died before the signal was armed
+        if parent_gone(exec) {
+            libc::_exit(127); // the parent died before the signal was armed
         }
         // A process group whose id is this pid, which the engine signals, and no controlling
         // terminal, so `/dev/tty` and TIOCSTI reach no terminal of the agent's (CVE-2017-5226):
@@ -209,6 +218,21 @@ pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
     }
 }
 
+/// Whether the parent (`ExecArgs::parent`) has exited.
+fn parent_gone(exec: &ExecArgs) -> bool {
+    if exec.parent_pidfd < 0 {
+        // SAFETY: plain getter.
+        return unsafe { libc::getppid() } != exec.parent;
+    }
+    let mut poll = libc::pollfd {
+        fd: exec.parent_pidfd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one pollfd of ours, without waiting.
+    unsafe { libc::poll(&mut poll, 1, 0) != 0 }
+}
+
 /// Applies `plan`. Returns only in the process that goes on to exec the command.
 fn enter(plan: &ChildPlan, exec: &ExecArgs) {
     let efd = exec.error_fd;
@@ -221,22 +245,16 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
         return;
     }
     if plan.in_zygote {
-        // SAFETY: raw syscalls only, as required between fork and exec.
-        unsafe {
-            // The zygote's user namespace owns both: the mounts copied from its view are not
-            // locked, but the shell keeps no capability over them (see `restrict`), and what
-            // this command mounts lives in its copy only.
-            check(
-                efd,
-                Step::Unshare,
-                libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWNS) as i64,
-            );
-            check(efd, Step::PrivateMounts, sys::make_mounts_private() as i64);
-        }
+        // I, cloned by the zygote as PID 1 of a new PID namespace, in its own copy of the
+        // zygote's mount namespace. The zygote's user namespace owns both: the mounts copied
+        // from its view are not locked, but the shell keeps no capability over them (see
+        // `restrict`), and what this command mounts lives in its copy only.
+        check(efd, Step::PrivateMounts, sys::make_mounts_private() as i64);
         if let Some(view) = &plan.view {
             view::refresh_private(view, efd);
         }
-        start_init_and_shell(plan, exec);
+        // Its parent-death signal (on the zygote) is armed in `program`, and stays armed.
+        become_init_and_start_shell(plan, exec, exec.status_fd, init::Parent::Zygote);
         restrict(plan, efd);
         return;
     }
@@ -310,15 +328,18 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
 /// (W goes on as the waiter, I as init).
 fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
     let efd = exec.error_fd;
+    let mut pipe = [-1 as c_int; 2];
     // SAFETY: raw syscalls only, as required between fork and exec.
     unsafe {
-        let mut pipe = [-1 as c_int; 2];
         check(
             efd,
             Step::StartInit,
             libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) as i64,
         );
-        let [status_read, status_write] = pipe;
+    }
+    let [status_read, status_write] = pipe;
+    // SAFETY: raw syscalls only, as required between fork and exec.
+    unsafe {
         let init = raw_fork();
         check(efd, Step::StartInit, init as i64);
         if init > 0 {
@@ -340,6 +361,22 @@ fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
         if libc::poll(&mut poll, 1, 0) > 0 && poll.revents & libc::POLLERR != 0 {
             libc::_exit(sys::SETUP_FAILED);
         }
+    }
+    become_init_and_start_shell(plan, exec, status_write, init::Parent::Waiter);
+}
+
+/// Makes this process the namespace's init (a fresh `/proc` where asked, the environment block
+/// wiped), forks B and returns in B only: I goes on in `init::run`, handing the shell's status
+/// to `status_write`.
+fn become_init_and_start_shell(
+    plan: &ChildPlan,
+    exec: &ExecArgs,
+    status_write: RawFd,
+    parent: init::Parent,
+) {
+    let efd = exec.error_fd;
+    // SAFETY: raw syscalls only, as required between fork and exec.
+    unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         libc::prctl(libc::PR_SET_NAME, c"acp-bash-init".as_ptr(), 0, 0, 0);
         if plan.private_proc {
@@ -371,7 +408,7 @@ fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
         let shell = raw_fork();
         check(efd, Step::StartShell, shell as i64);
         if shell > 0 {
-            init::run(shell, status_write, plan.env_region);
+            init::run(shell, status_write, plan.env_region, parent);
         }
         libc::close(status_write);
     }

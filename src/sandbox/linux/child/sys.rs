@@ -77,12 +77,17 @@ pub(crate) fn check(error_fd: RawFd, step: Step, result: i64) {
 /// of a multi-threaded process). Returns 0 in the child, the child's pid in the parent, -1 on
 /// error.
 pub(crate) fn raw_fork() -> libc::pid_t {
+    raw_clone(0)
+}
+
+/// [`raw_fork`] into the new namespaces of `namespaces` (`CLONE_NEW*` flags; 0: none).
+pub(crate) fn raw_clone(namespaces: c_int) -> libc::pid_t {
     // SAFETY: clone without CLONE_VM gives the child its own copy of memory and continues on a
     // copy of this stack, exactly like fork.
     unsafe {
         libc::syscall(
             libc::SYS_clone,
-            libc::SIGCHLD as libc::c_ulong,
+            (namespaces | libc::SIGCHLD) as libc::c_ulong,
             0usize,
             0usize,
             0usize,
