@@ -523,6 +523,65 @@ fn sigkill_of_a_served_agent_ends_its_zygote_and_every_command() {
     );
 }
 
+/// A zygote killed while one of its commands runs takes the command with it: the command's
+/// PID 1 is the zygote's child, with its parent-death signal on it (there is no W in between).
+/// The prompt ends with the command killed, nothing of it is left, and the session's next
+/// command runs.
+#[test]
+fn sigkill_of_a_zygote_ends_its_running_command_and_the_session_goes_on() {
+    let _serial = one_at_a_time();
+    as_root_and_nobody(
+        "sandbox::zygote::sigkill_of_a_zygote_ends_its_running_command_and_the_session_goes_on",
+        || {
+            if !require_view() {
+                return;
+            }
+            let ws = served_workspace();
+            let mut served = Served::start("workspace");
+            let session = served.new_session(ws.path());
+            let mark = marker("zygote-kill");
+            let ready = ws.path().join("ready");
+            let id = served.start_prompt(
+                &session,
+                &format!(
+                    "{}echo > {}; exec -a \"$P\"-fg sleep 1000",
+                    start_escapees(&mark),
+                    ready.display()
+                ),
+            );
+            crate::support::sandbox::wait_for_file(&ready);
+            let zygotes = served.zygotes();
+            assert_eq!(zygotes.len(), 1, "{zygotes:?}");
+            // Three escapees and the foreground command. A poll on the condition; the deadline
+            // is only a hang guard.
+            let start = Instant::now();
+            while processes_with(&mark).len() < 4 {
+                assert!(start.elapsed() < HANG_GUARD, "{:?}", processes_with(&mark));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // SAFETY: SIGKILL to the zygote of the agent this test started.
+            unsafe { libc::kill(zygotes[0], libc::SIGKILL) };
+            let answer = served.answer(id);
+            assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+            let last = served
+                .seen
+                .iter()
+                .rev()
+                .map(|line| &line["params"]["update"])
+                .find(|u| u["sessionUpdate"] == "tool_call_update" && u["status"].is_string())
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(last["status"], "failed", "{last}");
+            let text = last["content"][0]["content"]["text"].as_str().unwrap_or("");
+            assert!(text.contains("killed"), "{text}");
+            wait_until_gone(&mark);
+            wait_until_pids_gone(&zygotes, "a killed zygote");
+            let after = served.prompt(&session, "echo still-$((20 + 22))");
+            assert!(after.contains("still-42"), "{after}");
+        },
+    );
+}
+
 /// `doctor`'s per-session row against what two commands of one served session got: in use,
 /// they share one user namespace (the zygote's) and each has its own mount namespace; not in
 /// use, each has its own user namespace too.
