@@ -181,9 +181,6 @@ pub(crate) fn spawn(
     Err(io::Error::new(error.io_error().kind(), error))
 }
 
-/// `/dev/null` opened once for every command's stdin (read-only, close-on-exec: the child
-/// dups it onto fd 0, which clears the flag there only), instead of an open and a close per
-/// spawn. Never closed; a failed open is not kept, so the next spawn tries again.
 /// Whether this process may have a controlling terminal, asked at each spawn (a session leader
 /// without one acquires one by opening a terminal): `open("/dev/tty")` fails with `ENXIO`
 /// exactly when it has none. Any other failure counts as a terminal, so the command gets a
@@ -203,6 +200,9 @@ fn has_controlling_terminal() -> bool {
     }
 }
 
+/// `/dev/null` opened once for every command's stdin (read-only, close-on-exec: the child
+/// dups it onto fd 0, which clears the flag there only), instead of an open and a close per
+/// spawn. Never closed; a failed open is not kept, so the next spawn tries again.
 fn dev_null() -> io::Result<RawFd> {
     use std::sync::OnceLock;
     static NULL: OnceLock<OwnedFd> = OnceLock::new();
