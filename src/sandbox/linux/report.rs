@@ -220,7 +220,6 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
 /// What the seccomp filter denies (see `seccomp.rs`).
 const SECCOMP_PURPOSE: &str = "workspace / read-only: io_uring (ENOSYS), keyctl / add_key / request_key, bpf, perf_event_open, userfaultfd, kexec (EPERM) fail, and so does a socket of any family but unix, inet, inet6 and netlink (AF_VSOCK included: EAFNOSUPPORT); a 32-bit system call kills the command";
 
-/// Each kernel layer, whether it works with `support`, and what it gives.
 /// Whether the sandbox is built once per session, by a zygote per session and mode
 /// (`notes/2026-12-01-session-zygote.md`), or why each sandboxed command builds its own.
 pub(crate) fn per_session_sandbox(support: &Support) -> Result<String, String> {
@@ -243,17 +242,12 @@ pub(crate) fn per_session_sandbox(support: &Support) -> Result<String, String> {
     }
     // The zygote's commands check, on a pidfd of the zygote, that it was alive when their
     // parent-death signal was armed; without pidfds the zygote's setup fails.
-    // SAFETY: pidfd_open of this process; the fd is closed at once.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
-    if pidfd < 0 {
+    if let Err(error) = super::zygote::own_pidfd() {
         return Err(format!(
-            "{per_command}: pidfd_open fails here ({}; Linux 5.3 has it), and a zygote's \
-             commands need it to die with the zygote",
-            std::io::Error::last_os_error()
+            "{per_command}: pidfd_open fails here ({error}; Linux 5.3 has it), and a zygote's \
+             commands need it to die with the zygote"
         ));
     }
-    // SAFETY: the fd pidfd_open just returned, closed once.
-    unsafe { libc::close(pidfd as libc::c_int) };
     match super::zygote::program(None) {
         Ok(_) => Ok(
             "workspace and read-only: a zygote per session and mode holds the user, mount, UTS \
@@ -266,6 +260,7 @@ pub(crate) fn per_session_sandbox(support: &Support) -> Result<String, String> {
     }
 }
 
+/// Each kernel layer, whether it works with `support`, and what it gives.
 pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
     // Whether `--max-memory` binds a command's whole tree here (a memory cgroup), or why not.
     let memory_cgroup = super::memory_limit_support();

@@ -418,11 +418,14 @@ fn zygote_main() -> i32 {
     drop(netns);
     // Each command's I checks this, once its parent-death signal is armed, to know that Z was
     // still there when it armed it (a pidfd turns readable when its process exits).
-    // SAFETY: pidfd_open of this process; the fd stays open for Z's life.
-    let own_pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
-    child::sys::check(socket.as_raw_fd(), Step::ParentDeathSignal, own_pidfd);
-    // SAFETY: the fd pidfd_open just returned, owned here from now on.
-    let own_pidfd = unsafe { OwnedFd::from_raw_fd(own_pidfd as RawFd) };
+    let own_pidfd = match own_pidfd() {
+        Ok(fd) => fd,
+        Err(error) => child::sys::fail(
+            socket.as_raw_fd(),
+            Step::ParentDeathSignal,
+            error.raw_os_error().unwrap_or(libc::ENOSYS),
+        ),
+    };
     let view_ready = wire::send(socket.as_fd(), b"R", &[]);
     if view_ready.is_err() {
         return 1;
@@ -445,6 +448,18 @@ fn zygote_main() -> i32 {
             return 1;
         }
     }
+}
+
+/// A pidfd of this process (`pidfd_open`, Linux 5.3): a zygote needs one for its commands
+/// (`ExecArgs::parent_pidfd`), so where this fails no zygote can serve (`doctor` says so).
+pub(crate) fn own_pidfd() -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open of this process.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the fd pidfd_open just returned, owned from now on.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// The plan every fork starts from, and read-only's prepared network namespace.

@@ -8,7 +8,7 @@
 #![cfg(target_os = "linux")]
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -376,6 +376,33 @@ impl Served {
             .to_string()
     }
 
+    /// Starts a prompt whose command starts three escapees and then runs on in the foreground,
+    /// all tagged `mark`; returns once all four run (the foreground one has written `ready`
+    /// just before its exec). The prompt's id.
+    fn start_running_command(
+        &mut self,
+        session: &serde_json::Value,
+        mark: &str,
+        ready: &Path,
+    ) -> u64 {
+        let id = self.start_prompt(
+            session,
+            &format!(
+                "{}echo > {}; exec -a \"$P\"-fg sleep 1000",
+                start_escapees(mark),
+                ready.display()
+            ),
+        );
+        crate::support::sandbox::wait_for_file(ready);
+        // A poll on the condition; the deadline is only a hang guard.
+        let start = Instant::now();
+        while processes_with(mark).len() < 4 {
+            assert!(start.elapsed() < HANG_GUARD, "{:?}", processes_with(mark));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        id
+    }
+
     /// The agent's children that are zygotes.
     fn zygotes(&self) -> Vec<i32> {
         zygotes_of(self.agent.id() as i32)
@@ -488,32 +515,13 @@ fn sigkill_of_a_served_agent_ends_its_zygote_and_every_command() {
             let first = served.new_session(ws.path());
             let second = served.new_session(ws.path());
             let mark = marker("served-kill");
-            let ready = ws.path().join("ready");
             // A command of each session, each with escapees, still running when the agent dies.
             for (n, session) in [&first, &second].into_iter().enumerate() {
-                served.start_prompt(
-                    session,
-                    &format!(
-                        "{}echo > {}{n}; exec -a \"$P\"-fg sleep 1000",
-                        start_escapees(&format!("{mark}{n}")),
-                        ready.display()
-                    ),
-                );
-                crate::support::sandbox::wait_for_file(&PathBuf::from(format!(
-                    "{}{n}",
-                    ready.display()
-                )));
+                let ready = ws.path().join(format!("ready{n}"));
+                served.start_running_command(session, &format!("{mark}{n}"), &ready);
             }
             let zygotes = served.zygotes();
             assert_eq!(zygotes.len(), 2, "{zygotes:?}");
-            // Three escapees and the foreground command of each session (each has exec'd once
-            // the count is reached).
-            // A poll on the condition; the deadline is only a hang guard.
-            let start = Instant::now();
-            while processes_with(&mark).len() < 8 {
-                assert!(start.elapsed() < HANG_GUARD, "{:?}", processes_with(&mark));
-                std::thread::sleep(Duration::from_millis(5));
-            }
             // SAFETY: SIGKILL to the agent this test started.
             unsafe { libc::kill(served.agent.id() as i32, libc::SIGKILL) };
             served.agent.wait().unwrap();
@@ -540,25 +548,9 @@ fn sigkill_of_a_zygote_ends_its_running_command_and_the_session_goes_on() {
             let mut served = Served::start("workspace");
             let session = served.new_session(ws.path());
             let mark = marker("zygote-kill");
-            let ready = ws.path().join("ready");
-            let id = served.start_prompt(
-                &session,
-                &format!(
-                    "{}echo > {}; exec -a \"$P\"-fg sleep 1000",
-                    start_escapees(&mark),
-                    ready.display()
-                ),
-            );
-            crate::support::sandbox::wait_for_file(&ready);
+            let id = served.start_running_command(&session, &mark, &ws.path().join("ready"));
             let zygotes = served.zygotes();
             assert_eq!(zygotes.len(), 1, "{zygotes:?}");
-            // Three escapees and the foreground command. A poll on the condition; the deadline
-            // is only a hang guard.
-            let start = Instant::now();
-            while processes_with(&mark).len() < 4 {
-                assert!(start.elapsed() < HANG_GUARD, "{:?}", processes_with(&mark));
-                std::thread::sleep(Duration::from_millis(5));
-            }
             // SAFETY: SIGKILL to the zygote of the agent this test started.
             unsafe { libc::kill(zygotes[0], libc::SIGKILL) };
             let answer = served.answer(id);

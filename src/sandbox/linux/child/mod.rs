@@ -336,10 +336,7 @@ fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
             Step::StartInit,
             libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) as i64,
         );
-    }
-    let [status_read, status_write] = pipe;
-    // SAFETY: raw syscalls only, as required between fork and exec.
-    unsafe {
+        let [status_read, status_write] = pipe;
         let init = raw_fork();
         check(efd, Step::StartInit, init as i64);
         if init > 0 {
@@ -361,8 +358,8 @@ fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
         if libc::poll(&mut poll, 1, 0) > 0 && poll.revents & libc::POLLERR != 0 {
             libc::_exit(sys::SETUP_FAILED);
         }
+        become_init_and_start_shell(plan, exec, status_write, init::Parent::Waiter);
     }
-    become_init_and_start_shell(plan, exec, status_write, init::Parent::Waiter);
 }
 
 /// Makes this process the namespace's init (a fresh `/proc` where asked, the environment block
