@@ -280,13 +280,19 @@ struct Served {
 
 impl Served {
     fn start(mode: &str) -> Served {
-        let mut agent = Command::new(binary())
+        Served::start_with(mode, |_| {})
+    }
+
+    /// [`Served::start`], with `configure` applied to the agent's command first.
+    fn start_with(mode: &str, configure: impl FnOnce(&mut Command)) -> Served {
+        let mut command = Command::new(binary());
+        command
             .args(["--sandbox", mode, "serve", "--no-history"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::null());
+        configure(&mut command);
+        let mut agent = command.spawn().unwrap();
         let stdin = agent.stdin.take().unwrap();
         let stdout = agent.stdout.take().unwrap();
         let (tx, lines) = std::sync::mpsc::channel();
@@ -975,70 +981,98 @@ fn a_served_sessions_mode_change_starts_that_modes_zygote_and_sigkill_of_the_age
 }
 
 /// `acp-bash` started with `pidfd_open` failing (ENOSYS, as on a kernel before 5.3, by a seccomp
-/// filter the test installs): `doctor` says the per-session sandbox is not in use and why, and
-/// a workspace command still runs, in namespaces of its own (no zygote can start).
+/// filter the test installs), as root and as nobody: `doctor` says the per-session sandbox is
+/// not in use and why, and workspace commands still run, in namespaces of their own (no zygote
+/// can start), through `acp-bash run` and through `acp-bash serve` over pipes.
 #[test]
 fn without_pidfds_doctor_says_no_zygote_and_commands_build_their_own_namespaces() {
     use std::os::unix::process::CommandExt;
-    if !require_view() {
-        return;
-    }
-    let filter = seccompiler::SeccompFilter::new(
-        [(libc::SYS_pidfd_open, Vec::new())].into_iter().collect(),
-        seccompiler::SeccompAction::Allow,
-        seccompiler::SeccompAction::Errno(libc::ENOSYS as u32),
-        std::env::consts::ARCH.try_into().unwrap(),
-    )
-    .unwrap();
-    let program: seccompiler::BpfProgram = filter.try_into().unwrap();
-    let without_pidfds = |args: &[&str], cwd: &Path| {
-        let mut command = Command::new(binary());
-        command.args(args).current_dir(cwd).stdin(Stdio::null());
-        let program = program.clone();
-        // SAFETY: only prctl and seccomp between fork and exec, on a program compiled before.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
+    let _serial = one_at_a_time();
+    as_root_and_nobody(
+        "sandbox::zygote::without_pidfds_doctor_says_no_zygote_and_commands_build_their_own_namespaces",
+        || {
+            if !require_view() {
+                return;
+            }
+            let filter = seccompiler::SeccompFilter::new(
+                [(libc::SYS_pidfd_open, Vec::new())].into_iter().collect(),
+                seccompiler::SeccompAction::Allow,
+                seccompiler::SeccompAction::Errno(libc::ENOSYS as u32),
+                std::env::consts::ARCH.try_into().unwrap(),
+            )
+            .unwrap();
+            let program: seccompiler::BpfProgram = filter.try_into().unwrap();
+            let no_pidfds = |command: &mut Command| {
+                let program = program.clone();
+                // SAFETY: only prctl and seccomp between fork and exec, on a program compiled
+                // before.
+                unsafe {
+                    command.pre_exec(move || {
+                        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        seccompiler::apply_filter(&program).map_err(std::io::Error::other)
+                    });
                 }
-                seccompiler::apply_filter(&program).map_err(std::io::Error::other)
-            });
-        }
-        let output = command.output().unwrap();
-        assert!(output.status.success(), "{args:?}: {output:?}");
-        (
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    };
-    let ws = served_workspace();
-    let (doctor, _) = without_pidfds(&["doctor"], ws.path());
-    let row = doctor
-        .lines()
-        .find(|l| l.starts_with("Per-session sandbox:"))
-        .unwrap_or_else(|| panic!("{doctor}"));
-    assert!(row.starts_with("Per-session sandbox: not in use"), "{row}");
-    assert!(row.contains("pidfd_open"), "{row}");
-    let script = "echo pid-$$ ok-$((40 + 2)); readlink /proc/self/ns/user";
-    let (out, log) = without_pidfds(
-        &[
-            "--sandbox",
-            "workspace",
-            "--log-level",
-            "acp_bash::sandbox=debug",
-            "run",
-            "--plain",
-            "--",
-            script,
-        ],
-        ws.path(),
-    );
-    // The shell is PID 2 of its own PID namespace (PID 1 is its init) either way.
-    assert!(out.contains("pid-2 ok-42"), "{out}");
-    assert!(log.contains("no zygote for this session"), "{log}");
-    let host_user_ns = std::fs::read_link("/proc/self/ns/user").unwrap();
-    assert!(
-        !out.contains(&*host_user_ns.to_string_lossy()),
-        "the command ran in the host's user namespace: {out}"
+            };
+            let without_pidfds = |args: &[&str], cwd: &Path| {
+                let mut command = Command::new(binary());
+                command.args(args).current_dir(cwd).stdin(Stdio::null());
+                no_pidfds(&mut command);
+                let output = command.output().unwrap();
+                assert!(output.status.success(), "{args:?}: {output:?}");
+                (
+                    String::from_utf8_lossy(&output.stdout).into_owned(),
+                    String::from_utf8_lossy(&output.stderr).into_owned(),
+                )
+            };
+            let ws = served_workspace();
+            let (doctor, _) = without_pidfds(&["doctor"], ws.path());
+            let row = doctor
+                .lines()
+                .find(|l| l.starts_with("Per-session sandbox:"))
+                .unwrap_or_else(|| panic!("{doctor}"));
+            assert!(row.starts_with("Per-session sandbox: not in use"), "{row}");
+            assert!(row.contains("pidfd_open"), "{row}");
+            let script = "echo pid-$$ ok-$((40 + 2)); readlink /proc/self/ns/user";
+            let (out, log) = without_pidfds(
+                &[
+                    "--sandbox",
+                    "workspace",
+                    "--log-level",
+                    "acp_bash::sandbox=debug",
+                    "run",
+                    "--plain",
+                    "--",
+                    script,
+                ],
+                ws.path(),
+            );
+            // The shell is PID 2 of its own PID namespace (PID 1 is its init) either way.
+            assert!(out.contains("pid-2 ok-42"), "{out}");
+            assert!(log.contains("no zygote for this session"), "{log}");
+            let host_user_ns = std::fs::read_link("/proc/self/ns/user").unwrap();
+            let host_user_ns = host_user_ns.to_string_lossy().into_owned();
+            assert!(
+                !out.contains(&host_user_ns),
+                "the command ran in the host's user namespace: {out}"
+            );
+            // The same through `serve`: two commands of one session, each in a user namespace
+            // of its own (no zygote shares one), and no zygote among the agent's children.
+            let mut served = Served::start_with("workspace", no_pidfds);
+            let session = served.new_session(ws.path());
+            let first = served.prompt(&session, script);
+            let second = served.prompt(&session, script);
+            assert!(first.contains("pid-2 ok-42"), "{first}");
+            let user_ns = |out: &str| {
+                out.lines()
+                    .find(|l| l.starts_with("user:["))
+                    .unwrap_or_else(|| panic!("{out}"))
+                    .to_string()
+            };
+            assert_ne!(user_ns(&first), host_user_ns, "{first}");
+            assert_ne!(user_ns(&first), user_ns(&second), "{first}\n{second}");
+            assert!(served.zygotes().is_empty(), "{:?}", served.zygotes());
+        },
     );
 }
