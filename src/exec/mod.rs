@@ -24,6 +24,7 @@ mod request;
 mod run;
 mod session;
 pub mod shell_state;
+pub mod stateless;
 pub mod status;
 
 pub use config::EngineConfig;

@@ -21,7 +21,9 @@
 //! It chains a trap the user sets on EXIT instead of letting it replace ours; nothing it does is
 //! visible in the command's output. Children do not inherit it: it unsets `BASH_ENV`.
 //!
-//! The one fd a command sees besides 0–2 is [`CWD_FD`] (documented in the README).
+//! The one fd a command sees besides 0–2 is [`CWD_FD`] (documented in the README). A script that
+//! cannot change its shell's state ([`super::stateless`]), or a run whose state is not kept, runs
+//! without the prelude and the report: bash alone, with fds 0–2 only.
 //!
 //! Owns: the prelude text, the fds it needs, passing long scripts, reading the report.
 //! Must not touch: spawning, what the state means (that is `shell_state`).
@@ -116,13 +118,21 @@ impl Prelude {
     }
 
     /// Everything one run of `script` needs: bash's arguments, the variables and fds to add, and
-    /// the engine's fd of its report file.
-    pub fn shell(&self, script: String) -> std::io::Result<Shell> {
-        let report = crate::sandbox::bounded_file(c"acp-bash-report", REPORT_FILE_BYTES)?;
-        let mut pass = vec![
-            (self.file.try_clone()?, PRELUDE_FD),
-            (report.try_clone()?, CWD_FD),
-        ];
+    /// the engine's fd of its report file. Without `report` (a script that cannot change its
+    /// shell's state, or a run whose state is not kept: see [`super::stateless`]), bash runs the
+    /// script alone: no prelude, no report, no fd but 0–2 (and a long script's, until read).
+    pub fn shell(&self, script: String, report: bool) -> std::io::Result<Shell> {
+        let (report, mut pass, env) = if report {
+            let file = crate::sandbox::bounded_file(c"acp-bash-report", REPORT_FILE_BYTES)?;
+            let pass = vec![
+                (self.file.try_clone()?, PRELUDE_FD),
+                (file.try_clone()?, CWD_FD),
+            ];
+            let env = vec![("BASH_ENV".into(), format!("/dev/fd/{PRELUDE_FD}").into())];
+            (Some(file), pass, env)
+        } else {
+            (None, Vec::new(), Vec::new())
+        };
         let args: Vec<OsString> = if script.len() <= LONGEST_ARGUMENT {
             vec!["-c".into(), script.into()]
         } else {
@@ -137,7 +147,7 @@ impl Prelude {
         };
         Ok(Shell {
             args,
-            env: vec![("BASH_ENV".into(), format!("/dev/fd/{PRELUDE_FD}").into())],
+            env,
             pass,
             report,
         })
@@ -150,8 +160,8 @@ pub struct Shell {
     pub env: Vec<(OsString, OsString)>,
     pub pass: Vec<(OwnedFd, i32)>,
     /// The engine's fd of the run's report file (the shell's fd [`CWD_FD`] is a dup of it: they
-    /// share the offset).
-    pub report: OwnedFd,
+    /// share the offset), when the run has one.
+    pub report: Option<OwnedFd>,
 }
 
 /// What the engine read of a run's report ([`read_report`]).

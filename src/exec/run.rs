@@ -195,13 +195,13 @@ pub(super) fn start(session: Session, request: RunRequest) -> RunHandle {
     RunHandle::new(cwd, output, control, task)
 }
 
-/// The environment of one run: the engine's scrubbed one (without the agent's `OLDPWD`), the
-/// session's shell state (its exported variables, its previous directory), the request's kept
-/// and set variables, then the prelude's own (which nothing overrides).
+/// The environment of one run: the engine's scrubbed one (without the agent's `OLDPWD` and any
+/// `BASH_ENV`), the session's shell state (its exported variables, its previous directory), then
+/// the request's kept and set variables. The prelude's own are added over it (nothing overrides
+/// them), and without the prelude no `BASH_ENV` is left: bash sources no file of anyone's.
 fn run_env(
     session: &super::session::SessionInner,
     request: &RunRequest,
-    own: Vec<(OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {
     let engine = &session.engine.inner;
     let mut vars: Vec<(OsString, OsString)> = engine.env().vars.clone();
@@ -235,9 +235,7 @@ fn run_env(
     for (name, value) in &request.env_set {
         put(name.into(), value.into());
     }
-    for (name, value) in own {
-        put(name, value);
-    }
+    vars.retain(|(name, _)| name != "BASH_ENV");
     vars
 }
 
@@ -284,9 +282,17 @@ async fn run(
         }
     };
 
+    let mut env = run_env(&session.inner, &request);
+    // Only a run in the session's directory keeps its state, and only a script that may change
+    // it needs the prelude's report (a `cargo test` or an `ls` does not pay for it).
+    let report = plan.persist
+        && !(super::stateless::cannot_change_state(&request.script)
+            && super::stateless::env_allows_stateless(
+                env.iter().map(|(name, _)| name.as_os_str()),
+            ));
     let shell = match session.inner.engine.prelude().and_then(|prelude| {
         prelude
-            .shell(request.script.clone())
+            .shell(request.script.clone(), report)
             .map_err(|e| e.to_string())
     }) {
         Ok(shell) => shell,
@@ -324,7 +330,10 @@ async fn run(
             output.notice(notice.clone());
         }
     }
-    let env = run_env(&session.inner, &request, shell.env);
+    for (name, value) in shell.env {
+        env.retain(|(existing, _)| *existing != name);
+        env.push((name, value));
+    }
     let mut started = match process::start(
         confined,
         env,
@@ -355,12 +364,16 @@ async fn run(
     };
 
     // The environment it started with comes back from the spawn (not a copy made before it).
-    let start_env = plan.persist.then(|| std::mem::take(&mut started.env));
+    let start_env = shell
+        .report
+        .is_some()
+        .then(|| std::mem::take(&mut started.env));
     let timeout = request.timeout.unwrap_or(config.default_timeout);
     let ended = supervise(started, &mut output, &control, timeout, config).await;
-    let report = match prelude::read_report(&shell.report) {
-        Ok(received) => prelude::parse_report(&received),
-        Err(error) => prelude::Report {
+    let report = match shell.report.as_ref().map(prelude::read_report) {
+        None => prelude::Report::default(),
+        Some(Ok(received)) => prelude::parse_report(&received),
+        Some(Err(error)) => prelude::Report {
             cwd: None,
             exported: Some(Err(format!(
                 "the shell's report could not be read ({error})"

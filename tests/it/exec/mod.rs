@@ -12,3 +12,4 @@ mod log_limits;
 mod overrides;
 mod prelude;
 mod shell_state;
+mod stateless;
