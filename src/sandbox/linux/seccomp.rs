@@ -6,7 +6,10 @@
 //! Denied, with an errno a program can fall back on (never a kill):
 //! - `EPERM` (as the kernel answers an unprivileged caller): `keyctl`, `add_key`,
 //!   `request_key` (keyrings are not namespaced), `bpf`, `perf_event_open`, `userfaultfd`,
-//!   `kexec_load`, `kexec_file_load`;
+//!   `kexec_load`, `kexec_file_load`. One `keyctl` passes: joining a new, anonymous session
+//!   keyring (`KEYCTL_JOIN_SESSION_KEYRING` with no name), which reaches no key and which each
+//!   command does before its shell starts (so the filter can be in force before that: a
+//!   zygote installs it once on itself, see `zygote.rs`);
 //! - `ENOSYS` (as a kernel built without it): `io_uring_setup`, `io_uring_enter`,
 //!   `io_uring_register` (io_uring makes sockets and opens files without the system calls the
 //!   other rules see);
@@ -47,6 +50,9 @@ const EPERM_CALLS: [libc::c_long; 8] = [
     libc::SYS_kexec_file_load,
 ];
 
+/// `keyctl(2)`'s operation that joins (here: creates) a new anonymous session keyring.
+pub(crate) const KEYCTL_JOIN_SESSION_KEYRING: u64 = 1;
+
 /// Denied with `ENOSYS`.
 const ENOSYS_CALLS: [libc::c_long; 3] = [
     libc::SYS_io_uring_setup,
@@ -82,8 +88,21 @@ fn compile() -> Result<Programs, String> {
         .map_err(|_| format!("no seccomp filter is built for {}", std::env::consts::ARCH))?;
     let err = |e: &dyn std::fmt::Display| format!("compiling the seccomp filter: {e}");
     let deny = |calls: &[libc::c_long], errno: i32| -> Result<BpfProgram, String> {
-        let rules: BTreeMap<i64, Vec<SeccompRule>> =
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
             calls.iter().map(|&nr| (nr as i64, Vec::new())).collect();
+        if let Some(keyctl) = rules.get_mut(&(libc::SYS_keyctl as i64)) {
+            // Denied unless it joins an anonymous session keyring: the operation is not that
+            // one, or a name is given (a rule matches when all its conditions hold).
+            let differs = |arg: u8, len: SeccompCmpArgLen, value: u64| {
+                SeccompCondition::new(arg, len, SeccompCmpOp::Ne, value)
+                    .and_then(|condition| SeccompRule::new(vec![condition]))
+                    .map_err(|e| err(&e))
+            };
+            *keyctl = vec![
+                differs(0, SeccompCmpArgLen::Dword, KEYCTL_JOIN_SESSION_KEYRING)?,
+                differs(1, SeccompCmpArgLen::Qword, 0)?,
+            ];
+        }
         let filter = SeccompFilter::new(
             rules,
             SeccompAction::Allow,

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use crate::support::acp::binary;
 use crate::support::engine::run;
 use crate::support::sandbox::{as_root_and_nobody, require_namespaces};
 use acp_bash::exec::{Engine, EngineConfig};
@@ -100,6 +101,55 @@ a, b = socket.socketpair(); print("socketpair ok")"#,
                     "socketpair ok",
                 ] {
                     assert!(lines.contains(&works), "{mode}: {output}");
+                }
+            }
+        },
+    );
+}
+
+/// The filter lets one `keyctl` through, the one each command makes before its shell starts
+/// (from a zygote, the filter is in force by then): joining a new anonymous session keyring.
+/// A named one, another operation, or `add_key` is still refused with `EPERM`.
+#[test]
+fn only_joining_an_anonymous_session_keyring_passes_the_filter() {
+    as_root_and_nobody(
+        "sandbox::syscalls::only_joining_an_anonymous_session_keyring_passes_the_filter",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let body = r#"
+anon = libc.syscall(SYS_keyctl, 1, None)
+print("anonymous", "joined" if anon > 0 else err())
+named = libc.syscall(SYS_keyctl, 1, b"mine")
+print("named", named, err())
+other = libc.syscall(SYS_keyctl, 0, -3, 0)
+print("get-id", other, err())
+add = libc.syscall(SYS_add_key, b"user", b"k", b"v", 1, -3)
+print("add_key", add, err())
+"#;
+            let ws = workspace();
+            // Commands that build their own namespaces, and a zygote's (the built binary).
+            let zygote = EngineConfig::default().zygote_program(Some(binary()));
+            for (config, from_zygote) in [(EngineConfig::default(), false), (zygote, true)] {
+                let engine = Engine::new(config);
+                for mode in FILTERED {
+                    let session = engine.session(ws.path()).unwrap();
+                    session.set_mode(mode);
+                    // Twice: a zygote's first command (which installs the filter on the
+                    // zygote) and one that inherits it.
+                    for _ in 0..2 {
+                        let output = block_on(run(&session, &python(body))).output;
+                        for line in [
+                            "anonymous joined",
+                            "named -1 Operation not permitted",
+                            "get-id -1 Operation not permitted",
+                            "add_key -1 Operation not permitted",
+                        ] {
+                            assert!(output.contains(line), "{mode}: {line:?} in {output}");
+                        }
+                    }
+                    assert_eq!(!session.zygote_pids().is_empty(), from_zygote, "{mode}");
                 }
             }
         },

@@ -632,7 +632,15 @@ fn doctor_says_whether_a_served_sessions_commands_come_from_one_zygote() {
 
 /// What a shell sees of its own signals and privileges (`/proc/self/status`, read by bash
 /// itself): the signal dispositions and mask, the capability sets, `no_new_privs`, seccomp.
-const OWN_STATUS: &str = r#"while read -r k v; do case $k in SigBlk:|SigIgn:|SigCgt:|Cap*|NoNewPrivs:|Seccomp:) echo "$k$v";; esac; done < /proc/self/status"#;
+const OWN_STATUS: &str = r#"while read -r k v; do case $k in SigBlk:|SigIgn:|SigCgt:|Cap*|NoNewPrivs:|Seccomp:|Seccomp_filters:) echo "$k$v";; esac; done < /proc/self/status"#;
+
+/// `name`'s value in a `/proc/<pid>/status` text (`None` when the kernel has no such field).
+fn status_field(status: &str, name: &str) -> Option<String> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(|value| value.trim().to_string())
+}
 
 #[test]
 fn a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_its_own_namespaces()
@@ -667,6 +675,21 @@ fn a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_
                     if root() {
                         // Root in the user namespace keeps only capabilities 0 to 4.
                         assert!(zygote.lines().any(|l| l == "CapBnd:000000000000001f"), "{zygote}");
+                    }
+                    // Z installed the filter on itself once (its first command), with
+                    // no_new_privs: the command has as many programs as one that installed
+                    // them itself, not twice as many, and so has Z.
+                    let filters = zygote
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Seccomp_filters:"))
+                        .map(str::to_string);
+                    assert!(zygote.lines().any(|l| l == "Seccomp:2"), "{mode}: {zygote}");
+                    for z in from_zygote.zygote_pids() {
+                        let status =
+                            std::fs::read_to_string(format!("/proc/{z}/status")).unwrap();
+                        assert_eq!(status_field(&status, "Seccomp").as_deref(), Some("2"), "{status}");
+                        assert_eq!(status_field(&status, "NoNewPrivs").as_deref(), Some("1"));
+                        assert_eq!(status_field(&status, "Seccomp_filters"), filters, "{status}");
                     }
                 }
             }

@@ -625,8 +625,10 @@ fn restrict(plan: &ChildPlan, efd: RawFd) {
     }
 }
 
-/// `keyctl(2)`'s operation that joins (here: creates) a new anonymous session keyring.
-const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+/// `keyctl(2)`'s operation that joins (here: creates) a new anonymous session keyring (the one
+/// `keyctl` the seccomp filter lets through).
+const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long =
+    super::seccomp::KEYCTL_JOIN_SESSION_KEYRING as libc::c_long;
 
 /// `struct landlock_path_beneath_attr` (packed, as in the kernel's UAPI).
 #[repr(C, packed)]
