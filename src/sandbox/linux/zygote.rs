@@ -11,7 +11,9 @@
 //! installs it on itself once, at its first filtered command (with `no_new_privs`), and every
 //! later fork inherits it, so no command pays for loading and compiling its four programs
 //! (~140 µs); nothing Z or I do is denied by it, and B's one `keyctl` is the one it lets pass
-//! (`seccomp.rs`).
+//! (`seccomp.rs`). So does a root command's capability bounding set (about 40 `prctl`s): Z
+//! drops it on itself once and keeps its effective capabilities, which it needs to mount and
+//! clone, as only an `execve` is bounded by it.
 //!
 //! Z is a fresh exec of this binary (`/proc/self/exe` when `main` called
 //! [`main_if_asked`], or `EngineConfig::zygote_program`) under the hidden
@@ -438,7 +440,7 @@ fn zygote_main() -> i32 {
     // SAFETY: setting a signal disposition in this single-threaded process.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
     let null = 0; // stdin, /dev/null since the exec
-    let mut filtered = false;
+    let (mut filtered, mut bounded) = (false, false);
     loop {
         let (n, fds) = match wire::recv(socket.as_fd(), &mut buf) {
             Ok((0, _)) => return 0, // the session (or the agent) is gone
@@ -451,7 +453,7 @@ fn zygote_main() -> i32 {
             fds,
             null,
             own_pidfd.as_raw_fd(),
-            &mut filtered,
+            (&mut filtered, &mut bounded),
         );
         let reply = match served {
             Ok(pid) => pid,
@@ -615,15 +617,16 @@ fn filter_self(programs: &super::seccomp::Programs) -> bool {
     }
 }
 
-/// Forks one command from a request; returns its pid, or an errno. `filtered`: whether Z has
-/// the seccomp filter in force already (its first filtered command installs it).
+/// Forks one command from a request; returns its pid, or an errno. `filtered`, `bounded`:
+/// whether Z has the seccomp filter in force already, and its bounding set dropped (its first
+/// command that asks for them does both on Z itself, once).
 fn serve_one(
     plan: &mut ChildPlan,
     bytes: &[u8],
     fds: Vec<OwnedFd>,
     null: RawFd,
     own_pidfd: RawFd,
-    filtered: &mut bool,
+    (filtered, bounded): (&mut bool, &mut bool),
 ) -> Result<i32, i32> {
     let mut r = Reader(bytes);
     let mut parse = || -> Option<_> {
@@ -691,7 +694,12 @@ fn serve_one(
     plan.max_processes = max_processes;
     plan.max_memory = max_memory;
     plan.landlock_write_rights = write_rights;
-    plan.drop_capabilities = bit(0);
+    if bit(0) && !*bounded {
+        *bounded = child::drop_bounding_set().is_ok();
+    }
+    // Z's bounding and ambient sets are the command's: inherited, nothing left to drop (where
+    // Z could not drop them, the command does, and reports a failure as before).
+    plan.drop_capabilities = bit(0) && !*bounded;
     plan.fresh_keyring = bit(1);
     plan.seccomp = seccomp;
     plan.private_proc = bit(3);

@@ -678,7 +678,8 @@ fn a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_
                     }
                     // Z installed the filter on itself once (its first command), with
                     // no_new_privs: the command has as many programs as one that installed
-                    // them itself, not twice as many, and so has Z.
+                    // them itself, not twice as many, and so has Z. Likewise Z's bounding set
+                    // is its commands'.
                     let filters = zygote
                         .lines()
                         .find_map(|l| l.strip_prefix("Seccomp_filters:"))
@@ -690,6 +691,15 @@ fn a_zygote_commands_signals_and_capabilities_are_those_of_a_command_that_built_
                         assert_eq!(status_field(&status, "Seccomp").as_deref(), Some("2"), "{status}");
                         assert_eq!(status_field(&status, "NoNewPrivs").as_deref(), Some("1"));
                         assert_eq!(status_field(&status, "Seccomp_filters"), filters, "{status}");
+                        if root() {
+                            // Z dropped its bounding set once for its commands, and kept the
+                            // effective capabilities it mounts and clones with.
+                            assert_eq!(
+                                status_field(&status, "CapBnd").as_deref(),
+                                Some("000000000000001f"),
+                                "{status}"
+                            );
+                        }
                     }
                 }
             }

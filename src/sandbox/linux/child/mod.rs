@@ -52,6 +52,38 @@ use sys::{check, errno, fail, raw_fork};
 /// (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID.)
 const KEPT_CAPABILITIES: [u32; 5] = [0, 1, 2, 3, 4];
 
+/// Drops every capability but [`KEPT_CAPABILITIES`] from this process's bounding set (what an
+/// `execve` can grant) and clears its ambient set; `Err(errno)` of the drop that failed. The
+/// process keeps its effective capabilities until it execs: a zygote that did this still mounts
+/// and clones, and everything it forks inherits the sets (`zygote.rs`).
+pub(crate) fn drop_bounding_set() -> Result<(), libc::c_int> {
+    // SAFETY: raw prctl calls on this process.
+    unsafe {
+        for cap in 0..64u32 {
+            if KEPT_CAPABILITIES.contains(&cap) {
+                continue;
+            }
+            let r = libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
+            if r < 0 && errno() == libc::EINVAL {
+                // Past the kernel's last capability (`cap_valid`: 0 to CAP_LAST_CAP, no gaps):
+                // every higher number is refused the same way.
+                break;
+            }
+            if r < 0 {
+                return Err(errno());
+            }
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        );
+    }
+    Ok(())
+}
+
 /// The sandbox part of the child's program, prepared in the parent.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct ChildPlan {
@@ -528,27 +560,9 @@ fn restrict(plan: &ChildPlan, efd: RawFd) {
     // SAFETY: raw prctl/setrlimit/landlock syscalls.
     unsafe {
         if plan.drop_capabilities {
-            for cap in 0..64u32 {
-                if KEPT_CAPABILITIES.contains(&cap) {
-                    continue;
-                }
-                let r = libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0);
-                if r < 0 && errno() == libc::EINVAL {
-                    // Past the kernel's last capability (`cap_valid`: 0 to CAP_LAST_CAP,
-                    // no gaps): every higher number is refused the same way.
-                    break;
-                }
-                if r < 0 {
-                    fail(efd, Step::DropCapabilities, errno());
-                }
+            if let Err(err) = drop_bounding_set() {
+                fail(efd, Step::DropCapabilities, err);
             }
-            libc::prctl(
-                libc::PR_CAP_AMBIENT,
-                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
         }
         if plan.drop_ptrace {
             drop_capability(CAP_SYS_PTRACE, efd);
