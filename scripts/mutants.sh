@@ -25,6 +25,7 @@ targets=(
   "stream|src/acp/stream.rs|acp::stream acp::tool_call cli::defaults"
   "ansi|src/present/ansi.rs|ansi tool::"
   "bridge|src/acp/bridge.rs|bridge present:: acp::transcripts acp::modes acp::plain_clients acp::tool_call"
+  "stateless|src/exec/stateless.rs|exec::stateless"
 )
 
 if ! cargo mutants --version >/dev/null 2>&1; then

@@ -272,6 +272,14 @@ mod tests {
     }
 
     #[test]
+    fn the_scan_takes_scripts_up_to_its_limit_and_no_longer() {
+        let longest = format!("true{}", " ".repeat(LONGEST_SCANNED - 4));
+        assert_eq!(longest.len(), LONGEST_SCANNED);
+        assert!(cannot_change_state(&longest));
+        assert!(!cannot_change_state(&format!("{longest} ")));
+    }
+
+    #[test]
     fn an_environment_with_functions_or_shell_options_takes_the_prelude() {
         use std::ffi::OsStr;
         let names = |list: &'static [&'static str]| list.iter().map(OsStr::new);
