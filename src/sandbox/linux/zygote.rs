@@ -597,24 +597,9 @@ fn enter(plan: &ChildPlan, netns: Option<&OwnedFd>, efd: RawFd) {
 /// Installs the seccomp programs on this process (Z), after `no_new_privs`; `false` when any
 /// step failed (then each command installs them itself, as before, and reports the failure).
 fn filter_self(programs: &super::seccomp::Programs) -> bool {
-    // SAFETY: prctl and seccomp on this process, with programs that live as long as it does.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return false;
-        }
-        programs.each().all(|(len, filter)| {
-            let program = libc::sock_fprog {
-                len,
-                filter: filter as *mut libc::sock_filter,
-            };
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                0u32,
-                &program as *const libc::sock_fprog,
-            ) == 0
-        })
-    }
+    // SAFETY: prctl on this process.
+    let no_new_privs = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0;
+    no_new_privs && child::install_seccomp(programs).is_ok()
 }
 
 /// Forks one command from a request; returns its pid, or an errno. `filtered`, `bounded`:

@@ -84,6 +84,30 @@ pub(crate) fn drop_bounding_set() -> Result<(), libc::c_int> {
     Ok(())
 }
 
+/// Installs the prepared seccomp programs on this process, in order; `Err(errno)` of the first
+/// that failed. The caller has set `no_new_privs` (or holds CAP_SYS_ADMIN in its namespace).
+pub(crate) fn install_seccomp(programs: &super::seccomp::Programs) -> Result<(), libc::c_int> {
+    for (len, filter) in programs.each() {
+        let program = libc::sock_fprog {
+            len,
+            filter: filter as *mut libc::sock_filter,
+        };
+        // SAFETY: seccomp on this process with a program that outlives the call.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0u32,
+                &program as *const libc::sock_fprog,
+            )
+        };
+        if r < 0 {
+            return Err(errno());
+        }
+    }
+    Ok(())
+}
+
 /// The sandbox part of the child's program, prepared in the parent.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct ChildPlan {
@@ -620,20 +644,8 @@ fn restrict(plan: &ChildPlan, efd: RawFd) {
         }
         // Last: every step above may use any system call.
         if let Some(programs) = plan.seccomp {
-            for (len, filter) in programs.each() {
-                let program = libc::sock_fprog {
-                    len,
-                    filter: filter as *mut libc::sock_filter,
-                };
-                let r = libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0u32,
-                    &program as *const libc::sock_fprog,
-                );
-                if r < 0 {
-                    fail(efd, Step::Seccomp, errno());
-                }
+            if let Err(err) = install_seccomp(programs) {
+                fail(efd, Step::Seccomp, err);
             }
         }
     }
