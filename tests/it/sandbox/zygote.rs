@@ -1109,3 +1109,46 @@ fn without_pidfds_doctor_says_no_zygote_and_commands_build_their_own_namespaces(
         },
     );
 }
+
+/// Through `acp-bash serve` over pipes, as root and as nobody: the served session's zygote has
+/// the seccomp filter and `no_new_privs` in force on itself after its first command, every
+/// command has the filter once (not twice) and still cannot `add_key`; and a command the scan
+/// takes as stateless has no fd 63 while an export made before it still reaches the next one.
+#[test]
+fn a_served_zygote_filters_itself_once_and_stateless_commands_keep_the_state_around_them() {
+    let _serial = one_at_a_time();
+    as_root_and_nobody(
+        "sandbox::zygote::a_served_zygote_filters_itself_once_and_stateless_commands_keep_the_state_around_them",
+        || {
+            if !require_view() {
+                return;
+            }
+            let ws = served_workspace();
+            let mut served = Served::start("workspace");
+            let session = served.new_session(ws.path());
+            let filters = "echo filters=$(awk '/^Seccomp_filters:/ {print $2}' /proc/self/status); \
+                           python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+                           print(\"add_key\", l.syscall(248, b\"user\", b\"k\", b\"v\", 1, -3), ctypes.get_errno())'";
+            let first = served.prompt(&session, filters);
+            let second = served.prompt(&session, filters);
+            assert_eq!(field(&first, "filters"), field(&second, "filters"), "{second}");
+            assert!(second.contains(&format!("add_key -1 {}", libc::EPERM)), "{second}");
+            let zygotes = served.zygotes();
+            assert_eq!(zygotes.len(), 1, "{zygotes:?}");
+            let status = std::fs::read_to_string(format!("/proc/{}/status", zygotes[0])).unwrap();
+            assert_eq!(status_field(&status, "Seccomp").as_deref(), Some("2"), "{status}");
+            assert_eq!(status_field(&status, "NoNewPrivs").as_deref(), Some("1"), "{status}");
+            assert_eq!(
+                status_field(&status, "Seccomp_filters").as_deref(),
+                Some(field(&second, "filters")),
+                "{status}"
+            );
+
+            served.prompt(&session, "export CARRIED=yes");
+            let alone = served.prompt(&session, "ls /proc/self/fd");
+            assert!(!alone.lines().any(|l| l == "63"), "{alone}");
+            let seen = served.prompt(&session, "echo carried=$CARRIED");
+            assert_eq!(field(&seen, "carried"), "yes", "{seen}");
+        },
+    );
+}
