@@ -37,6 +37,13 @@ pub(crate) fn run(
     parent: Parent,
 ) -> ! {
     close_all_but(status_write);
+    // SAFETY: closing I's stdio, which it never uses: the output's end comes with the shell's
+    // exit (and its background jobs'), not only once I has handed over the status.
+    unsafe {
+        for fd in 0..3 {
+            libc::close(fd);
+        }
+    }
     // SAFETY: raw syscalls; the wiped range is this process's own copy of the agent's
     // environment block (the kernel serves /proc/1/environ from it).
     unsafe {
@@ -62,9 +69,6 @@ pub(crate) fn run(
         }
         write_all(status_write, &status.to_ne_bytes());
         libc::close(status_write);
-        for fd in 0..3 {
-            libc::close(fd);
-        }
         let deadline = monotonic_ms() + LINGER.as_millis() as i64;
         loop {
             let r = libc::waitpid(-1, &mut status, libc::WNOHANG);

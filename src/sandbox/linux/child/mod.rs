@@ -245,7 +245,12 @@ pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
     if let Some(plan) = plan {
         enter(plan, exec);
     }
-    // B (or the only process): fds, directory, exec.
+    exec_shell(exec)
+}
+
+/// The shell-to-be's last steps (B, or the only process): its fds, its directory, the exec.
+fn exec_shell(exec: &ExecArgs) -> ! {
+    let efd = exec.error_fd;
     sys::close_from(3, false);
     // SAFETY: raw syscalls on fds and strings the parent prepared.
     unsafe {
@@ -289,7 +294,8 @@ fn parent_gone(exec: &ExecArgs) -> bool {
     unsafe { libc::poll(&mut poll, 1, 0) != 0 }
 }
 
-/// Applies `plan`. Returns only in the process that goes on to exec the command.
+/// Applies `plan`. Returns only in the process that goes on to exec the command without
+/// namespaces; with them, B execs it (`become_init_and_start_shell`).
 fn enter(plan: &ChildPlan, exec: &ExecArgs) {
     let efd = exec.error_fd;
     join_cgroup(plan.pids_cgroup_fd, efd);
@@ -311,8 +317,6 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
         }
         // Its parent-death signal (on the zygote) is armed in `program`, and stays armed.
         become_init_and_start_shell(plan, exec, exec.status_fd, init::Parent::Zygote);
-        restrict(plan, efd);
-        return;
     }
     // SAFETY: raw syscalls only, as required between fork and exec.
     unsafe {
@@ -376,13 +380,11 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
         }
     }
     start_init_and_shell(plan, exec);
-    // B: the shell-to-be, PID 2.
-    restrict(plan, efd);
 }
 
-/// Forks I (PID 1 of the new PID namespace: a fresh `/proc`, reaps) and B; returns in B only
-/// (W goes on as the waiter, I as init).
-fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
+/// Forks I (PID 1 of the new PID namespace: a fresh `/proc`, reaps) and B. Never returns: W
+/// goes on as the waiter, I as init, B execs the shell.
+fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) -> ! {
     let efd = exec.error_fd;
     let mut pipe = [-1 as c_int; 2];
     // SAFETY: raw syscalls only, as required between fork and exec.
@@ -419,14 +421,23 @@ fn start_init_and_shell(plan: &ChildPlan, exec: &ExecArgs) {
 }
 
 /// Makes this process the namespace's init (a fresh `/proc` where asked, the environment block
-/// wiped), forks B and returns in B only: I goes on in `init::run`, handing the shell's status
-/// to `status_write`.
+/// wiped), starts B and goes on in `init::run`, handing the shell's status to `status_write`.
+///
+/// B shares I's memory until it execs (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does) on a
+/// stack in this frame, and I waits meanwhile: no copy of I's page tables, no copy-on-write
+/// fault in either (a fork cost B about 60 µs and I and B some 15 faults of 3–8 µs each on
+/// this machine, `notes/2026-12-03-shell-shares-init-memory.md`). Everything B changes before
+/// its exec is its own: credentials (capabilities, keyring, Landlock, seccomp, no_new_privs),
+/// rlimits and signal dispositions (no `CLONE_THREAD`/`CLONE_SIGHAND`), fds (no
+/// `CLONE_FILES`), its directory (no `CLONE_FS`), and its cgroup; it writes only to its own
+/// stack. I has no signal handler (its dispositions are the defaults), so none can run on B's
+/// stack.
 fn become_init_and_start_shell(
     plan: &ChildPlan,
     exec: &ExecArgs,
     status_write: RawFd,
     parent: init::Parent,
-) {
+) -> ! {
     let efd = exec.error_fd;
     // SAFETY: raw syscalls only, as required between fork and exec.
     unsafe {
@@ -458,13 +469,44 @@ fn become_init_and_start_shell(
                 std::ptr::write_bytes(start as *mut u8, 0, end - start);
             }
         }
-        let shell = raw_fork();
-        check(efd, Step::StartShell, shell as i64);
-        if shell > 0 {
-            init::run(shell, status_write, plan.env_region, parent);
-        }
-        libc::close(status_write);
+        let shell = ShellStart {
+            plan,
+            exec,
+            status_write,
+        };
+        // Not zeroed: B touches only the pages it uses, from the top.
+        let mut stack = std::mem::MaybeUninit::<[u8; SHELL_STACK]>::uninit();
+        let top = (stack.as_mut_ptr() as usize + SHELL_STACK) & !15;
+        let pid = libc::clone(
+            shell_child,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &shell as *const ShellStart as *mut libc::c_void,
+        );
+        check(efd, Step::StartShell, pid as i64);
+        // B has exec'd (or failed and exited): nothing of this frame is in use any more.
+        init::run(pid, status_write, plan.env_region, parent)
     }
+}
+
+/// The stack B runs on until its exec (it needs a few KiB; the rest is never touched).
+const SHELL_STACK: usize = 128 * 1024;
+
+/// What B needs, in I's frame (alive until B has exec'd: `CLONE_VFORK`).
+struct ShellStart<'a> {
+    plan: &'a ChildPlan,
+    exec: &'a ExecArgs,
+    status_write: RawFd,
+}
+
+/// B: the shell-to-be, PID 2.
+extern "C" fn shell_child(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is I's `ShellStart`, alive until we exec or exit (CLONE_VFORK).
+    let shell = unsafe { &*(arg as *const ShellStart) };
+    // SAFETY: closing B's copy of I's status pipe (B has a table of fds of its own).
+    unsafe { libc::close(shell.status_write) };
+    restrict(shell.plan, shell.exec.error_fd);
+    exec_shell(shell.exec)
 }
 
 /// Opens the window in which W (a fork of the agent, already in the command's new user
