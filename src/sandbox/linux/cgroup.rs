@@ -111,22 +111,38 @@ pub(crate) fn available(controller: Controller) -> Result<String, String> {
 /// cannot be made; the RLIMIT still applies.
 pub(crate) fn for_one_command(controller: Controller, max: u64) -> Option<OwnedFd> {
     let base = controller.base().as_ref().ok()?;
-    static RUNS: AtomicU64 = AtomicU64::new(0);
     remove_finished(made_by_us());
-    let dir = base.join(format!("run-{}", RUNS.fetch_add(1, Ordering::Relaxed)));
-    let made = std::fs::create_dir(&dir)
-        .and_then(|()| set_limit(&dir, controller, max))
-        .and_then(|()| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(dir.join("tasks"))
-        });
+    // One spare per kind the commands ask for: taken here, made again by the spawner once it
+    // is idle (`make_spares`).
+    let spare = spares().lock().ok().and_then(|mut spares| {
+        match spares
+            .iter_mut()
+            .find(|s| (s.controller, s.max) == (controller, max))
+        {
+            Some(spare) => spare.tasks.take(),
+            None => {
+                spares.push(Spare {
+                    controller,
+                    max,
+                    tasks: None,
+                });
+                None
+            }
+        }
+    });
+    if let Some((dir, tasks)) = spare {
+        if let Ok(mut made) = made_by_us().lock() {
+            made.push((dir, std::time::Instant::now()));
+        }
+        return Some(tasks);
+    }
+    let (dir, made) = make(base, controller, max);
     match made {
         Ok(file) => {
             if let Ok(mut made) = made_by_us().lock() {
                 made.push((dir, std::time::Instant::now()));
             }
-            Some(file.into())
+            Some(file)
         }
         Err(error) => {
             tracing::debug!(%error, dir = %dir.display(), "no {} cgroup for this command", controller.name());
@@ -134,6 +150,74 @@ pub(crate) fn for_one_command(controller: Controller, max: u64) -> Option<OwnedF
             None
         }
     }
+}
+
+/// A cgroup made before its command, one per kind the last commands asked for: its folder and
+/// its `tasks`, open for writing (`None`: wanted, not made yet). Only [`for_one_command`] takes
+/// one, and only once: no two commands share one.
+struct Spare {
+    controller: Controller,
+    max: u64,
+    tasks: Option<(PathBuf, OwnedFd)>,
+}
+
+fn spares() -> &'static std::sync::Mutex<Vec<Spare>> {
+    static SPARES: OnceLock<std::sync::Mutex<Vec<Spare>>> = OnceLock::new();
+    SPARES.get_or_init(Default::default)
+}
+
+/// Makes the spare cgroups the last commands' kinds want (`for_one_command`): on the spawner
+/// thread, once it has nothing to start, so that no command waits for the `mkdir`, the limit
+/// and the `open` (about 70 µs) of its own.
+pub(crate) fn make_spares() {
+    let wanted: Vec<(Controller, u64)> = match spares().lock() {
+        Ok(spares) => spares
+            .iter()
+            .filter(|s| s.tasks.is_none())
+            .map(|s| (s.controller, s.max))
+            .collect(),
+        Err(_) => return,
+    };
+    for (controller, max) in wanted {
+        let Ok(base) = controller.base() else {
+            continue;
+        };
+        let (dir, made) = make(base, controller, max);
+        let Ok(tasks) = made else {
+            let _ = std::fs::remove_dir(&dir);
+            continue;
+        };
+        let Ok(mut spares) = spares().lock() else {
+            let _ = std::fs::remove_dir(&dir);
+            return;
+        };
+        match spares
+            .iter_mut()
+            .find(|s| (s.controller, s.max) == (controller, max) && s.tasks.is_none())
+        {
+            Some(spare) => spare.tasks = Some((dir, tasks)),
+            None => {
+                drop(tasks);
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+    }
+}
+
+/// A new cgroup for one command under `base`, with its limit: its folder, and its `tasks`
+/// open for writing.
+fn make(base: &Path, controller: Controller, max: u64) -> (PathBuf, std::io::Result<OwnedFd>) {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let dir = base.join(format!("run-{}", RUNS.fetch_add(1, Ordering::Relaxed)));
+    let made = std::fs::create_dir(&dir)
+        .and_then(|()| set_limit(&dir, controller, max))
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(dir.join("tasks"))
+        })
+        .map(OwnedFd::from);
+    (dir, made)
 }
 
 /// Writes `max` into each of the controller's limit files that this kernel has.

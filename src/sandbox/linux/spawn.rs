@@ -88,22 +88,25 @@ pub(crate) fn spawn(
     } else {
         None
     };
+    let argv: Vec<_> = args
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let envp: Vec<_> = vars
+        .iter()
+        .map(|v| v.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let cwd = cstring(request.cwd.as_os_str().as_bytes())?;
     let exec = ExecArgs {
-        argv: args
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain([std::ptr::null()])
-            .collect(),
-        envp: vars
-            .iter()
-            .map(|v| v.as_ptr())
-            .chain([std::ptr::null()])
-            .collect(),
-        program,
-        cwd: cstring(request.cwd.as_os_str().as_bytes())?,
+        argv: &argv,
+        envp: &envp,
+        program: &program,
+        cwd: &cwd,
         stdin: null,
         output: request.output,
-        pass: request.pass.to_vec(),
+        pass: request.pass,
         parent: std::process::id() as libc::pid_t,
         error_fd: error_write.as_raw_fd(),
         map_sync: sync.as_ref().map_or((-1, -1), |((_, tell), (wait, _))| {
@@ -253,8 +256,14 @@ pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
         let started = std::thread::Builder::new()
             .name("acp-bash-spawner".into())
             .spawn(move || {
-                for job in rx {
+                while let Ok(job) = rx.recv() {
                     job();
+                    // Queued jobs first; then, with nothing to start, what the next command
+                    // can find made already.
+                    while let Ok(job) = rx.try_recv() {
+                        job();
+                    }
+                    super::cgroup::make_spares();
                 }
             });
         if let Err(error) = started {

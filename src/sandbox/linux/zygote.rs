@@ -8,12 +8,22 @@
 //! the limits, drops capabilities, joins a fresh keyring, applies Landlock and seccomp, passes
 //! the fds and execs). What a command mounts lives in its copy and is gone with
 //! it; its processes die with its PID namespace. The seccomp filter is the exception: Z
-//! installs it on itself once, at its first filtered command (with `no_new_privs`), and every
-//! later fork inherits it, so no command pays for loading and compiling its four programs
-//! (~140 µs); nothing Z or I do is denied by it, and B's one `keyctl` is the one it lets pass
-//! (`seccomp.rs`). So does a root command's capability bounding set (about 40 `prctl`s): Z
-//! drops it on itself once and keeps its effective capabilities, which it needs to mount and
-//! clone, as only an `execve` is bounded by it.
+//! installs it on itself once, at setup when the mode's commands ask for it (with
+//! `no_new_privs`), and every fork inherits it, so no command pays for loading and compiling
+//! its four programs (~140 µs); nothing Z or I do is denied by it, and B's one `keyctl` is the
+//! one it lets pass (`seccomp.rs`). So does a root command's capability bounding set (about 40
+//! `prctl`s): Z drops it on itself once and keeps its effective capabilities, which it needs to
+//! mount and clone, as only an `execve` is bounded by it.
+//!
+//! Z clones each command's I before the command comes (`child/spare.rs`,
+//! `notes/2026-12-03-spare-pid-1.md`): right after setup and right after handing a command
+//! over, it clones a spare into a new PID namespace and copy of the mount namespace, which
+//! makes its process group, its mounts private, a fresh `/dev/shm` and `/proc`, says `R` on a
+//! socket of its own and waits. A command then costs Z one message to the spare (its fds,
+//! and the strings and arrays written into a page they share), not a clone and the spare's
+//! mounts. A spare serves one command only; one that failed a step, died, or was cloned with
+//! another `/proc` or filter state than the command needs is let go (its socket closes: it
+//! exits), and the command is cloned fresh, which reports what fails.
 //!
 //! Z is a fresh exec of this binary (`/proc/self/exe` when `main` called
 //! [`main_if_asked`], or `EngineConfig::zygote_program`) under the hidden
@@ -41,13 +51,14 @@
 //! The agent's side runs on the spawner thread only (it forks Z there, so Z's parent-death
 //! signal is tied to that long-lived thread).
 
-use std::ffi::OsStr;
+use std::ffi::{CStr, CString, OsStr};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::child::spare::{Handoff, SpareArgs, REGION};
 use super::child::{self, ChildPlan, ExecArgs};
 use super::spawn::{cstring, pipe, read_full, Request};
 use super::step::{Step, StepError};
@@ -155,6 +166,11 @@ fn setup_message(plan: &ChildPlan, with_work: bool) -> Vec<u8> {
     w.u32(plan.gid);
     w.u8(u8::from(plan.private_ipc_uts));
     w.u8(u8::from(plan.network_namespace));
+    // What every command of this mode asks for: Z mounts their /proc in its spares, and
+    // installs the filter and drops a root command's bounding set on itself once, at setup.
+    w.u8(u8::from(plan.private_proc));
+    w.u8(u8::from(plan.seccomp.is_some()));
+    w.u8(u8::from(plan.drop_capabilities));
     if let Some(view) = &plan.view {
         wire::write_view(&mut w, view, with_work);
     }
@@ -417,7 +433,7 @@ fn zygote_main() -> i32 {
     let Ok((n, mut fds)) = wire::recv(socket.as_fd(), &mut buf) else {
         return 1;
     };
-    let Some((mut plan, netns)) = read_setup(&buf[..n], fds.pop()) else {
+    let Some((mut plan, netns, filter)) = read_setup(&buf[..n], fds.pop()) else {
         return 1;
     };
     enter(&plan, netns.as_ref(), socket.as_raw_fd());
@@ -432,6 +448,11 @@ fn zygote_main() -> i32 {
             error.raw_os_error().unwrap_or(libc::ENOSYS),
         ),
     };
+    // The filter and the bounding set once, on Z itself, before any command or spare: every
+    // fork inherits them (where this fails, each command does it itself and reports it).
+    let filtered = filter && super::seccomp::programs().as_ref().is_ok_and(filter_self);
+    let bounded = plan.drop_capabilities && child::drop_bounding_set().is_ok();
+    let mut state = (filtered, bounded);
     let view_ready = wire::send(socket.as_fd(), b"R", &[]);
     if view_ready.is_err() {
         return 1;
@@ -440,8 +461,13 @@ fn zygote_main() -> i32 {
     // SAFETY: setting a signal disposition in this single-threaded process.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
     let null = 0; // stdin, /dev/null since the exec
-    let (mut filtered, mut bounded) = (false, false);
+    let mut spare: Option<Spare> = None;
     loop {
+        if spare.is_none() {
+            // The next command's PID 1, made while this session waits or its last command
+            // runs (`child/spare.rs`).
+            spare = Spare::start(&mut plan, own_pidfd.as_raw_fd(), state);
+        }
         let (n, fds) = match wire::recv(socket.as_fd(), &mut buf) {
             Ok((0, _)) => return 0, // the session (or the agent) is gone
             Ok(got) => got,
@@ -453,7 +479,8 @@ fn zygote_main() -> i32 {
             fds,
             null,
             own_pidfd.as_raw_fd(),
-            (&mut filtered, &mut bounded),
+            (&mut state.0, &mut state.1),
+            &mut spare,
         );
         let reply = match served {
             Ok(pid) => pid,
@@ -477,14 +504,19 @@ pub(crate) fn own_pidfd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// The plan every fork starts from, and read-only's prepared network namespace.
-fn read_setup(bytes: &[u8], netns: Option<OwnedFd>) -> Option<(ChildPlan, Option<OwnedFd>)> {
+/// The plan every fork starts from, read-only's prepared network namespace, and whether the
+/// mode's commands ask for the seccomp filter (the plan's `drop_capabilities` says whether they
+/// drop a root command's bounding set).
+fn read_setup(bytes: &[u8], netns: Option<OwnedFd>) -> Option<(ChildPlan, Option<OwnedFd>, bool)> {
     let mut r = Reader(bytes);
     let parent_maps_ids = r.u8()? != 0;
     let uid = r.u32()?;
     let gid = r.u32()?;
     let private_ipc_uts = r.u8()? != 0;
     let network_namespace = r.u8()? != 0;
+    let private_proc = r.u8()? != 0;
+    let filter = r.u8()? != 0;
+    let bound = r.u8()? != 0;
     let view = wire::read_view(&mut r)?;
     let plan = ChildPlan {
         namespaces: true,
@@ -495,6 +527,8 @@ fn read_setup(bytes: &[u8], netns: Option<OwnedFd>) -> Option<(ChildPlan, Option
         gid,
         network_namespace,
         netns_fd: -1,
+        private_proc,
+        drop_capabilities: bound,
         view: Some(view),
         landlock_fd: -1,
         pids_cgroup_fd: -1,
@@ -502,7 +536,7 @@ fn read_setup(bytes: &[u8], netns: Option<OwnedFd>) -> Option<(ChildPlan, Option
         in_zygote: true,
         ..ChildPlan::default()
     };
-    Some((plan, netns))
+    Some((plan, netns, filter))
 }
 
 /// Z enters its namespaces and builds the view; a failed step is reported on `efd` (the
@@ -612,6 +646,7 @@ fn serve_one(
     null: RawFd,
     own_pidfd: RawFd,
     (filtered, bounded): (&mut bool, &mut bool),
+    spare: &mut Option<Spare>,
 ) -> Result<i32, i32> {
     let mut r = Reader(bytes);
     let mut parse = || -> Option<_> {
@@ -694,25 +729,79 @@ fn serve_one(
     plan.memory_cgroup_fd = raw(&memory);
     let mut argv = vec![program.clone()];
     argv.extend(args);
+    if let Some(ready) = spare.take() {
+        // The spare was cloned with Z's filter and bounding set as they were then: what the
+        // command still does itself follows from those.
+        let handoff = Handoff {
+            max_processes,
+            max_memory,
+            landlock_write_rights: write_rights,
+            drop_capabilities: u8::from(bit(0) && !ready.bounded),
+            fresh_keyring: u8::from(bit(1)),
+            install_seccomp: u8::from(bit(2) && !ready.filtered),
+            landlock: u8::from(landlock.is_some()),
+            pids_cgroup: u8::from(pids.is_some()),
+            memory_cgroup: u8::from(memory.is_some()),
+            pass_count: pass.len() as u32,
+            pass_targets: [-1; 8],
+            program: std::ptr::null(),
+            cwd: std::ptr::null(),
+            argv: std::ptr::null(),
+            argv_len: 0,
+            envp: std::ptr::null(),
+            envp_len: 0,
+        };
+        let fits =
+            ready.private_proc == bit(3) && (handoff.install_seccomp == 0 || ready.has_programs);
+        if fits {
+            let mut sent = vec![
+                error_fd.as_raw_fd(),
+                status_fd.as_raw_fd(),
+                output.as_raw_fd(),
+            ];
+            sent.extend(
+                [&landlock, &pids, &memory]
+                    .into_iter()
+                    .flatten()
+                    .map(|fd| fd.as_raw_fd()),
+            );
+            let mut targets = [-1; 8];
+            for ((fd, target), slot) in pass.iter().zip(targets.iter_mut()) {
+                sent.push(fd.as_raw_fd());
+                *slot = *target;
+            }
+            let handoff = Handoff {
+                pass_targets: targets,
+                ..handoff
+            };
+            if let Some(pid) = ready.hand_over(handoff, &argv, &env, &cwd, &sent) {
+                return Ok(pid);
+            }
+        }
+        // Not this one (dropped: its socket closes and it exits): a fresh clone below.
+    }
+    let argv_ptrs: Vec<_> = argv
+        .iter()
+        .map(|a| a.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let envp: Vec<_> = env
+        .iter()
+        .map(|v| v.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let pass: Vec<_> = pass
+        .iter()
+        .map(|(fd, target)| (fd.as_raw_fd(), *target))
+        .collect();
     let exec = ExecArgs {
-        argv: argv
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain([std::ptr::null()])
-            .collect(),
-        envp: env
-            .iter()
-            .map(|v| v.as_ptr())
-            .chain([std::ptr::null()])
-            .collect(),
-        program,
-        cwd,
+        argv: &argv_ptrs,
+        envp: &envp,
+        program: &program,
+        cwd: &cwd,
         stdin: null,
         output: output.as_raw_fd(),
-        pass: pass
-            .iter()
-            .map(|(fd, target)| (fd.as_raw_fd(), *target))
-            .collect(),
+        pass: &pass,
         // SAFETY: plain getter.
         parent: unsafe { libc::getpid() },
         error_fd: error_fd.as_raw_fd(),
@@ -732,4 +821,162 @@ fn serve_one(
         return Err(child::sys::errno());
     }
     Ok(pid)
+}
+
+/// A spare PID 1 for the next command (`child/spare.rs`), Z's end of its socket and of the
+/// region the command is handed over in.
+struct Spare {
+    pid: libc::pid_t,
+    socket: OwnedFd,
+    region: *mut u8,
+    /// Z's filter and bounding set were in force when it was cloned (it inherited them).
+    filtered: bool,
+    bounded: bool,
+    /// It mounted a fresh `/proc`.
+    private_proc: bool,
+    /// It holds the seccomp programs, to install them itself.
+    has_programs: bool,
+}
+
+impl Drop for Spare {
+    fn drop(&mut self) {
+        // SAFETY: unmapping Z's mapping of the region (the spare has its own); its socket
+        // closes after this, and a spare still waiting then reads the end and exits.
+        unsafe { libc::munmap(self.region.cast(), REGION) };
+    }
+}
+
+impl Spare {
+    /// Clones a spare with `plan` (Z's, as its commands find it) and Z's `(filtered, bounded)`
+    /// state; `None` where a step here failed (then the next command is cloned fresh, and
+    /// reports whatever fails).
+    fn start(
+        plan: &mut ChildPlan,
+        own_pidfd: RawFd,
+        (filtered, bounded): (bool, bool),
+    ) -> Option<Spare> {
+        let mut pair = [-1; 2];
+        // SAFETY: socketpair into a local array.
+        let paired = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                pair.as_mut_ptr(),
+            )
+        };
+        if paired != 0 {
+            return None;
+        }
+        // SAFETY: two new fds we own.
+        let (ours, theirs) =
+            unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        // SAFETY: a new shared anonymous mapping, unmapped by `Spare`'s drop.
+        let region = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                REGION,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if region == libc::MAP_FAILED {
+            return None;
+        }
+        let seccomp = if filtered {
+            None
+        } else {
+            super::seccomp::programs().as_ref().ok()
+        };
+        let args = SpareArgs {
+            socket: theirs.as_raw_fd(),
+            region: region as *const Handoff,
+            // SAFETY: plain getter.
+            parent: unsafe { libc::getpid() },
+            parent_pidfd: own_pidfd,
+            seccomp,
+        };
+        let private_proc = plan.private_proc;
+        let pid = child::sys::raw_clone(libc::CLONE_NEWPID | libc::CLONE_NEWNS);
+        if pid == 0 {
+            child::spare::run(plan, &args);
+        }
+        drop(theirs);
+        let spare = Spare {
+            pid,
+            socket: ours,
+            region: region.cast(),
+            filtered,
+            bounded,
+            private_proc,
+            has_programs: seccomp.is_some(),
+        };
+        (pid > 0).then_some(spare)
+    }
+
+    /// Hands one command to this spare: writes `handoff` with its strings into the region,
+    /// then sends its fds. `None`: the spare failed a step or is gone (its failure is the
+    /// fresh clone's to report).
+    fn hand_over(
+        self,
+        mut handoff: Handoff,
+        argv: &[CString],
+        env: &[CString],
+        cwd: &CStr,
+        fds: &[RawFd],
+    ) -> Option<i32> {
+        let mut ready = [0u8; 8];
+        match wire::recv(self.socket.as_fd(), &mut ready) {
+            Ok((1, _)) if ready[0] == b'R' => {}
+            _ => return None, // a failed step's record, or its end
+        }
+        let pointers = argv.len() + 1 + env.len() + 1;
+        let header = std::mem::size_of::<Handoff>().next_multiple_of(8);
+        let strings: usize = argv
+            .iter()
+            .chain(env)
+            .map(|s| s.as_bytes_with_nul().len())
+            .sum::<usize>()
+            + cwd.to_bytes_with_nul().len();
+        if header + pointers * 8 + strings > REGION {
+            return None;
+        }
+        let base = self.region;
+        // SAFETY: every write below lands inside the region (sized just above), which only Z
+        // writes until the spare has the message sent after them.
+        unsafe {
+            let table = base.add(header) as *mut *const libc::c_char;
+            let mut text = base.add(header + pointers * 8);
+            let mut put = |s: &CStr| -> *const libc::c_char {
+                let bytes = s.to_bytes_with_nul();
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), text, bytes.len());
+                let at = text as *const libc::c_char;
+                text = text.add(bytes.len());
+                at
+            };
+            let mut slot = 0;
+            for s in argv {
+                *table.add(slot) = put(s);
+                slot += 1;
+            }
+            *table.add(slot) = std::ptr::null();
+            slot += 1;
+            handoff.argv = table;
+            handoff.argv_len = argv.len() + 1;
+            handoff.program = *table;
+            handoff.envp = table.add(slot);
+            handoff.envp_len = env.len() + 1;
+            for s in env {
+                *table.add(slot) = put(s);
+                slot += 1;
+            }
+            *table.add(slot) = std::ptr::null();
+            handoff.cwd = put(cwd);
+            std::ptr::write(base as *mut Handoff, handoff);
+        }
+        wire::send(self.socket.as_fd(), b"G", fds).ok()?;
+        Some(self.pid)
+    }
 }

@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use super::child::view::{Overlay, View};
 
 /// The protocol's name, the zygote's `argv[1]`: a binary of another build refuses to serve.
-pub(crate) const PROTOCOL: &str = concat!("acp-bash-zygote/", env!("CARGO_PKG_VERSION"), "/1");
+pub(crate) const PROTOCOL: &str = concat!("acp-bash-zygote/", env!("CARGO_PKG_VERSION"), "/2");
 
 /// The largest message either side sends (a setup with many masks and Git repositories, a
 /// command with a large environment). Bigger: the command takes the per-command path.

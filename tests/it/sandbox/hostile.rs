@@ -570,3 +570,59 @@ fn a_commands_processes_are_all_in_its_own_cgroups() {
         },
     );
 }
+
+/// The agent makes each command's cgroups before it is asked for them (on its spawner thread,
+/// while the previous command runs): still, no two commands share one, and each has the limit
+/// it was made for, read from the host (root here; nobody may make none).
+#[test]
+fn cgroups_made_ahead_are_each_one_commands_with_its_limit() {
+    if unsafe { libc::geteuid() } != 0 || !require_namespaces() {
+        return;
+    }
+    let engine = engine_with(Limits::default().max_processes(Some(77)));
+    let ws = outside();
+    let session = engine.session(ws.path()).unwrap();
+    let report = acp_bash::sandbox::DoctorReport::probe();
+    let pids = report
+        .layers
+        .iter()
+        .find(|l| l.name == "resource limits")
+        .is_some_and(|l| {
+            l.status
+                .as_ref()
+                .is_ok_and(|how| how.contains("cgroup v1 pids"))
+        });
+    if !pids {
+        return;
+    }
+    let mut seen = Vec::new();
+    for mode in [
+        Mode::Workspace,
+        Mode::Workspace,
+        Mode::ReadOnly,
+        Mode::Full,
+        Mode::Full,
+    ] {
+        session.set_mode(mode);
+        let outcome = block_on(run(
+            &session,
+            "grep -E '^[0-9]+:pids:' /proc/self/cgroup; cat /proc/self/cgroup >/dev/null",
+        ));
+        let line = outcome
+            .output
+            .lines()
+            .find(|l| l.contains(":pids:"))
+            .unwrap_or_else(|| panic!("{mode:?}: {}", outcome.output))
+            .to_string();
+        let path = line.splitn(3, ':').nth(2).unwrap().to_string();
+        assert!(
+            path.contains(&format!("/acp-bash-{}/run-", std::process::id())),
+            "{mode:?}: {line}"
+        );
+        let limit = std::fs::read_to_string(format!("/sys/fs/cgroup/pids{path}/pids.max"))
+            .unwrap_or_else(|e| panic!("{mode:?}: {path}: {e}"));
+        assert_eq!(limit.trim(), "77", "{mode:?}: {path}");
+        assert!(!seen.contains(&path), "{mode:?}: {path} again in {seen:?}");
+        seen.push(path);
+    }
+}

@@ -1152,3 +1152,117 @@ fn a_served_zygote_filters_itself_once_and_stateless_commands_keep_the_state_aro
         },
     );
 }
+
+/// The live (not zombie) children of `parent`.
+fn children_of(parent: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() != Some(&"Z") && fields.get(1) == Some(&parent.to_string().as_str()) {
+            found.push(pid);
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
+/// Waits (hang guard only) until `parent` has exactly `count` live children; returns them.
+fn wait_for_children(parent: i32, count: usize, what: &str) -> Vec<i32> {
+    let start = Instant::now();
+    loop {
+        let children = children_of(parent);
+        if children.len() == count {
+            return children;
+        }
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "{what}: {parent} has children {children:?}, not {count}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `pid` is PID 1 of a PID namespace of its own (its `NSpid` line ends in 1) and named as a
+/// command's init.
+fn assert_pid_1(pid: i32, what: &str) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let nspid = status_field(&status, "NSpid").unwrap_or_default();
+    assert!(
+        nspid.split_whitespace().count() >= 2 && nspid.split_whitespace().last() == Some("1"),
+        "{what}: NSpid {nspid:?}"
+    );
+    assert_eq!(
+        status_field(&status, "Name").as_deref(),
+        Some("acp-bash-init"),
+        "{what}"
+    );
+}
+
+/// Between commands a served zygote holds one spare: the next command's PID 1, already in a
+/// PID namespace of its own, with its mounts. The next command runs in it (its shell is the
+/// spare's child), and a new spare is made while that command runs. A spare killed from
+/// outside costs the session nothing: the command after it is cloned fresh, and the session's
+/// zygote and spares end with the agent.
+#[test]
+fn a_served_zygote_keeps_the_next_commands_pid_1_ready_and_does_without_it_when_it_is_gone() {
+    let _serial = one_at_a_time();
+    as_root_and_nobody(
+        "sandbox::zygote::a_served_zygote_keeps_the_next_commands_pid_1_ready_and_does_without_it_when_it_is_gone",
+        || {
+            if !require_view() {
+                return;
+            }
+            let ws = served_workspace();
+            let mut served = Served::start("workspace");
+            let session = served.new_session(ws.path());
+            served.prompt(&session, "true");
+            let zygotes = served.zygotes();
+            assert_eq!(zygotes.len(), 1, "{zygotes:?}");
+            let zygote = zygotes[0];
+            let spare = wait_for_children(zygote, 1, "after a command")[0];
+            assert_pid_1(spare, "the spare");
+            assert!(children_of(spare).is_empty(), "a spare runs nothing");
+
+            let (ready, go) = (ws.path().join("ready"), ws.path().join("go"));
+            let id = served.start_prompt(
+                &session,
+                &format!(
+                    "echo > {ready}; until [ -e {go} ]; do sleep 0.01; done; echo done-$((40 + 2))",
+                    ready = ready.display(),
+                    go = go.display()
+                ),
+            );
+            crate::support::sandbox::wait_for_file(&ready);
+            let running = wait_for_children(zygote, 2, "while a command runs");
+            assert!(running.contains(&spare), "{running:?} has no {spare}");
+            assert!(!children_of(spare).is_empty(), "the command's shell is the spare's child");
+            let next = running.into_iter().find(|&pid| pid != spare).unwrap();
+            assert_pid_1(next, "the spare made while the command runs");
+            std::fs::write(&go, "go\n").unwrap();
+            let answer = served.answer(id);
+            assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+            let seen = format!("{:?}", served.seen);
+            assert!(seen.contains("done-42"), "{seen}");
+
+            assert_eq!(wait_for_children(zygote, 1, "after the command"), vec![next]);
+            // SAFETY: SIGKILL to the spare of the zygote of the agent this test started.
+            unsafe { libc::kill(next, libc::SIGKILL) };
+            wait_until_pids_gone(&[next], "a killed spare");
+            let fresh = served.prompt(&session, "echo fresh-$((40 + 2))");
+            assert!(fresh.contains("fresh-42"), "{fresh}");
+            let after = wait_for_children(zygote, 1, "after the fresh command");
+            assert_pid_1(after[0], "the spare made after it");
+
+            drop(served.stdin.take());
+            served.agent.wait().unwrap();
+            wait_until_pids_gone(&[zygote, after[0]], "a served session's zygote and spare");
+        },
+    );
+}

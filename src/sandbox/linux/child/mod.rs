@@ -33,12 +33,13 @@
 
 pub(crate) mod init;
 pub(crate) mod reaper;
+pub(crate) mod spare;
 pub(crate) mod sys;
 pub(crate) mod view;
 pub(crate) mod waiter;
 pub(crate) mod zygote;
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::os::fd::RawFd;
 
 use libc::c_int;
@@ -169,16 +170,19 @@ pub(crate) struct ChildPlan {
     pub in_zygote: bool,
 }
 
-/// What the child execs and with which fds, prepared in the parent.
-pub(crate) struct ExecArgs {
-    pub program: CString,
-    pub argv: Vec<*const libc::c_char>,
-    pub envp: Vec<*const libc::c_char>,
-    pub cwd: CString,
+/// What the child execs and with which fds, prepared in the parent (which owns the strings
+/// and arrays: the child only reads them).
+pub(crate) struct ExecArgs<'a> {
+    pub program: &'a CStr,
+    /// NULL-terminated.
+    pub argv: &'a [*const libc::c_char],
+    /// NULL-terminated.
+    pub envp: &'a [*const libc::c_char],
+    pub cwd: &'a CStr,
     pub stdin: RawFd,
     pub output: RawFd,
     /// `(source, target)`: the source fd appears as `target` in the shell.
-    pub pass: Vec<(RawFd, RawFd)>,
+    pub pass: &'a [(RawFd, RawFd)],
     pub parent: libc::pid_t,
     /// Write end of the close-on-exec error pipe.
     pub error_fd: RawFd,
@@ -234,14 +238,8 @@ pub(crate) fn program(exec: &ExecArgs, plan: Option<&ChildPlan>) -> ! {
             // agent's memory (CLONE_VM) and its dumpable flag with it.
             libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         }
-        for (from, to) in [(exec.stdin, 0), (exec.output, 1), (exec.output, 2)] {
-            if from == to {
-                check(efd, Step::Stdio, libc::fcntl(to, libc::F_SETFD, 0) as i64);
-            } else {
-                check(efd, Step::Stdio, libc::dup2(from, to) as i64);
-            }
-        }
     }
+    set_stdio(exec);
     if let Some(plan) = plan {
         enter(plan, exec);
     }
@@ -279,14 +277,34 @@ fn exec_shell(exec: &ExecArgs) -> ! {
     }
 }
 
+/// The command's stdin and output as fds 0, 1 and 2.
+fn set_stdio(exec: &ExecArgs) {
+    let efd = exec.error_fd;
+    // SAFETY: dup2/fcntl on fds the parent prepared.
+    unsafe {
+        for (from, to) in [(exec.stdin, 0), (exec.output, 1), (exec.output, 2)] {
+            if from == to {
+                check(efd, Step::Stdio, libc::fcntl(to, libc::F_SETFD, 0) as i64);
+            } else {
+                check(efd, Step::Stdio, libc::dup2(from, to) as i64);
+            }
+        }
+    }
+}
+
 /// Whether the parent (`ExecArgs::parent`) has exited.
 fn parent_gone(exec: &ExecArgs) -> bool {
     if exec.parent_pidfd < 0 {
         // SAFETY: plain getter.
         return unsafe { libc::getppid() } != exec.parent;
     }
+    pidfd_ended(exec.parent_pidfd)
+}
+
+/// Whether the process of `pidfd` has exited (its pidfd is readable).
+fn pidfd_ended(pidfd: RawFd) -> bool {
     let mut poll = libc::pollfd {
-        fd: exec.parent_pidfd,
+        fd: pidfd,
         events: libc::POLLIN,
         revents: 0,
     };
@@ -438,7 +456,13 @@ fn become_init_and_start_shell(
     status_write: RawFd,
     parent: init::Parent,
 ) -> ! {
-    let efd = exec.error_fd;
+    become_init(plan, exec.error_fd);
+    start_shell(plan, exec, status_write, parent)
+}
+
+/// Makes this process the namespace's init: not dumpable, named, a fresh `/proc` where asked,
+/// the agent's environment block wiped. A failed step is reported on `efd`.
+fn become_init(plan: &ChildPlan, efd: RawFd) {
     // SAFETY: raw syscalls only, as required between fork and exec.
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -469,6 +493,15 @@ fn become_init_and_start_shell(
                 std::ptr::write_bytes(start as *mut u8, 0, end - start);
             }
         }
+    }
+}
+
+/// Starts B (see [`become_init_and_start_shell`]) and goes on as init.
+fn start_shell(plan: &ChildPlan, exec: &ExecArgs, status_write: RawFd, parent: init::Parent) -> ! {
+    let efd = exec.error_fd;
+    // SAFETY: raw syscalls only, as required between fork and exec; B's stack and arguments
+    // live in this frame, which stays until B has exec'd (CLONE_VFORK).
+    unsafe {
         let shell = ShellStart {
             plan,
             exec,
@@ -495,7 +528,7 @@ const SHELL_STACK: usize = 128 * 1024;
 /// What B needs, in I's frame (alive until B has exec'd: `CLONE_VFORK`).
 struct ShellStart<'a> {
     plan: &'a ChildPlan,
-    exec: &'a ExecArgs,
+    exec: &'a ExecArgs<'a>,
     status_write: RawFd,
 }
 
