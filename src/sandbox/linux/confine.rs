@@ -97,7 +97,19 @@ pub(crate) fn confine_with(
             }
         });
     let ruleset = match &built.ruleset {
-        Ok(fd) => fd.clone(),
+        // The plan's ruleset says Landlock works for this mode; the command gets one of its
+        // own, which its child may add rules to (`landlock::ruleset_for_one_command`).
+        Ok(Some(_)) => match super::landlock::ruleset_for_one_command(mode, roots, tcp_rules) {
+            Ok(fd) => fd.map(std::sync::Arc::new),
+            Err(why) => {
+                notices.push(format!(
+                    "{} mode: writes are not restricted for this command ({why})",
+                    mode.name()
+                ));
+                None
+            }
+        },
+        Ok(None) => None,
         Err(why) => {
             notices.push(format!(
                 "{} mode: writes are not restricted for this command ({why})",

@@ -131,3 +131,128 @@ pub(crate) fn handled_write_rights() -> u64 {
         AccessFs::from_write(ABI::from(abi as i32)).bits()
     })
 }
+
+/// What [`ruleset`] is built from.
+type Recipe = (Mode, Roots, bool);
+
+/// Spare rulesets, one per recipe the last commands used (`None`: wanted, not built yet).
+type Spares = std::sync::Mutex<Vec<(Recipe, Option<OwnedFd>)>>;
+
+/// At most this many recipes keep a spare (sessions × modes in use).
+const SPARE_RECIPES: usize = 16;
+
+fn spares() -> &'static Spares {
+    static SPARES: std::sync::OnceLock<Spares> = std::sync::OnceLock::new();
+    SPARES.get_or_init(Default::default)
+}
+
+/// A ruleset of one command's own for `mode` (as [`ruleset`] builds it), never handed to
+/// another: the child adds rules to it for its view's new mounts (a fresh `/dev/shm` per
+/// command), and a ruleset shared by a session's commands gained those rules from every
+/// command, so that each `landlock_restrict_self` took longer (22 µs at the first command,
+/// 268 µs at the 1 500th, `notes/2026-12-03-ruleset-per-command.md`). Taken from the spare the
+/// spawner built while idle ([`make_spares`]) where there is one, else built now.
+pub(crate) fn ruleset_for_one_command(
+    mode: Mode,
+    roots: &Roots,
+    tcp_rules: bool,
+) -> Result<Option<OwnedFd>, String> {
+    let recipe = (mode, roots.clone(), tcp_rules);
+    let spare = spares().lock().ok().and_then(|mut spares| {
+        match spares.iter().position(|(r, _)| *r == recipe) {
+            Some(at) => {
+                // The most recent recipe last: the oldest goes first when there are too many.
+                let mut entry = spares.remove(at);
+                let taken = entry.1.take();
+                spares.push(entry);
+                taken
+            }
+            None => {
+                if spares.len() >= SPARE_RECIPES {
+                    spares.remove(0);
+                }
+                spares.push((recipe.clone(), None));
+                None
+            }
+        }
+    });
+    match spare {
+        Some(fd) => Ok(Some(fd)),
+        None => ruleset(mode, roots, tcp_rules),
+    }
+}
+
+/// Builds the spare rulesets the last commands' recipes want (`ruleset_for_one_command`): on
+/// the spawner thread, once it has nothing to start.
+pub(crate) fn make_spares() {
+    let wanted: Vec<Recipe> = match spares().lock() {
+        Ok(spares) => spares
+            .iter()
+            .filter(|(_, fd)| fd.is_none())
+            .map(|(recipe, _)| recipe.clone())
+            .collect(),
+        Err(_) => return,
+    };
+    for recipe in wanted {
+        let Ok(Some(fd)) = ruleset(recipe.0, &recipe.1, recipe.2) else {
+            continue;
+        };
+        if let Ok(mut spares) = spares().lock() {
+            if let Some((_, slot)) = spares
+                .iter_mut()
+                .find(|(r, fd)| *r == recipe && fd.is_none())
+            {
+                *slot = Some(fd);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// Whether `a` and `b` are the same open file (`kcmp(KCMP_FILE)`), or `None` where the
+    /// kernel does not say.
+    fn same_file(a: &OwnedFd, b: &OwnedFd) -> Option<bool> {
+        const KCMP_FILE: libc::c_int = 0;
+        // SAFETY: kcmp on two fds of this process.
+        let r = unsafe {
+            let pid = libc::getpid();
+            libc::syscall(
+                libc::SYS_kcmp,
+                pid,
+                pid,
+                KCMP_FILE,
+                a.as_raw_fd() as libc::c_ulong,
+                b.as_raw_fd() as libc::c_ulong,
+            )
+        };
+        (r >= 0).then_some(r == 0)
+    }
+
+    #[test]
+    fn every_command_gets_a_ruleset_no_other_command_gets() {
+        if landlock_abi().is_err() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let roots = Roots::new(dir.path().to_path_buf(), std::env::temp_dir());
+        let mut seen: Vec<OwnedFd> = Vec::new();
+        for round in 0..4 {
+            if round % 2 == 1 {
+                make_spares(); // the next one comes from the spare
+            }
+            let fd = ruleset_for_one_command(Mode::Workspace, &roots, false)
+                .unwrap()
+                .expect("workspace handles writes");
+            for other in &seen {
+                if let Some(same) = same_file(&fd, other) {
+                    assert!(!same, "round {round}: a ruleset handed out twice");
+                }
+            }
+            seen.push(fd);
+        }
+    }
+}

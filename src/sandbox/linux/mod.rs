@@ -249,8 +249,8 @@ pub(crate) struct Prepared {
     pub(crate) plan: ChildPlan,
     /// The mode the plan is for: a session keeps one zygote per mode.
     pub(crate) mode: Mode,
-    /// Keeps the Landlock ruleset open until the command has started (the session's, kept
-    /// with its plan: `plan_cache.rs`).
+    /// Keeps the Landlock ruleset open until the command has started (the command's own:
+    /// `landlock::ruleset_for_one_command`).
     _ruleset: Option<std::sync::Arc<OwnedFd>>,
     /// The view came from an earlier command's plan: its caches' work folders are that
     /// command's, renewed wherever the overlays are mounted again (a new zygote, the

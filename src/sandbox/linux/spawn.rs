@@ -264,6 +264,7 @@ pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
                         job();
                     }
                     super::cgroup::make_spares();
+                    super::landlock::make_spares();
                 }
             });
         if let Err(error) = started {
