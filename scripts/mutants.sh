@@ -26,6 +26,9 @@ targets=(
   "ansi|src/present/ansi.rs|ansi tool::"
   "bridge|src/acp/bridge.rs|bridge present:: acp::transcripts acp::modes acp::plain_clients acp::tool_call"
   "stateless|src/exec/stateless.rs|exec::stateless"
+  "ruleset|src/sandbox/linux/landlock.rs|sandbox::linux::landlock sandbox::fs"
+  "cgroup|src/sandbox/linux/cgroup.rs|sandbox::hostile::cgroups_made_ahead sandbox::hostile::a_commands_processes_are_all_in_its_own_cgroups"
+  "spare|src/sandbox/linux/child/spare.rs|sandbox::zygote"
 )
 
 if ! cargo mutants --version >/dev/null 2>&1; then
