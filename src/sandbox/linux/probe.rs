@@ -198,14 +198,7 @@ pub(crate) fn probe_support() -> Support {
 /// An overlayfs over a folder of the probe's own, in a user namespace, as workspace mode's
 /// package caches get one (its upper and work folders beside it, in the temp dir).
 fn probe_cache_layer() -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt;
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let base = std::env::temp_dir().join(format!("acp-bash-probe-{}-{n}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&base)
-        .map_err(|e| format!("could not probe: {e}"))?;
+    let base = probe_folder("acp-bash-probe").map_err(|e| format!("could not probe: {e}"))?;
     let result = probe_cache_layer_in(&base);
     let _ = crate::sandbox::remove_session_folder(&base);
     result
@@ -299,16 +292,29 @@ pub(crate) fn cache_layer_verdicts(home: &Path) -> Vec<(PathBuf, Result<(), Stri
         .collect()
 }
 
-fn probe_home_cache_layers(home: &Path) -> Vec<(PathBuf, String)> {
+/// A new folder of this probe's own in the temp dir, `<prefix>-<pid>-<n>-<random>`: the random
+/// part because an agent killed during its probe leaves its folder behind, and a later agent
+/// may get the same pid (under fork churn, within seconds: `File exists` then failed the probe).
+fn probe_folder(prefix: &str) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let base =
-        std::env::temp_dir().join(format!("acp-bash-probe-caches-{}-{n}", std::process::id()));
-    if let Err(error) = std::fs::DirBuilder::new().mode(0o700).create(&base) {
-        tracing::warn!(%error, "could not probe the package caches' layers");
-        return Vec::new();
-    }
+    let mut salt = [0u8; 8];
+    crate::random::random_bytes(&mut salt);
+    let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
+    let base = std::env::temp_dir().join(format!("{prefix}-{}-{n}-{salt}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&base)?;
+    Ok(base)
+}
+
+fn probe_home_cache_layers(home: &Path) -> Vec<(PathBuf, String)> {
+    let base = match probe_folder("acp-bash-probe-caches") {
+        Ok(base) => base,
+        Err(error) => {
+            tracing::warn!(%error, "could not probe the package caches' layers");
+            return Vec::new();
+        }
+    };
     let (overlays, _) = super::view_plan::cache_layers(home, &base, &[], &[]);
     let with = |overlays: Vec<super::child::view::Overlay>| {
         let mut p = plan(true, true);
@@ -353,5 +359,29 @@ fn clone_overlay(overlay: &super::child::view::Overlay) -> super::child::view::O
         target: overlay.target.clone(),
         upper: overlay.upper.clone(),
         work: overlay.work.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Folders an earlier process of the same pid left behind (`<prefix>-<pid>-<n>`, the old
+    /// names) do not stop a probe, and no two probes share a folder.
+    #[test]
+    fn a_probe_folder_is_new_even_where_one_of_the_same_pid_was_left_behind() {
+        let prefix = format!("acp-bash-probe-test-{}", std::process::id());
+        let temp = std::env::temp_dir();
+        let left: Vec<_> = (0..64)
+            .map(|n| temp.join(format!("{prefix}-{}-{n}", std::process::id())))
+            .collect();
+        for dir in &left {
+            let _ = std::fs::create_dir(dir);
+        }
+        let a = super::probe_folder(&prefix).unwrap();
+        let b = super::probe_folder(&prefix).unwrap();
+        assert_ne!(a, b);
+        assert!(a.is_dir() && b.is_dir());
+        for dir in left.iter().chain([&a, &b]) {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
