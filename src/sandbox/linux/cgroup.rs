@@ -279,3 +279,54 @@ fn remove_abandoned(parent: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where the agent may make pids cgroups (root with cgroup v1 here): a command's cgroup is
+    /// taken from the spare the spawner made (`make_spares`) once one was asked for, each is
+    /// handed out once, and each has its limit.
+    #[test]
+    fn a_spare_cgroup_is_made_once_wanted_and_handed_out_once() {
+        use std::os::fd::AsRawFd;
+        if Controller::Pids.base().is_err() {
+            return;
+        }
+        // A limit of this test's own: no other command of this process asks for it.
+        let max = 4242;
+        let first = for_one_command(Controller::Pids, max).expect("a cgroup");
+        let spare = || {
+            spares()
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|s| (s.controller, s.max) == (Controller::Pids, max))
+                .and_then(|s| s.tasks.as_ref().map(|(dir, _)| dir.clone()))
+        };
+        make_spares();
+        let made = spare().expect("the spawner made one");
+        assert_eq!(
+            std::fs::read_to_string(made.join("pids.max"))
+                .unwrap()
+                .trim(),
+            max.to_string()
+        );
+        let second = for_one_command(Controller::Pids, max).expect("a cgroup");
+        let inode =
+            |path: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).unwrap());
+        let fd_inode =
+            |fd: &OwnedFd| inode(Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())));
+        assert_eq!(
+            fd_inode(&second),
+            inode(&made.join("tasks")),
+            "the spare was taken"
+        );
+        assert_ne!(
+            fd_inode(&first),
+            fd_inode(&second),
+            "two commands, one cgroup"
+        );
+        assert_ne!(spare(), Some(made), "handed out twice");
+    }
+}

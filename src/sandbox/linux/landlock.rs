@@ -243,6 +243,10 @@ mod tests {
         for round in 0..4 {
             if round % 2 == 1 {
                 make_spares(); // the next one comes from the spare
+                let spared = spares().lock().unwrap().iter().any(|(recipe, fd)| {
+                    recipe.0 == Mode::Workspace && recipe.1 == roots && fd.is_some()
+                });
+                assert!(spared, "round {round}: the spawner made no spare");
             }
             let fd = ruleset_for_one_command(Mode::Workspace, &roots, false)
                 .unwrap()
