@@ -259,4 +259,37 @@ mod tests {
             seen.push(fd);
         }
     }
+
+    /// A command takes the spare of its own recipe only: another session's (other roots) would
+    /// let it write there.
+    #[test]
+    fn a_command_never_gets_the_spare_of_another_sessions_roots() {
+        if landlock_abi().is_err() {
+            return;
+        }
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let roots_a = Roots::new(a.path().to_path_buf(), std::env::temp_dir());
+        let roots_b = Roots::new(b.path().to_path_buf(), std::env::temp_dir());
+        for roots in [&roots_a, &roots_b] {
+            let _ = ruleset_for_one_command(Mode::Workspace, roots, false).unwrap();
+        }
+        make_spares();
+        let spare_of = |roots: &Roots| -> OwnedFd {
+            spares()
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(recipe, fd)| recipe.1 == *roots && fd.is_some())
+                .and_then(|(_, fd)| fd.as_ref()?.try_clone().ok())
+                .expect("a spare for these roots")
+        };
+        let (spare_a, spare_b) = (spare_of(&roots_a), spare_of(&roots_b));
+        let taken = ruleset_for_one_command(Mode::Workspace, &roots_b, false)
+            .unwrap()
+            .unwrap();
+        if let (Some(is_b), Some(is_a)) = (same_file(&taken, &spare_b), same_file(&taken, &spare_a))
+        {
+            assert!(is_b && !is_a, "B's command got another recipe's ruleset");
+        }
+    }
 }
