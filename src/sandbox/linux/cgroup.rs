@@ -329,4 +329,37 @@ mod tests {
         );
         assert_ne!(spare(), Some(made), "handed out twice");
     }
+
+    /// A spare goes to the kind it was made for, even beside a kind whose cgroup cannot be
+    /// made (a limit the kernel refuses): no command gets another limit than its own.
+    #[test]
+    fn a_spare_cgroup_keeps_to_its_own_limit() {
+        if Controller::Pids.base().is_err() {
+            return;
+        }
+        let refused = u64::MAX; // pids.max refuses it: this kind is wanted, never made
+        assert!(for_one_command(Controller::Pids, refused).is_none());
+        let max = 4245;
+        let _first = for_one_command(Controller::Pids, max).expect("a cgroup");
+        make_spares();
+        let spares = spares().lock().unwrap();
+        let slot = |max: u64| {
+            spares
+                .iter()
+                .find(|s| (s.controller, s.max) == (Controller::Pids, max))
+                .map(|s| s.tasks.as_ref().map(|(dir, _)| dir.clone()))
+        };
+        assert_eq!(
+            slot(refused),
+            Some(None),
+            "nothing made for the refused limit"
+        );
+        let made = slot(max).flatten().expect("a spare for 4245");
+        assert_eq!(
+            std::fs::read_to_string(made.join("pids.max"))
+                .unwrap()
+                .trim(),
+            max.to_string()
+        );
+    }
 }
