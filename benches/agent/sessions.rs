@@ -91,8 +91,8 @@ pub fn first_command(bench: &Bench) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// The agent's zygotes (its children named `acp-bash-zygote`).
-fn zygotes_of(agent: u32) -> Vec<u32> {
+/// The live processes whose `(comm, ppid)` pass `keep`, from `/proc/<pid>/stat`.
+fn processes_where(keep: impl Fn(&str, u32) -> bool) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -102,32 +102,24 @@ fn zygotes_of(agent: u32) -> Vec<u32> {
         .filter(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             // `pid (comm) state ppid …`
-            let Some((comm, rest)) = stat.split_once(") ") else {
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(") ")) else {
                 return false;
             };
-            comm.ends_with("(acp-bash-zygote")
-                && rest.split_whitespace().nth(1) == Some(&agent.to_string())
+            let mut fields = stat[close + 2..].split_whitespace();
+            let (state, ppid) = (fields.next(), fields.next().and_then(|p| p.parse().ok()));
+            state != Some("Z") && ppid.is_some_and(|ppid| keep(&stat[open + 1..close], ppid))
         })
         .collect()
 }
 
+/// The agent's zygotes (its children named `acp-bash-zygote`).
+fn zygotes_of(agent: u32) -> Vec<u32> {
+    processes_where(|comm, ppid| comm == "acp-bash-zygote" && ppid == agent)
+}
+
 /// The live children of `parent` (a zygote's: the spare PID 1 it keeps for its next command).
 fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let Some((_, rest)) = stat.rsplit_once(") ") else {
-                return false;
-            };
-            let mut fields = rest.split_whitespace();
-            fields.next() != Some("Z") && fields.next() == Some(&parent.to_string())
-        })
-        .collect()
+    processes_where(|_, ppid| ppid == parent)
 }
 
 /// A zygote's memory with its spare's: the sums of their [`pss_rss_uss`].

@@ -26,6 +26,16 @@ pub(super) fn cstring(bytes: &[u8]) -> io::Result<CString> {
     })
 }
 
+/// Pointers to `strings` and a NULL after them: an `argv` or `envp` for `execve` (valid while
+/// `strings` lives).
+pub(super) fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain([std::ptr::null()])
+        .collect()
+}
+
 /// A close-on-exec pipe: (read end, write end).
 pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [-1; 2];
@@ -88,16 +98,7 @@ pub(crate) fn spawn(
     } else {
         None
     };
-    let argv: Vec<_> = args
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain([std::ptr::null()])
-        .collect();
-    let envp: Vec<_> = vars
-        .iter()
-        .map(|v| v.as_ptr())
-        .chain([std::ptr::null()])
-        .collect();
+    let (argv, envp) = (null_terminated(&args), null_terminated(&vars));
     let cwd = cstring(request.cwd.as_os_str().as_bytes())?;
     let exec = ExecArgs {
         argv: &argv,

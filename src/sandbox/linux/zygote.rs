@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::child::spare::{Handoff, SpareArgs, REGION};
 use super::child::{self, ChildPlan, ExecArgs};
-use super::spawn::{cstring, pipe, read_full, Request};
+use super::spawn::{cstring, null_terminated, pipe, read_full, Request};
 use super::step::{Step, StepError};
 use super::zygote_wire::{self as wire, Reader, Writer, MAX_MESSAGE, PROTOCOL};
 use super::Prepared;
@@ -780,16 +780,7 @@ fn serve_one(
         }
         // Not this one (dropped: its socket closes and it exits): a fresh clone below.
     }
-    let argv_ptrs: Vec<_> = argv
-        .iter()
-        .map(|a| a.as_ptr())
-        .chain([std::ptr::null()])
-        .collect();
-    let envp: Vec<_> = env
-        .iter()
-        .map(|v| v.as_ptr())
-        .chain([std::ptr::null()])
-        .collect();
+    let (argv_ptrs, envp) = (null_terminated(&argv), null_terminated(&env));
     let pass: Vec<_> = pass
         .iter()
         .map(|(fd, target)| (fd.as_raw_fd(), *target))

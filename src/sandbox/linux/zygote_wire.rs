@@ -17,7 +17,7 @@ pub(crate) const PROTOCOL: &str = concat!("acp-bash-zygote/", env!("CARGO_PKG_VE
 pub(crate) const MAX_MESSAGE: usize = 192 * 1024;
 
 /// At most this many fds travel with one message.
-pub(crate) const MAX_FDS: usize = 16;
+pub(crate) use super::child::sys::MAX_FDS;
 
 /// Appends fields to a message.
 #[derive(Default)]
@@ -257,46 +257,22 @@ pub(crate) fn send(socket: BorrowedFd, bytes: &[u8], fds: &[RawFd]) -> io::Resul
 /// Receives one message into `buf`: its length (0: the other end closed) and its fds (each
 /// close-on-exec). A truncated message or control part is an error.
 pub(crate) fn recv(socket: BorrowedFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
-    let mut control = [0u64; 1 + (MAX_FDS * 4).div_ceil(8) + 2];
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: as in `send`; every fd the kernel put in the control part is taken over once.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control);
-        let n = loop {
-            let n = libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
-            if n >= 0 {
-                break n as usize;
-            }
-            let error = io::Error::last_os_error();
-            if error.kind() != io::ErrorKind::Interrupted {
-                return Err(error);
-            }
-        };
-        let mut fds = Vec::new();
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
-                let len = (*cmsg).cmsg_len - libc::CMSG_LEN(0) as usize;
-                for i in 0..len / std::mem::size_of::<RawFd>() {
-                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-        }
-        if msg.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a zygote message was truncated",
-            ));
-        }
-        Ok((n, fds))
+    let mut raw = [-1 as RawFd; MAX_FDS];
+    let (n, count, flags) = super::child::sys::recv_with_fds(socket.as_raw_fd(), buf, &mut raw);
+    if n < 0 {
+        return Err(io::Error::last_os_error());
     }
+    // SAFETY: the fds the kernel just gave this process, each taken over once.
+    let fds = raw
+        .iter()
+        .take(count)
+        .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .collect();
+    if flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a zygote message was truncated",
+        ));
+    }
+    Ok((n as usize, fds))
 }

@@ -424,25 +424,14 @@ impl Drop for Served {
 
 /// The live children of `agent` that run as a zygote.
 fn zygotes_of(agent: i32) -> Vec<i32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        if fields.first() != Some(&"Z")
-            && fields.get(1) == Some(&agent.to_string().as_str())
-            && cmdline.starts_with(b"__acp-bash-sandbox-zygote\0")
-        {
-            found.push(pid);
-        }
-    }
-    found
+    children_of(agent)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .unwrap_or_default()
+                .starts_with(b"__acp-bash-sandbox-zygote\0")
+        })
+        .collect()
 }
 
 fn served_workspace() -> tempfile::TempDir {

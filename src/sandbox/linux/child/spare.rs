@@ -17,7 +17,9 @@ use std::os::fd::RawFd;
 
 use libc::c_char;
 
-use super::sys::{check, close_all_except, fail, reset_signals_in_zygote_fork, write_all};
+use super::sys::{
+    check, close_all_except, fail, recv_with_fds, reset_signals_in_zygote_fork, write_all, MAX_FDS,
+};
 use super::{
     become_init, init, join_cgroup, pidfd_ended, set_stdio, start_shell, view, ChildPlan, ExecArgs,
 };
@@ -26,9 +28,6 @@ use crate::sandbox::linux::step::Step;
 
 /// The size of the page (pages) the zygote shares with a spare for its command's hand-off.
 pub(crate) const REGION: usize = 256 * 1024;
-
-/// At most this many fds come with a command (3 pipes, 3 optional ones, 8 passed).
-pub(crate) const MAX_FDS: usize = 16;
 
 /// One command for a spare, at the start of the shared region; every pointer points into
 /// that region (mapped at the same address in both processes).
@@ -97,7 +96,8 @@ pub(crate) fn run(plan: &mut ChildPlan, args: &SpareArgs) -> ! {
     become_init(plan, socket);
     write_all(socket, b"R");
     let mut fds = [-1 as RawFd; MAX_FDS];
-    let (got, count) = receive(socket, &mut fds);
+    let mut byte = [0u8; 8];
+    let (got, count, _) = recv_with_fds(socket, &mut byte, &mut fds);
     if got != 1 {
         // No command: the zygote let this spare go (its socket closed), or is gone.
         // SAFETY: exiting this process.
@@ -174,52 +174,4 @@ pub(crate) fn run(plan: &mut ChildPlan, args: &SpareArgs) -> ! {
     set_stdio(&exec);
     join_cgroup(plan.pids_cgroup_fd, error_fd);
     start_shell(plan, &exec, status_fd, init::Parent::Zygote)
-}
-
-/// One message on `socket` and its fds (close-on-exec) into `fds`: (the bytes read or -1, how
-/// many fds came).
-fn receive(socket: RawFd, fds: &mut [RawFd; MAX_FDS]) -> (isize, usize) {
-    let mut byte = [0u8; 8];
-    let mut control = [0u64; 2 + (MAX_FDS * 4).div_ceil(8) + 2];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: byte.len(),
-    };
-    let mut count = 0;
-    // SAFETY: msghdr and its buffers are locals that outlive the call; CMSG_* compute offsets
-    // inside `control`, which holds MAX_FDS fds.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control);
-        let n = loop {
-            let n = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC);
-            if n >= 0 || super::sys::errno() != libc::EINTR {
-                break n;
-            }
-        };
-        let mut header = libc::CMSG_FIRSTHDR(&msg);
-        while !header.is_null() {
-            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(header) as *const RawFd;
-                let bytes = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                for i in 0..bytes / std::mem::size_of::<RawFd>() {
-                    let fd = std::ptr::read_unaligned(data.add(i));
-                    match fds.get_mut(count) {
-                        Some(slot) => {
-                            *slot = fd;
-                            count += 1;
-                        }
-                        None => {
-                            libc::close(fd);
-                        }
-                    }
-                }
-            }
-            header = libc::CMSG_NXTHDR(&msg, header);
-        }
-        (n as isize, count)
-    }
 }

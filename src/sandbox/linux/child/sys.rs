@@ -305,3 +305,61 @@ pub(crate) fn exit_like(status: c_int) -> ! {
         })
     }
 }
+
+/// At most this many fds come with one message on a zygote's sockets (`zygote_wire.rs`,
+/// `spare.rs`).
+pub(crate) const MAX_FDS: usize = 16;
+
+/// Receives one message on `socket` into `buf`, retrying on `EINTR`, and its fds
+/// (close-on-exec) into `fds`; an fd beyond `fds`' room is closed. Returns the bytes read (-1
+/// with errno set on failure), how many fds came, and the message's `msg_flags` (`MSG_TRUNC`,
+/// `MSG_CTRUNC`). No allocation: the zygote's forks call it too.
+pub(crate) fn recv_with_fds(
+    socket: RawFd,
+    buf: &mut [u8],
+    fds: &mut [RawFd; MAX_FDS],
+) -> (isize, usize, c_int) {
+    let mut control = [0u64; 1 + (MAX_FDS * 4).div_ceil(8) + 2];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut count = 0;
+    // SAFETY: msghdr and its buffers are locals that outlive the call; CMSG_* compute offsets
+    // inside `control`, which holds MAX_FDS fds; every fd the kernel put there is kept or
+    // closed once.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        let n = loop {
+            let n = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC);
+            if n >= 0 || errno() != libc::EINTR {
+                break n;
+            }
+        };
+        let mut header = libc::CMSG_FIRSTHDR(&msg);
+        while !header.is_null() {
+            if (*header).cmsg_level == libc::SOL_SOCKET && (*header).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(header) as *const RawFd;
+                let bytes = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                    let fd = std::ptr::read_unaligned(data.add(i));
+                    match fds.get_mut(count) {
+                        Some(slot) => {
+                            *slot = fd;
+                            count += 1;
+                        }
+                        None => {
+                            libc::close(fd);
+                        }
+                    }
+                }
+            }
+            header = libc::CMSG_NXTHDR(&msg, header);
+        }
+        (n as isize, count, msg.msg_flags)
+    }
+}
