@@ -185,7 +185,9 @@ pub enum OnOff {
 
 impl EngineArgs {
     pub fn config(&self) -> EngineConfig {
-        let mut config = EngineConfig::default();
+        // Every thread of the binary's runtime that polls a run (its worker, the thread in
+        // `block_on`) lives until the runtime shuts down, after the commands are reaped.
+        let mut config = EngineConfig::default().fork_bare_commands_in_place(true);
         if let Some(timeout) = self.timeout {
             config.default_timeout = timeout;
         }
@@ -392,6 +394,8 @@ mod tests {
             .collect();
         let again_engine = engine(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let (a, b) = (cli_engine.config(), again_engine.config());
+        // The binary's runtime threads outlive the commands they start.
+        assert!(a.fork_bare_commands_in_place && b.fork_bare_commands_in_place);
         assert_eq!(a.default_timeout, b.default_timeout);
         assert_eq!(a.env.keep, b.env.keep);
         assert_eq!(a.env.set, b.env.set);

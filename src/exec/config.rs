@@ -55,6 +55,16 @@ pub struct EngineConfig {
     /// [`sandbox::zygote_main_if_asked`] first (the `acp-bash` binary does); otherwise every
     /// command builds its own namespaces.
     pub zygote_program: Option<PathBuf>,
+    /// Whether a command with nothing to confine (`--sandbox off`, or no sandbox layer works
+    /// here) is forked on the thread that polls its start, as tokio's own `Command` does,
+    /// instead of on the sandbox's spawner thread: two thread hand-offs less per command
+    /// (0.05–0.15 ms on the benchmarks' machine, `notes/2026-12-03-bare-fork-in-place.md`).
+    /// A command's parent-death signal (SIGKILL) is tied to the **thread** that forked it, so
+    /// set this only where every thread that polls this engine's runs outlives the commands
+    /// it starts: a multi-thread runtime's workers and the thread in its `block_on` do, until
+    /// the runtime shuts down (the `acp-bash` binary sets it); a `spawn_blocking` thread does
+    /// not (it exits when idle, and its commands with it). Default `false`.
+    pub fork_bare_commands_in_place: bool,
 }
 
 impl EngineConfig {
@@ -137,6 +147,12 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::fork_bare_commands_in_place`].
+    pub fn fork_bare_commands_in_place(mut self, in_place: bool) -> Self {
+        self.fork_bare_commands_in_place = in_place;
+        self
+    }
+
     /// Sets [`EngineConfig::sandbox_mode`].
     pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
         self.sandbox_mode = mode;
@@ -164,6 +180,7 @@ impl Default for EngineConfig {
             protection: sandbox::Protection::default(),
             session_temp_root: Some(super::default_session_temp_root()),
             zygote_program: None,
+            fork_bare_commands_in_place: false,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! Owns: the engine's side of starting a command (the output pipe, the fds the shell gets,
 //! waiting for the child through a pidfd). The fork-to-exec code itself lives in one place,
 //! `sandbox::spawn` (`src/sandbox/linux/child/`), which the engine calls on a thread of its own
-//! so that building one command's sandbox never stalls the runtime. Must not touch: reading
+//! so that building one command's sandbox never stalls the runtime (or, for a bare command, on
+//! the calling thread where the engine allows it: [`ForkOn`]). Must not touch: reading
 //! output, timeouts, cwd tracking.
 
 use std::ffi::OsString;
@@ -32,18 +33,33 @@ impl Child {
     }
 }
 
+/// Where a command is forked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForkOn {
+    /// The sandbox's spawner thread, always (the engine's default).
+    SpawnerThread,
+    /// The calling thread for a command with nothing to confine ([`Confined::is_bare`]), as
+    /// tokio's own `Command` does; the spawner thread for the others
+    /// ([`EngineConfig::fork_bare_commands_in_place`](super::EngineConfig)).
+    CallingThreadWhenBare,
+}
+
 /// Starts `confined` with exactly `env`, in `cwd`; each `(fd, number)` of `pass` appears in the
-/// shell as that number. The fork happens on the sandbox's spawner thread; this only awaits it.
+/// shell as that number. The fork happens on the sandbox's spawner thread, or, for a bare
+/// command where `fork_on` says so, right here (the thread waits only until the shell has
+/// exec'd: `CLONE_VFORK`).
 pub async fn start(
     confined: Confined,
     env: Vec<(OsString, OsString)>,
     cwd: PathBuf,
     pass: Vec<(OwnedFd, i32)>,
     session: Option<std::sync::Arc<crate::sandbox::SessionSandbox>>,
+    fork_on: ForkOn,
 ) -> std::io::Result<Started> {
     let (reader, writer) = std::io::pipe()?;
     let (tx, rx) = tokio::sync::oneshot::channel();
-    crate::sandbox::on_spawner_thread(Box::new(move || {
+    let here = fork_on == ForkOn::CallingThreadWhenBare && confined.is_bare();
+    let job = move || {
         let borrowed: Vec<_> = pass.iter().map(|(fd, n)| (fd.as_fd(), *n)).collect();
         let request = crate::sandbox::SpawnRequest {
             env: &env,
@@ -58,7 +74,12 @@ pub async fn start(
         drop(borrowed);
         drop((writer, pass, confined, session));
         let _ = tx.send(result.map(|spawned| (spawned, env)));
-    }));
+    };
+    if here {
+        job();
+    } else {
+        crate::sandbox::on_spawner_thread(Box::new(job));
+    }
     let (spawned, env) = rx
         .await
         .map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
@@ -156,7 +177,11 @@ mod tests {
         }
     }
 
-    async fn run(launch: Launch, mode: Mode) -> (String, std::process::ExitStatus, i32) {
+    async fn run(
+        launch: Launch,
+        mode: Mode,
+        fork_on: ForkOn,
+    ) -> (String, std::process::ExitStatus, i32) {
         let env = vec![("PATH".into(), "/usr/bin:/bin".into())];
         let roots = Roots::new("/", std::env::temp_dir());
         let confined = sandbox::confine_with(
@@ -166,7 +191,7 @@ mod tests {
             Limits::default(),
             &Support::none("test: the plain path"),
         );
-        let mut started = start(confined, env, "/".into(), Vec::new(), None)
+        let mut started = start(confined, env, "/".into(), Vec::new(), None, fork_on)
             .await
             .unwrap();
         let mut output = String::new();
@@ -181,11 +206,28 @@ mod tests {
     async fn both_start_paths_give_the_same_shell() {
         let script = "echo pgid=$(cut -d' ' -f5 /proc/$$/stat) pid=$$; yes | head -n 1; \
                       cat; echo err >&2; exit 3";
-        let plain = run(launch("/bin/bash", script), Mode::Off).await;
-        let forked = run(launch("/bin/bash", script), Mode::Full).await;
-        let (output, status, pgid) = plain;
-        assert_eq!(status.code(), Some(3), "{output}");
-        assert_eq!(output, format!("pgid={pgid} pid={pgid}\ny\nerr\n"));
+        let plain = run(
+            launch("/bin/bash", script),
+            Mode::Off,
+            ForkOn::SpawnerThread,
+        )
+        .await;
+        let here = run(
+            launch("/bin/bash", script),
+            Mode::Off,
+            ForkOn::CallingThreadWhenBare,
+        )
+        .await;
+        let forked = run(
+            launch("/bin/bash", script),
+            Mode::Full,
+            ForkOn::CallingThreadWhenBare,
+        )
+        .await;
+        for (output, status, pgid) in [plain, here] {
+            assert_eq!(status.code(), Some(3), "{output}");
+            assert_eq!(output, format!("pgid={pgid} pid={pgid}\ny\nerr\n"));
+        }
         // Confined without namespaces (a subreaper between): the shell is W's child, in W's
         // group.
         let (output, status, pgid) = forked;
@@ -214,6 +256,7 @@ mod tests {
             "/".into(),
             Vec::new(),
             None,
+            ForkOn::SpawnerThread,
         )
         .await;
         assert_eq!(missing.err().unwrap().kind(), std::io::ErrorKind::NotFound);
@@ -223,11 +266,77 @@ mod tests {
             "/nonexistent".into(),
             Vec::new(),
             None,
+            ForkOn::SpawnerThread,
         )
         .await;
         assert_eq!(
             not_a_dir.err().unwrap().kind(),
             std::io::ErrorKind::NotFound
         );
+    }
+
+    /// Starts `sleep 30` bare (`--sandbox off`) from a thread of its own that then exits, and
+    /// returns its pid once that thread is gone from `/proc/self/task` (its exit, and the
+    /// parent-death signals it sends, are done by then).
+    fn start_from_a_thread_that_exits(fork_on: ForkOn) -> (i32, Started) {
+        let (started, tid) = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let roots = Roots::new("/", std::env::temp_dir());
+            let confined = sandbox::confine_with(
+                launch("/bin/bash", "exec sleep 30"),
+                Mode::Off,
+                &roots,
+                Limits::default(),
+                Support::current(),
+            );
+            let started = runtime
+                .block_on(start(
+                    confined,
+                    Vec::new(),
+                    "/".into(),
+                    Vec::new(),
+                    None,
+                    fork_on,
+                ))
+                .unwrap();
+            // SAFETY: gettid has no preconditions.
+            (started, unsafe { libc::gettid() })
+        })
+        .join()
+        .unwrap();
+        let task = format!("/proc/self/task/{tid}");
+        while std::path::Path::new(&task).exists() {
+            std::thread::yield_now();
+        }
+        (started.pgid, started)
+    }
+
+    /// The parent-death signal is the thread's: a bare command forked in place dies with the
+    /// thread that started it, which is why forking in place is the engine's choice to make
+    /// (`EngineConfig::fork_bare_commands_in_place`), and one forked on the spawner thread
+    /// outlives it.
+    #[test]
+    fn a_bare_command_forked_in_place_lives_as_long_as_its_thread_and_no_longer() {
+        let (pid, started) = start_from_a_thread_that_exits(ForkOn::CallingThreadWhenBare);
+        let mut status = 0;
+        // SAFETY: waitpid on our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
+            "forked in place, the command outlived its thread: status {status:#x}"
+        );
+        drop(started);
+
+        let (pid, started) = start_from_a_thread_that_exits(ForkOn::SpawnerThread);
+        // SAFETY: waitpid on our own child, without waiting.
+        let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        assert_eq!(reaped, 0, "forked on the spawner thread, the command died with the caller's thread: status {status:#x}");
+        signal_group(pid, libc::SIGKILL);
+        // SAFETY: waitpid on our own child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        drop(started);
     }
 }

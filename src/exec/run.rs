@@ -340,6 +340,11 @@ async fn run(
         cwd.clone(),
         shell.pass,
         Some(session.inner.sandbox.clone()),
+        if config.fork_bare_commands_in_place {
+            process::ForkOn::CallingThreadWhenBare
+        } else {
+            process::ForkOn::SpawnerThread
+        },
     )
     .await
     {

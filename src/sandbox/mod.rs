@@ -272,6 +272,15 @@ pub struct Confined {
     pub notices: Vec<String>,
 }
 
+impl Confined {
+    /// Whether nothing happens between this command's fork and its exec but the exec's own
+    /// preparation (`--sandbox off`, or a machine without any layer): no namespace, view or
+    /// zygote, so it may be forked on any thread that outlives it.
+    pub fn is_bare(&self) -> bool {
+        self.plan.is_none()
+    }
+}
+
 impl Support {
     /// Probes every layer for real (on Linux it forks children that try each one, a few
     /// milliseconds); [`Support::current`] caches it.

@@ -526,6 +526,40 @@ fn sigkill_of_a_served_agent_ends_its_zygote_and_every_command() {
     );
 }
 
+/// `--sandbox off` has no zygote: the served binary forks each command on its runtime's own
+/// thread (`EngineConfig::fork_bare_commands_in_place`), and the command's parent-death signal
+/// still ends it with the agent. (What a bare command started off-thread does when its thread
+/// ends is `exec::process`'s unit test; the escapees of an off command are not the agent's to
+/// end: `sandbox::off`.)
+#[test]
+fn sigkill_of_a_served_off_agent_ends_its_command() {
+    as_root_and_nobody(
+        "sandbox::zygote::sigkill_of_a_served_off_agent_ends_its_command",
+        || {
+            let ws = served_workspace();
+            let mut served = Served::start("off");
+            let session = served.new_session(ws.path());
+            let mark = marker("served-off-kill");
+            let ready = ws.path().join("ready");
+            served.start_prompt(
+                &session,
+                &format!("echo > {}; exec -a {mark}-fg sleep 1000", ready.display()),
+            );
+            crate::support::sandbox::wait_for_file(&ready);
+            let start = Instant::now();
+            while processes_with(&mark).is_empty() {
+                assert!(start.elapsed() < HANG_GUARD, "the command never ran");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(served.zygotes().is_empty(), "{:?}", served.zygotes());
+            // SAFETY: SIGKILL to the agent this test started.
+            unsafe { libc::kill(served.agent.id() as i32, libc::SIGKILL) };
+            served.agent.wait().unwrap();
+            wait_until_gone(&mark);
+        },
+    );
+}
+
 /// A zygote killed while one of its commands runs takes the command with it: the command's
 /// PID 1 is the zygote's child, with its parent-death signal on it (there is no W in between).
 /// The prompt ends with the command killed, nothing of it is left, and the session's next
