@@ -275,35 +275,38 @@ mod tests {
         );
     }
 
-    /// Starts `sleep 30` bare (`--sandbox off`) from a thread of its own that then exits, and
-    /// returns its pid once that thread is gone from `/proc/self/task` (its exit, and the
-    /// parent-death signals it sends, are done by then).
-    fn start_from_a_thread_that_exits(fork_on: ForkOn) -> (i32, Started) {
-        let (started, tid) = std::thread::spawn(move || {
+    /// A command of `mode` started from a thread of its own that then exits, once that thread
+    /// is gone from `/proc/self/task` (its exit, and the parent-death signals it sends, are
+    /// done by then): its pid, its start, whether it was bare, and the ends of two pipes it
+    /// holds as fds 3 and 4. Given a line on the first, it answers `alive` on the second, then
+    /// sleeps.
+    fn start_from_a_thread_that_exits(fork_on: ForkOn, mode: Mode) -> Started2 {
+        let (go_read, go) = std::io::pipe().unwrap();
+        let (reply, reply_write) = std::io::pipe().unwrap();
+        let pass = vec![(go_read.into(), 3), (reply_write.into(), 4)];
+        let (started, tid, bare) = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .unwrap();
             let roots = Roots::new("/", std::env::temp_dir());
             let confined = sandbox::confine_with(
-                launch("/bin/bash", "exec sleep 30"),
-                Mode::Off,
+                launch(
+                    "/bin/bash",
+                    "read -r _ <&3 && echo alive >&4; exec sleep 30",
+                ),
+                mode,
                 &roots,
                 Limits::default(),
                 Support::current(),
             );
+            let bare = confined.is_bare();
+            let env = vec![("PATH".into(), "/usr/bin:/bin".into())];
             let started = runtime
-                .block_on(start(
-                    confined,
-                    Vec::new(),
-                    "/".into(),
-                    Vec::new(),
-                    None,
-                    fork_on,
-                ))
+                .block_on(start(confined, env, "/".into(), pass, None, fork_on))
                 .unwrap();
             // SAFETY: gettid has no preconditions.
-            (started, unsafe { libc::gettid() })
+            (started, unsafe { libc::gettid() }, bare)
         })
         .join()
         .unwrap();
@@ -311,32 +314,77 @@ mod tests {
         while std::path::Path::new(&task).exists() {
             std::thread::yield_now();
         }
-        (started.pgid, started)
+        Started2 {
+            pid: started.pgid,
+            started,
+            bare,
+            go,
+            reply: std::io::BufReader::new(reply),
+        }
+    }
+
+    struct Started2 {
+        pid: i32,
+        #[allow(dead_code)] // held: its pipe and pidfd close after the test's checks
+        started: Started,
+        bare: bool,
+        go: std::io::PipeWriter,
+        reply: std::io::BufReader<std::io::PipeReader>,
+    }
+
+    impl Started2 {
+        /// Whether the command answers (`false`: its end of the pipe closed, it is gone).
+        fn answers(&mut self) -> bool {
+            use std::io::{BufRead, Write};
+            let _ = self.go.write_all(b"go\n");
+            let mut line = String::new();
+            let _ = self.reply.read_line(&mut line);
+            line == "alive\n"
+        }
+
+        /// Kills and reaps it; its wait status.
+        fn kill_and_reap(self) -> i32 {
+            let mut status = 0;
+            signal_group(self.pid, libc::SIGKILL);
+            // SAFETY: kill and waitpid on our own child.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            assert_eq!(unsafe { libc::waitpid(self.pid, &mut status, 0) }, self.pid);
+            status
+        }
     }
 
     /// The parent-death signal is the thread's: a bare command forked in place dies with the
     /// thread that started it, which is why forking in place is the engine's choice to make
     /// (`EngineConfig::fork_bare_commands_in_place`), and one forked on the spawner thread
-    /// outlives it.
+    /// outlives it. A sandboxed command is forked on the spawner thread whatever the choice.
     #[test]
     fn a_bare_command_forked_in_place_lives_as_long_as_its_thread_and_no_longer() {
-        let (pid, started) = start_from_a_thread_that_exits(ForkOn::CallingThreadWhenBare);
-        let mut status = 0;
-        // SAFETY: waitpid on our own child.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        let mut here = start_from_a_thread_that_exits(ForkOn::CallingThreadWhenBare, Mode::Off);
+        assert!(
+            !here.answers(),
+            "forked in place, the command outlived its thread"
+        );
+        let status = here.kill_and_reap();
         assert!(
             libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
-            "forked in place, the command outlived its thread: status {status:#x}"
+            "status {status:#x}"
         );
-        drop(started);
 
-        let (pid, started) = start_from_a_thread_that_exits(ForkOn::SpawnerThread);
-        // SAFETY: waitpid on our own child, without waiting.
-        let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        assert_eq!(reaped, 0, "forked on the spawner thread, the command died with the caller's thread: status {status:#x}");
-        signal_group(pid, libc::SIGKILL);
-        // SAFETY: waitpid on our own child.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        drop(started);
+        let mut spawner = start_from_a_thread_that_exits(ForkOn::SpawnerThread, Mode::Off);
+        assert!(
+            spawner.answers(),
+            "forked on the spawner thread, the command died with the caller's thread"
+        );
+        spawner.kill_and_reap();
+
+        let mut sandboxed =
+            start_from_a_thread_that_exits(ForkOn::CallingThreadWhenBare, Mode::Full);
+        // `full` always has a plan: at least its subreaper (see `both_start_paths_…`).
+        assert!(!sandboxed.bare, "full started bare");
+        assert!(
+            sandboxed.answers(),
+            "a sandboxed command was forked in place and died with the caller's thread"
+        );
+        sandboxed.kill_and_reap();
     }
 }
