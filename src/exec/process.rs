@@ -280,7 +280,7 @@ mod tests {
     /// done by then): its pid, its start, whether it was bare, and the ends of two pipes it
     /// holds as fds 3 and 4. Given a line on the first, it answers `alive` on the second, then
     /// sleeps.
-    fn start_from_a_thread_that_exits(fork_on: ForkOn, mode: Mode) -> Started2 {
+    fn start_from_a_thread_that_exits(fork_on: ForkOn, mode: Mode) -> FromAThread {
         let (go_read, go) = std::io::pipe().unwrap();
         let (reply, reply_write) = std::io::pipe().unwrap();
         let pass = vec![(go_read.into(), 3), (reply_write.into(), 4)];
@@ -314,7 +314,7 @@ mod tests {
         while std::path::Path::new(&task).exists() {
             std::thread::yield_now();
         }
-        Started2 {
+        FromAThread {
             pid: started.pgid,
             started,
             bare,
@@ -323,7 +323,7 @@ mod tests {
         }
     }
 
-    struct Started2 {
+    struct FromAThread {
         pid: i32,
         #[allow(dead_code)] // held: its pipe and pidfd close after the test's checks
         started: Started,
@@ -332,7 +332,7 @@ mod tests {
         reply: std::io::BufReader<std::io::PipeReader>,
     }
 
-    impl Started2 {
+    impl FromAThread {
         /// Whether the command answers (`false`: its end of the pipe closed, it is gone).
         fn answers(&mut self) -> bool {
             use std::io::{BufRead, Write};

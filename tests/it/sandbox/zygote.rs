@@ -540,12 +540,7 @@ fn sigkill_of_a_served_off_agent_ends_its_command() {
             let mut served = Served::start("off");
             let session = served.new_session(ws.path());
             let mark = marker("served-off-kill");
-            let ready = ws.path().join("ready");
-            served.start_prompt(
-                &session,
-                &format!("echo > {}; exec -a {mark}-fg sleep 1000", ready.display()),
-            );
-            crate::support::sandbox::wait_for_file(&ready);
+            served.start_prompt(&session, &format!("exec -a {mark}-fg sleep 1000"));
             let start = Instant::now();
             while processes_with(&mark).is_empty() {
                 assert!(start.elapsed() < HANG_GUARD, "the command never ran");
