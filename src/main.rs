@@ -3,7 +3,6 @@
 mod cli;
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
 use cli::{Cli, Invocation};
@@ -23,37 +22,17 @@ fn main() -> ExitCode {
     };
     cli::init_logging(log_level.as_deref());
     let log_level = log_level.as_deref();
-    // One worker thread (plus the main thread, which only waits): commands run in processes of
-    // their own, the agent's work per message and per byte is small, and tasks that wake each
-    // other on one thread skip a futex hand-off each time: 0.1–0.9 ms less per command than two
-    // workers here, at the same throughput (notes/2026-11-29-runtime-one-worker.md).
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("acp-bash: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let code = match invocation {
-        Invocation::Serve(args) => {
-            runtime.block_on(cli::serve::serve(&args.engine, &args.store, &args.model))
-        }
-        Invocation::Demo(engine) => runtime.block_on(cli::demo::demo(&engine, log_level)),
-        Invocation::Run(args) => runtime.block_on(cli::run::run(log_level, args)),
+    match invocation {
+        // Builds its runtime itself, once the client's `initialize` is answered.
+        Invocation::Serve(args) => cli::serve::serve(&args.engine, &args.store, &args.model),
+        Invocation::Demo(engine) => cli::block_on(cli::demo::demo(&engine, log_level)),
+        Invocation::Run(args) => cli::block_on(cli::run::run(log_level, args)),
         Invocation::ZedConfig(args) => {
             cli::zed_config::zed_config(&args.engine, &args.store, &args.model)
         }
         Invocation::Doctor(args) => cli::doctor::doctor(&args),
         Invocation::Login(login) => cli::login::login(&login),
-    };
-    // Commands were cancelled and reaped before we got here; don't wait for stray blocking
-    // threads (the stdin reader) on the way out.
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    code
+    }
 }
 
 /// Makes every thread allocate from glibc's main heap instead of one arena per thread. The agent

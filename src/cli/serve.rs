@@ -5,7 +5,7 @@
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
-use acp_bash::acp::{AcpBashAgent, TransportLimits};
+use acp_bash::acp::{AcpBashAgent, AgentStdio, TransportLimits};
 use acp_bash::driver::model::keyfile;
 use acp_bash::exec::Engine;
 
@@ -19,30 +19,42 @@ pub const FIRST_CONTACT: &str = "acp-bash: an ACP agent that your editor starts;
 
 /// Serves ACP on stdin/stdout until EOF or a termination signal.
 ///
-/// The connection runs as a task on the runtime's worker, not in `block_on` on the main thread:
-/// the protocol's tasks and the commands' tasks then wake each other on one thread, without a
+/// The agent is built on this thread, and a first line that is an ACP v1 `initialize` is
+/// answered here, before the async runtime exists (building it is half a millisecond of a
+/// start-up the client waits for; `notes/2026-12-03-initialize-before-the-runtime.md`). The
+/// connection then runs as a task on the runtime's worker, not in `block_on` on this thread:
+/// the protocol's tasks and the commands' tasks wake each other on one thread, without a
 /// hand-off to a parked main thread for every message (0.1–0.2 ms per prompt here).
-pub async fn serve(engine: &EngineArgs, store: &StoreArgs, model: &ModelArgs) -> ExitCode {
+pub fn serve(engine: &EngineArgs, store: &StoreArgs, model: &ModelArgs) -> ExitCode {
     if std::io::stdin().is_terminal() {
         // Someone typed `acp-bash` in a terminal: say what this is (on stderr; stdout stays
         // protocol only) and keep serving, in case they meant it.
         eprintln!("{FIRST_CONTACT}");
     }
-    let (engine, store, model) = (engine.clone(), store.clone(), model.clone());
-    match tokio::spawn(async move { serve_on_worker(&engine, &store, &model).await }).await {
-        Ok(code) => code,
-        Err(error) => {
-            eprintln!("acp-bash: the agent failed: {error}");
-            ExitCode::FAILURE
+    // Before any other thread: the agent's memory cannot be read by its commands (ptrace,
+    // /proc/PID/mem), whatever thread they are forked from.
+    acp_bash::sandbox::protect_agent_process();
+    let (agent, transport) = agent_on_stdio(engine, store, model);
+    let transport = transport.answer_initialize_now(|request| agent.initialize_response(request));
+    super::block_on(async move {
+        match tokio::spawn(serve_on_worker(agent, transport)).await {
+            Ok(code) => code,
+            Err(error) => {
+                eprintln!("acp-bash: the agent failed: {error}");
+                ExitCode::FAILURE
+            }
         }
-    }
+    })
 }
 
-async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs, model: &ModelArgs) -> ExitCode {
-    acp_bash::sandbox::protect_agent_process();
+/// The agent these flags make, and its transport on stdin/stdout; nothing runs yet.
+fn agent_on_stdio(
+    engine: &EngineArgs,
+    store: &StoreArgs,
+    model: &ModelArgs,
+) -> (AcpBashAgent, AgentStdio) {
     let max_prompt_bytes = engine.max_prompt_bytes();
-    let transport =
-        acp_bash::acp::AgentStdio::new().limits(TransportLimits::for_prompts(max_prompt_bytes));
+    let transport = AgentStdio::new().limits(TransportLimits::for_prompts(max_prompt_bytes));
     let mut config = engine.config();
     // The session store (other sessions' scripts and output) is masked from commands, with
     // `--no-history` too (an earlier agent's store is still there).
@@ -76,6 +88,10 @@ async fn serve_on_worker(engine: &EngineArgs, store: &StoreArgs, model: &ModelAr
     if let Some(driver) = driver {
         agent = agent.with_driver(driver);
     }
+    (agent, transport)
+}
+
+async fn serve_on_worker(agent: AcpBashAgent, transport: AgentStdio) -> ExitCode {
     let (signal_tx, mut signal_rx) = tokio::sync::oneshot::channel::<i32>();
     let stop = async move {
         let signal = termination_signal().await;

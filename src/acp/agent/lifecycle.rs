@@ -37,26 +37,26 @@ fn agent_text(text: String) -> SessionUpdate {
     SessionUpdate::AgentMessageChunk(ContentChunk::new(text.into()))
 }
 
-impl Connection {
-    /// What `initialize` advertises: the whole session lifecycle with a store, only
-    /// `session/close` without one (`--no-history`).
-    pub(super) fn capabilities(&self) -> AgentCapabilities {
-        let sessions = SessionCapabilities::new().close(SessionCloseCapabilities::new());
-        let prompts = PromptCapabilities::new().embedded_context(self.driver.embedded_context());
-        let capabilities = match self.store {
-            Some(_) => AgentCapabilities::new()
-                .load_session(true)
-                .session_capabilities(
-                    sessions
-                        .list(SessionListCapabilities::new())
-                        .resume(SessionResumeCapabilities::new())
-                        .delete(SessionDeleteCapabilities::new()),
-                ),
-            None => AgentCapabilities::new().session_capabilities(sessions),
-        };
-        capabilities.prompt_capabilities(prompts)
-    }
+/// What `initialize` advertises: the whole session lifecycle with a store, only
+/// `session/close` without one (`--no-history`); embedded context as the driver takes it.
+pub(super) fn capabilities(has_store: bool, driver: &dyn Driver) -> AgentCapabilities {
+    let sessions = SessionCapabilities::new().close(SessionCloseCapabilities::new());
+    let prompts = PromptCapabilities::new().embedded_context(driver.embedded_context());
+    let capabilities = match has_store {
+        true => AgentCapabilities::new()
+            .load_session(true)
+            .session_capabilities(
+                sessions
+                    .list(SessionListCapabilities::new())
+                    .resume(SessionResumeCapabilities::new())
+                    .delete(SessionDeleteCapabilities::new()),
+            ),
+        false => AgentCapabilities::new().session_capabilities(sessions),
+    };
+    capabilities.prompt_capabilities(prompts)
+}
 
+impl Connection {
     /// The error for a session that is not active on this connection: a closed or stored one
     /// says how to bring it back.
     pub(super) fn inactive_session(&self, id: &SessionId) -> Error {

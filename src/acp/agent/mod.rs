@@ -148,6 +148,14 @@ impl AcpBashAgent {
         self.serve_until(transport, std::future::pending()).await
     }
 
+    /// What this agent answers to an ACP v1 `initialize` request: the same response its
+    /// handler gives, for an answer written before the connection exists
+    /// ([`crate::acp::AgentStdio::answer_initialize_now`]). It changes nothing: the handler
+    /// still sees the request when the connection runs, and remembers what the client renders.
+    pub fn initialize_response(&self, request: &InitializeRequest) -> InitializeResponse {
+        initialize_response(request, self.store.is_some(), &*self.driver)
+    }
+
     /// Like [`Self::serve`], but also stops when `stop` completes (a signal, say): the
     /// connection is dropped, and every running command is cancelled and reaped the same way.
     pub async fn serve_until(
@@ -282,22 +290,11 @@ impl Connection {
             "initialize"
         );
         *self.features.lock().unwrap() = features;
-        let answered = responder.respond(
-            InitializeResponse::new(request.protocol_version)
-                .agent_capabilities(self.capabilities())
-                .auth_methods(
-                    self.driver
-                        .auth_methods()
-                        .iter()
-                        .map(|method| {
-                            acp_auth_method(method, request.client_capabilities.auth.terminal)
-                        })
-                        .collect(),
-                )
-                .agent_info(
-                    Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
-                ),
-        );
+        let answered = responder.respond(initialize_response(
+            &request,
+            self.store.is_some(),
+            &*self.driver,
+        ));
         // The scrub and the sandbox probe take milliseconds: do them now that the client has
         // its answer, before the first session or command needs them. `respond` only queued the
         // answer; the transport writes it on the tasks' next turn, so the preparation thread
@@ -460,6 +457,27 @@ impl ConnectTo<Client> for LazyV2Face {
     async fn connect_to(self, client: impl ConnectTo<Agent>) -> agent_client_protocol::Result<()> {
         self.0.v2_face().connect_to(client).await
     }
+}
+
+/// The answer to `request`: the protocol version it asked for (the v1 face gets only version 1
+/// or what falls back to it), the capabilities of an agent with or without a store, the
+/// driver's auth methods and the agent's name and version. The one place it is made: the
+/// handler and the answer before the runtime ([`AcpBashAgent::initialize_response`]) agree.
+fn initialize_response(
+    request: &InitializeRequest,
+    has_store: bool,
+    driver: &dyn Driver,
+) -> InitializeResponse {
+    InitializeResponse::new(request.protocol_version)
+        .agent_capabilities(lifecycle::capabilities(has_store, driver))
+        .auth_methods(
+            driver
+                .auth_methods()
+                .iter()
+                .map(|method| acp_auth_method(method, request.client_capabilities.auth.terminal))
+                .collect(),
+        )
+        .agent_info(Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"))
 }
 
 /// A driver's auth method as `initialize` advertises it. A terminal method goes out as one

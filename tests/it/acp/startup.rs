@@ -72,3 +72,211 @@ fn a_v2_connection_builds_the_v2_face() {
         assert!(stderr.contains(V2_FACE_BUILT), "{stderr}");
     });
 }
+
+/// The debug line the agent logs when it answered `initialize` before its runtime existed.
+const ANSWERED_EARLY: &str = "initialize answered before the runtime started";
+
+/// `lines` written to a started `acp-bash serve ARGS` (ENVS set), each one only after the
+/// answer to the one before when `wait_for_answers` (else all at once), then stdin closed: every
+/// line the agent wrote on stdout, and its stderr.
+fn converse(
+    args: &[&str],
+    envs: &[(&str, &str)],
+    lines: &[Value],
+    wait_for_answers: bool,
+) -> (Vec<Value>, String) {
+    let mut child = Command::new(binary())
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start acp-bash serve");
+    // A hang guard: an agent that never answers is killed, and the read below fails.
+    let (done, watchdog) = std::sync::mpsc::channel::<()>();
+    let pid = child.id() as libc::pid_t;
+    let watchdog = std::thread::spawn(move || {
+        if watchdog
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .is_err()
+        {
+            // SAFETY: kill(2) of our own child, not yet reaped (this thread is joined first).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut out = Vec::new();
+    let mut read_one = |out: &mut Vec<Value>| {
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read a line");
+        assert!(
+            !line.is_empty(),
+            "the agent closed stdout (or hung for 2 minutes and was killed) before answering"
+        );
+        out.push(serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}")));
+    };
+    if wait_for_answers {
+        for line in lines {
+            writeln!(stdin, "{line}").expect("write a line");
+            read_one(&mut out);
+        }
+    } else {
+        let all: String = lines.iter().map(|line| format!("{line}\n")).collect();
+        stdin.write_all(all.as_bytes()).expect("write the lines");
+    }
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).expect("read the rest");
+    let _ = done.send(());
+    watchdog.join().expect("the hang guard");
+    out.extend(
+        rest.lines().map(|line| {
+            serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"))
+        }),
+    );
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    assert!(child.wait().expect("wait").success(), "{stderr}");
+    (out, stderr)
+}
+
+fn initialize(id: u64, params: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": params})
+}
+
+/// A case of the early-answer test: its name, the agent's arguments and environment, the
+/// client's `initialize` parameters.
+type EarlyCase<'a> = (&'a str, &'a [&'a str], &'a [(&'a str, &'a str)], &'a Value);
+
+/// The answers to request `id` among `lines`.
+fn answers_to(lines: &[Value], id: u64) -> Vec<&Value> {
+    lines
+        .iter()
+        .filter(|line| line.get("method").is_none() && line["id"] == id)
+        .collect()
+}
+
+/// The first `initialize` is answered before the runtime exists (the agent says so on its debug
+/// log) and only once; a second `initialize` on the same connection goes through the SDK to the
+/// agent's handler, and its answer (the oracle) is the early one's, for each client and agent
+/// kind whose answer differs: Zed (the card), a plain client, a client that runs terminal auth,
+/// an agent with and without a store, a model agent (auth methods, embedded context).
+#[test]
+fn the_first_initialize_is_answered_before_the_runtime_exactly_as_the_handler_answers() {
+    as_root_and_nobody(
+        "acp::startup::the_first_initialize_is_answered_before_the_runtime_exactly_as_the_handler_answers",
+        || {
+            let state = tempfile::tempdir().expect("a state directory");
+            let state_dir = state.path().to_str().expect("UTF-8").to_string();
+            let zed = json!({"protocolVersion": 1, "clientCapabilities": {
+                "fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true,
+                "_meta": {"terminal_output": true}}, "clientInfo": {"name": "zed", "version": "0"}});
+            let plain = json!({"protocolVersion": 1, "clientCapabilities": {}});
+            let terminal_auth = json!({"protocolVersion": 1,
+                "clientCapabilities": {"auth": {"terminal": true}}});
+            let with_store: Vec<&str> = vec!["serve", "--sandbox", "full", "--state-dir",
+                &state_dir, "--log-level", "acp_bash=debug"];
+            let model: Vec<&str> = vec!["serve", "--sandbox", "full", "--no-history",
+                "--log-level", "acp_bash=debug", "--model", "openai:early-test",
+                "--base-url", "http://127.0.0.1:9/v1"];
+            // Without a key a model agent advertises its login method (an auth method).
+            let no_key = [("XDG_CONFIG_HOME", "/nonexistent/acp-bash-tests"),
+                ("OPENAI_API_KEY", "")];
+            let cases: Vec<EarlyCase> = vec![
+                ("zed, no store", &PROTOCOL_SERVE_ARGS, &[], &zed),
+                ("plain, no store", &PROTOCOL_SERVE_ARGS, &[], &plain),
+                ("zed, a store", &with_store, &[], &zed),
+                ("model, plain", &model, &no_key, &plain),
+                ("model, terminal auth", &model, &no_key, &terminal_auth),
+            ];
+            for (case, args, envs, params) in cases {
+                let lines = [initialize(0, params), initialize(1, params)];
+                let (out, stderr) = converse(args, envs, &lines, true);
+                assert!(stderr.contains(ANSWERED_EARLY), "{case}: {stderr}");
+                let early = answers_to(&out, 0);
+                assert_eq!(early.len(), 1, "{case}: answered once: {out:?}");
+                let handler = answers_to(&out, 1);
+                assert_eq!(handler.len(), 1, "{case}: {out:?}");
+                assert!(early[0]["result"]["agentInfo"]["name"] == "acp-bash", "{case}: {out:?}");
+                assert_eq!(early[0]["result"], handler[0]["result"], "{case}");
+                assert_eq!(early[0]["jsonrpc"], "2.0", "{case}");
+                // Each case shows what it is there for.
+                let result = &early[0]["result"];
+                let auth_methods = result["authMethods"].as_array().map_or(0, Vec::len);
+                assert_eq!(auth_methods > 0, case.starts_with("model"), "{case}: {result}");
+                let loads = result["agentCapabilities"]["loadSession"] == true;
+                assert_eq!(loads, case.ends_with("a store"), "{case}: {result}");
+            }
+        },
+    );
+}
+
+/// A client that sends its next requests without waiting for the `initialize` answer: the
+/// early answer comes first, then the rest in order, each answered once (the bytes read before
+/// the runtime reach the connection).
+#[test]
+fn requests_pipelined_behind_the_first_initialize_are_served_in_order() {
+    let params = json!({"protocolVersion": 1, "clientCapabilities": {}});
+    let cwd = std::env::temp_dir();
+    let lines = [
+        initialize(0, &params),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+               "params": {"cwd": cwd, "mcpServers": []}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+               "params": {"cwd": cwd, "mcpServers": []}}),
+    ];
+    let (out, stderr) = converse(&PROTOCOL_SERVE_ARGS, &[], &lines, false);
+    assert!(stderr.contains(ANSWERED_EARLY), "{stderr}");
+    let ids: Vec<&Value> = out
+        .iter()
+        .filter(|line| line.get("method").is_none())
+        .map(|line| &line["id"])
+        .collect();
+    assert_eq!(ids, [&json!(0), &json!(1), &json!(2)], "{out:?}");
+    for id in [1, 2] {
+        assert!(
+            answers_to(&out, id)[0]["result"]["sessionId"].is_string(),
+            "{out:?}"
+        );
+    }
+}
+
+/// Whatever comes first that is not a v1 `initialize` is left to the connection, which answers
+/// it as before: a v2 `initialize` (the v2 face), a request before `initialize`, a line that is
+/// not JSON.
+#[test]
+fn any_other_first_line_is_answered_by_the_connection_as_before() {
+    let not_json = Value::String("not json".into());
+    let cases = [
+        (
+            "v2",
+            initialize(
+                0,
+                &json!({"protocolVersion": 2, "info": {"name": "t", "version": "0"},
+                        "capabilities": {}}),
+            ),
+        ),
+        (
+            "session/new first",
+            json!({"jsonrpc": "2.0", "id": 0, "method": "session/new",
+                   "params": {"cwd": "/", "mcpServers": []}}),
+        ),
+        ("a JSON string, not a message", not_json),
+    ];
+    for (case, first) in cases {
+        let (out, stderr) = converse(&PROTOCOL_SERVE_ARGS, &[], &[first], true);
+        assert!(!stderr.contains(ANSWERED_EARLY), "{case}: {stderr}");
+        assert_eq!(out.len(), 1, "{case}: one answer: {out:?}");
+        match case {
+            "v2" => assert_eq!(out[0]["result"]["protocolVersion"], 2, "{out:?}"),
+            _ => assert!(out[0]["error"]["code"].is_i64(), "{case}: {out:?}"),
+        }
+    }
+}

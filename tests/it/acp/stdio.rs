@@ -64,13 +64,15 @@ fn over_pipes_a_whole_turn_works_and_the_pipes_are_left_blocking() {
         .lines()
         .map(Result::unwrap);
     writeln!(stdin_write, "{INITIALIZE}").unwrap();
+    // The `initialize` answer comes before the runtime (and its transport) exists; the
+    // connection is serving once it has answered a request of its own.
     until_response(&mut lines, 1);
+    writeln!(stdin_write, "{}", new_session(&dir)).unwrap();
+    let created = until_response(&mut lines, 2);
     assert!(
         nonblocking(&shared_read),
         "serving: stdin is polled, not read by a blocking thread"
     );
-    writeln!(stdin_write, "{}", new_session(&dir)).unwrap();
-    let created = until_response(&mut lines, 2);
     let session: serde_json::Value = serde_json::from_str(created.last().unwrap()).unwrap();
     let session = session["result"]["sessionId"].as_str().unwrap().to_string();
     writeln!(stdin_write, "{}", prompt(3, &session, "echo over-pipes")).unwrap();
