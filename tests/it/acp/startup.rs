@@ -17,31 +17,9 @@ const V2_FACE_BUILT: &str = "building the ACP v2 face";
 /// `initialize` with `params`, the answer read, stdin closed, the agent's exit waited for:
 /// the answer and everything the agent wrote on stderr.
 fn initialize_then_eof(params: Value) -> (Value, String) {
-    let mut child = Command::new(binary())
-        .args(PROTOCOL_SERVE_ARGS)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start acp-bash serve");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let request = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params});
-    writeln!(stdin, "{request}").expect("write initialize");
-    let mut answer = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut answer)
-        .expect("read the answer");
-    drop(stdin);
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr)
-        .expect("read stderr");
-    assert!(child.wait().expect("wait").success(), "{stderr}");
-    let answer = serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"));
-    (answer, stderr)
+    let (mut out, stderr) = converse(&PROTOCOL_SERVE_ARGS, &[], &[initialize(0, &params)], true);
+    assert_eq!(out.len(), 1, "one answer: {out:?}");
+    (out.remove(0), stderr)
 }
 
 #[test]
