@@ -258,3 +258,52 @@ fn any_other_first_line_is_answered_by_the_connection_as_before() {
         }
     }
 }
+
+/// An agent stopped before its client said anything (the main thread waits for the first line,
+/// with no runtime yet): SIGTERM ends it at once, by the signal, and it writes nothing.
+#[test]
+fn sigterm_before_the_first_line_ends_the_agent_at_once() {
+    let mut child = Command::new(binary())
+        .args(PROTOCOL_SERVE_ARGS)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start acp-bash serve");
+    // Best when it is blocked reading its stdin (its wait channel says so, where this user may
+    // read it); earlier, no handler is installed either, so the outcome is the same.
+    let wchan = format!("/proc/{}/wchan", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(&wchan).is_ok_and(|w| !w.contains("pipe_read"))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::yield_now();
+    }
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: kill(2) of our own child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    // A hang guard: an agent that outlives SIGTERM by a minute is killed, and fails below.
+    let (done, guard) = std::sync::mpsc::channel::<()>();
+    let guard = std::thread::spawn(move || {
+        if guard
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .is_err()
+        {
+            // SAFETY: as above; the waiting thread reaps it only after this.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let status = child.wait().expect("wait");
+    let _ = done.send(());
+    guard.join().expect("the hang guard");
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read stdout");
+    assert_eq!(out, "", "nothing on stdout");
+}
