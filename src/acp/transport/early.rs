@@ -27,20 +27,12 @@ pub(super) const MAX_FIRST_LINE_BYTES: usize = 64 * 1024;
 
 /// What was read from stdin before the runtime, and the request already answered, if any.
 #[derive(Debug, Default)]
-#[non_exhaustive]
-pub struct FirstLine {
+pub(super) struct FirstLine {
     /// Every byte read, the first line included: the transport reads these first.
     pub(super) read: Vec<u8>,
     /// The id of the `initialize` request answered here: the SDK's response to it is not
     /// written again.
     pub(super) answered: Option<Value>,
-}
-
-impl FirstLine {
-    /// Whether the first line was answered here.
-    pub fn answered(&self) -> bool {
-        self.answered.is_some()
-    }
 }
 
 /// Reads `input` up to its first newline (blocking) and, when that line is an ACP v1

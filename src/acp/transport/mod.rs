@@ -28,7 +28,7 @@ use agent_client_protocol::role::Role;
 use agent_client_protocol::{ConnectTo, Lines};
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 
-pub use early::FirstLine;
+use early::FirstLine;
 pub use outgoing::{cap_error_data, MAX_ERROR_LINE_BYTES};
 
 /// The bounds of a [`LineTransport`].
@@ -256,11 +256,6 @@ impl AgentStdio {
             self.first = early::answer_first_line(stdin, stdout, answer);
         }
         self
-    }
-
-    /// Whether [`Self::answer_initialize_now`] answered the first line.
-    pub fn answered_initialize(&self) -> bool {
-        self.first.answered()
     }
 }
 
