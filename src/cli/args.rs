@@ -8,7 +8,7 @@
 //! `acp-bash --timeout 90s`) still work: [`Cli::invocation`] merges them into the subcommand's,
 //! and refuses those the subcommand does not take.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 
 use super::flags::{EngineArgs, EnvArgs, ProtectionArgs, StoreArgs};
 use super::login::{Login, LoginArgs};
@@ -33,13 +33,13 @@ pub struct Cli {
     /// What to do (default: serve).
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// How much the agent logs to stderr: error, warn, info, debug or trace (or any RUST_LOG
+    /// filter). Overrides RUST_LOG; the default is warn. Logs never go to stdout.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
     /// The flags of `serve`, for a bare `acp-bash` (what an editor starts).
     #[command(flatten)]
     pub serve: ServeArgs,
-    /// How much the agent logs to stderr: error, warn, info, debug or trace (or any RUST_LOG
-    /// filter). Overrides RUST_LOG; the default is warn. Logs never go to stdout.
-    #[arg(long, global = true, value_name = "LEVEL", help_heading = "Logging")]
-    pub log_level: Option<String>,
 }
 
 /// The subcommands.
@@ -47,31 +47,31 @@ pub struct Cli {
 pub enum Command {
     /// Serve ACP v1 on stdin/stdout (the default). stdout carries only protocol messages.
     #[command(after_help = "Example (what an editor runs):\n  acp-bash serve --sandbox workspace")]
-    Serve(ServeArgs),
+    Serve(Deferred<ServeArgs>),
     /// Start acp-bash as a child agent and run a few representative commands through it, showing
     /// what Zed's terminal card and what other clients' console block display.
     #[command(after_help = "Example:\n  acp-bash demo --sandbox workspace")]
-    Demo(DemoArgs),
+    Demo(Deferred<DemoArgs>),
     /// Run one script through the real protocol, print what a client shows, exit with its exit
     /// status.
     #[command(after_help = RUN_HELP)]
-    Run(RunArgs),
+    Run(Deferred<RunArgs>),
     /// Print the settings.json snippet that adds this binary to Zed's agents, with the engine
     /// and session flags given here in its `args`.
     #[command(after_help = "Example:\n  acp-bash zed-config --timeout 90s --sandbox read-only")]
-    ZedConfig(ServeArgs),
+    ZedConfig(Deferred<ServeArgs>),
     /// Check each sandbox layer on this machine (Landlock, namespaces, private /proc, network
     /// isolation): whether it works here and, if not, why and what to do about it; then what
     /// holds in each mode, and which of this environment's variables the scrub would remove.
     #[command(after_help = "Example:\n  acp-bash doctor --keep-env GH_TOKEN")]
-    Doctor(DoctorArgs),
+    Doctor(Deferred<DoctorArgs>),
     /// Store an API key for `--model` (read from stdin, never shown nor taken as an argument)
     /// in the config directory, mode 600: `$XDG_CONFIG_HOME/acp-bash/keys/PROVIDER`, else
     /// `~/.config/acp-bash/keys/PROVIDER`. The key's variable (OPENAI_API_KEY,
     /// ANTHROPIC_API_KEY or `--api-key-env`) wins over the file when set. Editors run this as
     /// the agent's terminal login.
     #[command(after_help = LOGIN_HELP)]
-    Login(LoginArgs),
+    Login(Deferred<LoginArgs>),
 }
 
 const LOGIN_HELP: &str = "\
@@ -92,6 +92,68 @@ Examples:
   acp-bash run -- 'ls -la; exit 3'
   acp-bash run --plain -- 'for i in 1 2 3; do echo $i; sleep 1; done'
   acp-bash run -- /help";
+
+/// A subcommand's flags, added to its `clap::Command` only when that subcommand is the one
+/// parsed (or its help shown), through clap's `Command::defer`. A bare `acp-bash`, which is
+/// what an editor starts, then builds the flags of no subcommand: five sets of 25–40 flags, each
+/// with its help text copied, that every start-up used to build and drop before it could answer
+/// `initialize` (notes/2026-12-03-start-up-clap-deferred.md).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Deferred<T>(pub T);
+
+impl<T: FromArgMatches> FromArgMatches for Deferred<T> {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches(matches).map(Deferred)
+    }
+
+    fn from_arg_matches_mut(matches: &mut ArgMatches) -> Result<Self, clap::Error> {
+        T::from_arg_matches_mut(matches).map(Deferred)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches(matches)
+    }
+
+    fn update_from_arg_matches_mut(&mut self, matches: &mut ArgMatches) -> Result<(), clap::Error> {
+        self.0.update_from_arg_matches_mut(matches)
+    }
+}
+
+impl<T: Args> Args for Deferred<T> {
+    fn group_id() -> Option<clap::Id> {
+        T::group_id()
+    }
+
+    fn augment_args(command: clap::Command) -> clap::Command {
+        command.defer(keeping_about::<T, false>)
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        command.defer(keeping_about::<T, true>)
+    }
+}
+
+/// `T`'s flags added to `command`, whose about stays its own: `T`'s doc comment would replace
+/// it, since the derive sets the subcommand's about after its flags, and they now come later.
+fn keeping_about<T: Args, const FOR_UPDATE: bool>(command: clap::Command) -> clap::Command {
+    let about = command.get_about().cloned();
+    let long_about = command.get_long_about().cloned();
+    let command = match FOR_UPDATE {
+        false => T::augment_args(command),
+        true => T::augment_args_for_update(command),
+    };
+    let command = command
+        .about(None::<&'static str>)
+        .long_about(None::<&'static str>);
+    let command = match about {
+        Some(about) => command.about(about),
+        None => command,
+    };
+    match long_about {
+        Some(long_about) => command.long_about(long_about),
+        None => command,
+    }
+}
 
 /// The flags of `serve` (and of a bare `acp-bash`), which `zed-config` writes into the snippet.
 #[derive(Args, Debug, Clone, Default, PartialEq)]
@@ -182,21 +244,23 @@ impl Cli {
         };
         Ok(match self.command {
             None => Invocation::Serve(top),
-            Some(Command::Serve(args)) => Invocation::Serve(merge(&top, &args)),
-            Some(Command::ZedConfig(args)) => Invocation::ZedConfig(merge(&top, &args)),
-            Some(Command::Demo(args)) => {
+            Some(Command::Serve(Deferred(args))) => Invocation::Serve(merge(&top, &args)),
+            Some(Command::ZedConfig(Deferred(args))) => Invocation::ZedConfig(merge(&top, &args)),
+            Some(Command::Demo(Deferred(args))) => {
                 refuse("demo", [top.store.to_args(), top.model.to_args()].concat())?;
                 Invocation::Demo(merge_engine(&top.engine, &args.engine))
             }
-            Some(Command::Run(mut args)) => {
+            Some(Command::Run(Deferred(mut args))) => {
                 refuse("run", [top.store.to_args(), top.model.to_args()].concat())?;
                 args.engine = merge_engine(&top.engine, &args.engine);
                 Invocation::Run(args)
             }
             // An editor's terminal login appends `login PROVIDER` to the agent's own arguments:
             // the serve flags before it are taken, and only `--model` counts.
-            Some(Command::Login(args)) => Invocation::Login(args.login(top.model.spec())?),
-            Some(Command::Doctor(args)) => {
+            Some(Command::Login(Deferred(args))) => {
+                Invocation::Login(args.login(top.model.spec())?)
+            }
+            Some(Command::Doctor(Deferred(args))) => {
                 refuse(
                     "doctor",
                     [top.store.to_args(), top.model.to_args()].concat(),
@@ -262,12 +326,88 @@ fn merge_engine(before: &EngineArgs, after: &EngineArgs) -> EngineArgs {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory as _;
+
     use super::*;
 
     fn invocation(args: &[&str]) -> Result<Invocation, String> {
         Cli::try_parse_from(args)
             .map_err(|e| e.to_string())?
             .invocation()
+    }
+
+    /// The help `acp-bash ARGS` prints.
+    fn help(args: &[&str]) -> String {
+        match Cli::try_parse_from(args) {
+            Err(error) if error.kind() == clap::error::ErrorKind::DisplayHelp => error.to_string(),
+            other => panic!("{args:?} printed no help: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        // Builds every subcommand, the deferred flags included.
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_subcommands_flags_are_built_only_when_it_is_the_one_parsed() {
+        let command = Cli::command();
+        for name in ["serve", "demo", "run", "zed-config", "doctor", "login"] {
+            let subcommand = command.find_subcommand(name).unwrap();
+            assert_eq!(subcommand.get_arguments().count(), 0, "{name}");
+        }
+        // The top level's own flags (a bare `acp-bash` serves) are there from the start.
+        assert!(command.get_arguments().any(|a| a.get_id() == "sandbox"));
+    }
+
+    #[test]
+    fn each_subcommands_help_has_its_own_about_and_its_flags() {
+        // About: the variant's doc comment, not its flags struct's (`Deferred` adds the flags,
+        // and their struct's doc, after the derive set the about).
+        for (args, about, flag) in [
+            (
+                &["acp-bash", "serve", "--help"][..],
+                "Serve ACP v1 on stdin/stdout",
+                "--sandbox",
+            ),
+            (
+                &["acp-bash", "help", "serve"],
+                "Serve ACP v1 on stdin/stdout",
+                "--model",
+            ),
+            (
+                &["acp-bash", "demo", "--help"],
+                "Start acp-bash as a child agent",
+                "--timeout",
+            ),
+            (
+                &["acp-bash", "run", "-h"],
+                "Run one script through the real protocol",
+                "--plain",
+            ),
+            (
+                &["acp-bash", "zed-config", "--help"],
+                "Print the settings.json snippet",
+                "--no-history",
+            ),
+            (
+                &["acp-bash", "doctor", "--help"],
+                "Check each sandbox layer",
+                "--keep-env",
+            ),
+            (
+                &["acp-bash", "login", "--help"],
+                "Store an API key for `--model`",
+                "[PROVIDER]",
+            ),
+        ] {
+            let help = help(args);
+            assert!(help.starts_with(about), "{args:?}:\n{help}");
+            assert!(help.contains(flag), "{args:?}:\n{help}");
+            assert!(help.contains("--log-level <LEVEL>"), "{args:?}:\n{help}");
+            assert!(!help.contains("The flags of"), "{args:?}:\n{help}");
+        }
     }
 
     #[test]
