@@ -408,3 +408,23 @@ fn zed_config_repeats_the_model_flags() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("openai:NAME"));
 }
+
+/// A base URL by host name (`localhost`, from /etc/hosts) reaches the provider: the agent's
+/// name lookup (glibc's, linked in: the binary is a static PIE) works as a shared one would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_url_by_host_name_is_looked_up() {
+    let fake = FakeModel::start(vec![openai::reply(&["By name."], &[])]).await;
+    let by_name = fake.base.replace("127.0.0.1", "localhost");
+    assert_ne!(by_name, fake.base, "the fake's base URL: {}", fake.base);
+    let (_tmp, dir) = temp_dir();
+    let base = format!("{by_name}/v1");
+    let client =
+        model_client(ClientProfile::Plain, "openai:fake", &base, &[]).env("OPENAI_API_KEY", KEY);
+    let (turn, _) = converse_with(client, "base URL by name", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "hi").await
+    })
+    .await;
+    assert_eq!(turn.stop_reason, StopReason::EndTurn);
+    assert_eq!(fake.requests().len(), 1);
+}
