@@ -24,19 +24,14 @@ fn main() {
         .ok()
         .filter(|out| out.status.success())
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string());
-    match found {
-        Some(path) if path != "libc.a" => {}
-        // No compiler to ask: the link will say what it says.
-        None => {}
-        Some(_) => {
-            eprintln!(
-                "acp-bash links glibc statically (a static PIE: it answers an editor 0.4 ms \
-             sooner), and `{compiler}` finds no libc.a.\nInstall glibc's static library: \
-             Fedora, RHEL: `dnf install glibc-static`; Debian, Ubuntu: `apt install libc6-dev`.\n\
-             Or build a dynamically linked agent: \
-             `RUSTFLAGS='-C target-feature=-crt-static' cargo …`."
-            );
-            std::process::exit(1);
-        }
+    // No compiler to ask (`None`): the link will say what it says.
+    if found.as_deref() == Some("libc.a") {
+        eprintln!(
+            "acp-bash links glibc statically (a static PIE: it answers an editor 0.4 ms sooner), \
+             and `{compiler}` finds no libc.a.\nInstall glibc's static library: Fedora, RHEL: \
+             `dnf install glibc-static`; Debian, Ubuntu: `apt install libc6-dev`.\nOr build a \
+             dynamically linked agent: `RUSTFLAGS='-C target-feature=-crt-static' cargo …`."
+        );
+        std::process::exit(1);
     }
 }

@@ -8,6 +8,7 @@
 //! `acp-bash --timeout 90s`) still work: [`Cli::invocation`] merges them into the subcommand's,
 //! and refuses those the subcommand does not take.
 
+use clap::builder::Resettable;
 use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 
 use super::flags::{EngineArgs, EnvArgs, ProtectionArgs, StoreArgs};
@@ -142,17 +143,9 @@ fn keeping_about<T: Args, const FOR_UPDATE: bool>(command: clap::Command) -> cla
         false => T::augment_args(command),
         true => T::augment_args_for_update(command),
     };
-    let command = command
-        .about(None::<&'static str>)
-        .long_about(None::<&'static str>);
-    let command = match about {
-        Some(about) => command.about(about),
-        None => command,
-    };
-    match long_about {
-        Some(long_about) => command.long_about(long_about),
-        None => command,
-    }
+    command
+        .about(Resettable::from(about))
+        .long_about(Resettable::from(long_about))
 }
 
 /// The flags of `serve` (and of a bare `acp-bash`), which `zed-config` writes into the snippet.
