@@ -131,6 +131,7 @@ const CASES: &[(&str, Case)] = &[
     ("concurrency-modes", sessions::concurrency_modes),
     ("first-command", sessions::first_command),
     ("idle-memory", sessions::idle_memory),
+    ("warm-sessions", sessions::warm_sessions),
     ("engine-overhead", |b| Ok(engine::overhead(b))),
     ("engine-throughput", |b| Ok(engine::throughput(b))),
     ("engine-chunk-capture", |b| Ok(engine::chunk_capture(b))),

@@ -316,3 +316,112 @@ pub fn concurrency_modes(bench: &Bench) -> Result<Vec<Row>> {
     }
     Ok(rows)
 }
+
+/// `warm-sessions` (issue 48): 1,000 workspace sessions that each ran one `true`, in one agent
+/// with `--max-warm-sessions 8`: how many helper processes are left (zygotes, and zygotes with
+/// their spares), whether the oldest session's next command runs (its helpers started again:
+/// its time against a warm session's `true`), what an idle session costs the agent once its
+/// helpers are gone (RSS growth from the 100th to the 1,000th session, per session), and what
+/// a warm one costs besides (the PSS of its Z and spare).
+pub fn warm_sessions(bench: &Bench) -> Result<Vec<Row>> {
+    const CAP: usize = 8;
+    let sessions = if bench.quick { 200 } else { 1000 };
+    let label =
+        format!("{sessions} workspace sessions after one `true` each, --max-warm-sessions {CAP}");
+    let mut agent = bench.spawn_agent_with(&[
+        "--sandbox",
+        "workspace",
+        "--max-warm-sessions",
+        &CAP.to_string(),
+    ])?;
+    agent.initialize()?;
+    let mut ready = Ready {
+        session: String::new(),
+        agent,
+    };
+    let pid = ready.agent.pid;
+    let mut ids = Vec::new();
+    let mut rss_at_100 = 0;
+    for n in 0..sessions {
+        ready.session = ready.agent.new_session(bench.session_dir())?;
+        let turn = prompt(&mut ready, "true", Duration::from_secs(30))?;
+        check_completed(&turn, "true")?;
+        ids.push(ready.session.clone());
+        if n + 1 == 100 {
+            rss_at_100 = rss_kib(pid).map_or(0, |(rss, _)| rss);
+        }
+    }
+    let rss_after = rss_kib(pid).map_or(0, |(rss, _)| rss);
+    // Helpers let go end on their own once their socket closes: give them a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (mut zygotes, mut helpers);
+    loop {
+        zygotes = zygotes_of(pid);
+        helpers = zygotes.len() + zygotes.iter().map(|&z| children_of(z).len()).sum::<usize>();
+        if zygotes.len() <= CAP || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let memory: Vec<(u64, u64, u64)> = zygotes.iter().filter_map(|&z| zygote_memory(z)).collect();
+    let warm_pss = memory.iter().map(|m| m.0).sum::<u64>() as f64 / memory.len().max(1) as f64;
+    // A warm session's `true`, then the oldest session's (its helpers started again).
+    let mut warm = Vec::new();
+    let mut cold = Vec::new();
+    let runs = if bench.quick { 3 } else { 10 };
+    for i in 0..runs {
+        ready.session = ids[ids.len() - 1].clone();
+        warm.push(ms(
+            prompt(&mut ready, "true", Duration::from_secs(30))?.elapsed
+        ));
+        ready.session = ids[i].clone();
+        let turn = prompt(&mut ready, "true", Duration::from_secs(30))?;
+        check_completed(&turn, "true")?;
+        cold.push(ms(turn.elapsed));
+    }
+    let zygotes_after = zygotes_of(pid).len();
+    ready.agent.shutdown(Duration::from_secs(2));
+    let idle_kib = rss_after.saturating_sub(rss_at_100) as f64 / (sessions - 100) as f64;
+    Ok(vec![
+        Row {
+            case: "warm-sessions".into(),
+            metric: format!("{label}: helper processes left (zygotes {}, each with its spare PID 1)", zygotes.len()),
+            median: format!("{helpers}"),
+            baseline: format!("cap {CAP} warm sessions"),
+            ratio: "-".into(),
+            target: format!("zygotes ≤ cap; processes ≤ 2 × cap + 2 = {}", 2 * CAP + 2),
+            met: Some(zygotes.len() <= CAP && helpers <= 2 * CAP + 2),
+        },
+        Row {
+            case: "warm-sessions".into(),
+            metric: format!("{label}: an old session's next `true` (its helpers started again; zygotes after: {zygotes_after})"),
+            median: spread(&cold, "ms", 2),
+            baseline: format!("a warm session's `true`: {}", spread(&warm, "ms", 2)),
+            ratio: ratio(median(&cold), median(&warm)),
+            target: "runs (≤ raw + 4 ms as a first command)".into(),
+            met: Some(cold.len() == runs && zygotes_after <= CAP),
+        },
+        Row {
+            case: "warm-sessions".into(),
+            metric: format!("{label}: an idle session without helpers, agent RSS growth per session (sessions 100 → {sessions})"),
+            median: format!("{idle_kib:.1} KiB"),
+            baseline: format!(
+                "agent RSS {:.1} MiB after 100, {:.1} MiB after {sessions}",
+                mib(rss_at_100),
+                mib(rss_after)
+            ),
+            ratio: "-".into(),
+            target: "≤ 64 KiB".into(),
+            met: Some(idle_kib <= 64.0),
+        },
+        Row {
+            case: "warm-sessions".into(),
+            metric: format!("{label}: a warm session's helpers (Z and its spare), PSS"),
+            median: format!("{:.2} MiB", warm_pss / 1024.0),
+            baseline: format!("{} warm sessions measured", memory.len()),
+            ratio: "-".into(),
+            target: "(context)".into(),
+            met: None,
+        },
+    ])
+}

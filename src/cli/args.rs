@@ -193,13 +193,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub transcript: bool,
     /// The bash script (several words are joined with spaces), or a slash command (`/help`).
-    /// It runs in the current directory.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "SCRIPT"
-    )]
+    /// It runs in the current directory. A flag of `run` goes before the script; an unknown
+    /// one is refused, not taken as the script's start (`run --timout 5s -- ls`).
+    #[arg(required = true, trailing_var_arg = true, value_name = "SCRIPT")]
     pub script: Vec<String>,
     /// How commands run.
     #[command(flatten)]
@@ -409,6 +405,28 @@ mod tests {
             Invocation::Run(args) => {
                 assert!(args.plain);
                 assert_eq!(args.script.join(" "), "echo -n hi");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A flag `run` does not have, before the script, is refused by name (a typo is not run as
+    /// the script's first word), and the script's own flags still pass after its first word.
+    #[test]
+    fn run_refuses_an_unknown_flag_before_the_script() {
+        for flag in ["--require-sandbox", "--timout"] {
+            let error = invocation(&["acp-bash", "run", flag, "--", "echo hi"]).unwrap_err();
+            let text = error.to_string();
+            assert!(text.contains("unexpected argument"), "{text}");
+            assert!(text.contains(flag), "{text}");
+        }
+        match invocation(&["acp-bash", "run", "echo", "-n", "--plain", "hi"]).unwrap() {
+            Invocation::Run(args) => {
+                assert!(
+                    !args.plain,
+                    "after the script's first word, words are the script's"
+                );
+                assert_eq!(args.script.join(" "), "echo -n --plain hi");
             }
             other => panic!("{other:?}"),
         }

@@ -34,6 +34,8 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
     print!("{}", sandbox::cache_layer_report(config_home.as_deref()));
     print!("\n{}", verdicts(&report));
     print!("\n{}", scrub_report(&args.env, std::env::vars_os()));
+    // The probes made cgroup folders (and may have run commands): none is left behind.
+    acp_bash::exec::leave();
     ExitCode::SUCCESS
 }
 

@@ -19,10 +19,8 @@ pub const FIRST_CONTACT: &str = "acp-bash: an ACP agent that your editor starts;
 
 /// Serves ACP on stdin/stdout until EOF or a termination signal.
 ///
-/// The agent is built on this thread, and a first line that is an ACP v1 `initialize` is
-/// answered here, before the async runtime exists (building it is half a millisecond of a
-/// start-up the client waits for; `notes/2026-12-03-initialize-before-the-runtime.md`). The
-/// connection then runs as a task on the runtime's worker, not in `block_on` on this thread:
+/// The agent is built on this thread; the SDK answers `initialize` like every other request
+/// (`notes/2026-12-06-conventional-build.md`). The connection runs as a task on the runtime's worker, not in `block_on` on this thread:
 /// the protocol's tasks and the commands' tasks wake each other on one thread, without a
 /// hand-off to a parked main thread for every message (0.1–0.2 ms per prompt here).
 pub fn serve(engine: &EngineArgs, store: &StoreArgs, model: &ModelArgs) -> ExitCode {
@@ -34,9 +32,16 @@ pub fn serve(engine: &EngineArgs, store: &StoreArgs, model: &ModelArgs) -> ExitC
     // Before any other thread: the agent's memory cannot be read by its commands (ptrace,
     // /proc/PID/mem), whatever thread they are forked from.
     acp_bash::sandbox::protect_agent_process();
-    let (agent, transport) = agent_on_stdio(engine, store, model);
-    let transport = transport.answer_initialize_now(|request| agent.initialize_response(request));
-    super::block_on(async move {
+    let (agent, transport, temp_root) = agent_on_stdio(engine, store, model);
+    // What agents that were killed left behind (their session folders, their cgroups), off
+    // the path to the first answer.
+    let tidy = std::thread::Builder::new()
+        .name("acp-bash-tidy".into())
+        .spawn(move || acp_bash::exec::remove_abandoned(temp_root.as_deref()));
+    if let Err(error) = tidy {
+        tracing::debug!(%error, "no thread to remove what gone agents left");
+    }
+    let code = super::block_on(async move {
         match tokio::spawn(serve_on_worker(agent, transport)).await {
             Ok(code) => code,
             Err(error) => {
@@ -44,18 +49,23 @@ pub fn serve(engine: &EngineArgs, store: &StoreArgs, model: &ModelArgs) -> ExitC
                 ExitCode::FAILURE
             }
         }
-    })
+    });
+    // The commands are gone (EOF or a signal ends them first): so go their folders.
+    acp_bash::exec::leave();
+    code
 }
 
-/// The agent these flags make, and its transport on stdin/stdout; nothing runs yet.
+/// The agent these flags make, its transport on stdin/stdout, and where its sessions' temp
+/// folders go; nothing runs yet.
 fn agent_on_stdio(
     engine: &EngineArgs,
     store: &StoreArgs,
     model: &ModelArgs,
-) -> (AcpBashAgent, AgentStdio) {
+) -> (AcpBashAgent, AgentStdio, Option<std::path::PathBuf>) {
     let max_prompt_bytes = engine.max_prompt_bytes();
     let transport = AgentStdio::new().limits(TransportLimits::for_prompts(max_prompt_bytes));
     let mut config = engine.config();
+    let temp_root = config.session_temp_root.clone();
     // The session store (other sessions' scripts and output) is masked from commands, with
     // `--no-history` too (an earlier agent's store is still there).
     config.protection.agent_dirs.extend(store.state_dir_path());
@@ -88,7 +98,7 @@ fn agent_on_stdio(
     if let Some(driver) = driver {
         agent = agent.with_driver(driver);
     }
-    (agent, transport)
+    (agent, transport, temp_root)
 }
 
 async fn serve_on_worker(agent: AcpBashAgent, transport: AgentStdio) -> ExitCode {

@@ -65,6 +65,13 @@ pub struct EngineConfig {
     /// the runtime shuts down (the `acp-bash` binary sets it); a `spawn_blocking` thread does
     /// not (it exits when idle, and its commands with it). Default `false`.
     pub fork_bare_commands_in_place: bool,
+    /// How many sessions keep their sandbox helpers (a zygote and its spare PID 1 per mode,
+    /// two processes) between commands: the ones that ran a command most recently. The others'
+    /// helpers end, and their next command starts them again as a first command does
+    /// (`notes/2026-12-06-economy.md`). Default 8.
+    pub max_warm_sessions: usize,
+    /// How long a session keeps its helpers after its last command. Default 5 minutes.
+    pub warm_idle: Duration,
 }
 
 impl EngineConfig {
@@ -135,6 +142,13 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::max_warm_sessions`] and [`EngineConfig::warm_idle`].
+    pub fn warm_sessions(mut self, max: usize, idle: Duration) -> Self {
+        self.max_warm_sessions = max;
+        self.warm_idle = idle;
+        self
+    }
+
     /// Sets [`EngineConfig::session_temp_root`].
     pub fn session_temp_root(mut self, root: Option<PathBuf>) -> Self {
         self.session_temp_root = root;
@@ -181,6 +195,8 @@ impl Default for EngineConfig {
             session_temp_root: Some(super::default_session_temp_root()),
             zygote_program: None,
             fork_bare_commands_in_place: false,
+            max_warm_sessions: 8,
+            warm_idle: Duration::from_secs(300),
         }
     }
 }

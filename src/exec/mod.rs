@@ -17,6 +17,7 @@ mod config;
 pub mod drain;
 pub mod env;
 mod handle;
+mod leftovers;
 pub mod logdir;
 mod prelude;
 mod process;
@@ -29,6 +30,7 @@ pub mod status;
 
 pub use config::EngineConfig;
 pub use handle::RunHandle;
+pub use leftovers::{leave, remove_abandoned};
 pub use request::{RunOutcome, RunRequest};
 pub use session::{Session, SessionError};
 pub use shell_state::ShellState;
@@ -72,6 +74,8 @@ struct EngineInner {
     /// The variables of [`EngineInner::env`] a command could change (what a session's state
     /// is told apart from), made once: it depends on the engine alone.
     base: OnceLock<std::collections::BTreeMap<String, std::ffi::OsString>>,
+    /// The sessions that keep their sandbox helpers ([`EngineConfig::max_warm_sessions`]).
+    warm: crate::sandbox::warm::WarmSessions,
 }
 
 impl EngineInner {
@@ -128,6 +132,8 @@ impl Engine {
                 .filter(|home| home.is_absolute());
         }
         protection.agent_dirs.push(config.log_dir.clone());
+        let warm =
+            crate::sandbox::warm::WarmSessions::new(config.max_warm_sessions, config.warm_idle);
         let inner = Arc::new(EngineInner {
             config,
             env: OnceLock::new(),
@@ -136,6 +142,7 @@ impl Engine {
             prelude: OnceLock::new(),
             protection,
             base: OnceLock::new(),
+            warm,
         });
         Engine { inner }
     }
@@ -195,6 +202,7 @@ impl Engine {
                 git_repos: OnceLock::new(),
                 sandbox: Arc::new(crate::sandbox::SessionSandbox::new(
                     self.inner.config.zygote_program.clone(),
+                    Some(self.inner.warm.handle()),
                 )),
                 sandbox_early: std::sync::atomic::AtomicBool::new(false),
             }),

@@ -21,6 +21,8 @@ pub struct Started {
     pub pgid: i32,
     pub output: tokio::net::unix::pipe::Receiver,
     pub env: Vec<(OsString, OsString)>,
+    /// Keeps the session's sandbox helpers while the command runs (dropped with this).
+    pub _in_use: Option<crate::sandbox::InUse>,
 }
 
 /// A started shell process (the platform's handle on it).
@@ -60,6 +62,8 @@ pub async fn start(
     let (tx, rx) = tokio::sync::oneshot::channel();
     let here = fork_on == ForkOn::CallingThreadWhenBare && confined.is_bare();
     let job = move || {
+        // Counted before the spawn takes the session's lock: its helpers cannot end under it.
+        let in_use = session.as_ref().map(crate::sandbox::SessionSandbox::in_use);
         let borrowed: Vec<_> = pass.iter().map(|(fd, n)| (fd.as_fd(), *n)).collect();
         let request = crate::sandbox::SpawnRequest {
             env: &env,
@@ -72,15 +76,20 @@ pub async fn start(
         // Our copies of the pipe's write end and the passed fds close here: the pipe closes
         // when the command's processes are gone.
         drop(borrowed);
-        drop((writer, pass, confined, session));
-        let _ = tx.send(result.map(|spawned| (spawned, env)));
+        drop((writer, pass, confined));
+        let started = result.is_ok();
+        let _ = tx.send(result.map(|spawned| (spawned, env, in_use)));
+        // After the command has its answer: the helpers of sessions beyond the bound end.
+        if let (Some(session), true) = (session, started) {
+            session.used();
+        }
     };
     if here {
         job();
     } else {
         crate::sandbox::on_spawner_thread(Box::new(job));
     }
-    let (spawned, env) = rx
+    let (spawned, env, in_use) = rx
         .await
         .map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
     let pid = spawned.pid;
@@ -91,6 +100,7 @@ pub async fn start(
         pgid: pid,
         output,
         env,
+        _in_use: in_use,
     })
 }
 

@@ -239,6 +239,58 @@ fn run_env(
     vars
 }
 
+/// Why bash cannot be given `script` at all, in the user's terms: a NUL byte (a C string, which
+/// `bash -c` and every program's arguments are, ends at the first one).
+fn script_bash_cannot_take(script: &str) -> Option<String> {
+    let at = script.find('\0')?;
+    let line = script[..at].matches('\n').count() + 1;
+    let column = script[..at]
+        .rfind('\n')
+        .map_or(at, |newline| at - newline - 1)
+        + 1;
+    Some(format!(
+        "the script was not run: it holds a NUL byte (line {line}, column {column}), and bash \
+         cannot take one in a script. Remove it (pasted binary data often brings one)"
+    ))
+}
+
+/// Why a command did not start, in the user's terms: the limit reached (EAGAIN), what is wrong
+/// with bash or the script, else the step's or the kernel's own words.
+fn could_not_start(bash: &std::path::Path, error: &std::io::Error, step: bool) -> String {
+    let errno = error.raw_os_error();
+    #[cfg(target_os = "linux")]
+    let errno = errno.or_else(|| {
+        error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<crate::sandbox::StepError>())
+            .and_then(|step| step.io_error().raw_os_error())
+    });
+    let bash = bash.display();
+    match errno {
+        Some(libc::EAGAIN) => sandbox::no_process_could_be_started(),
+        Some(libc::ENOMEM) if !step => {
+            "no process could be started: the system is out of memory".to_string()
+        }
+        Some(libc::E2BIG) => format!(
+            "could not start {bash}: the command's environment and arguments are larger than \
+             the kernel lets a program start with (E2BIG); unset large variables, or \
+             pass less with `--set-env`"
+        ),
+        Some(libc::ENOENT) if !step => format!(
+            "could not start {bash}: it does not exist (install bash, or put one on the \
+             commands' PATH)"
+        ),
+        Some(libc::EACCES) if !step => {
+            format!("could not start {bash}: this user may not execute it (permission denied)")
+        }
+        Some(libc::ENOEXEC) => {
+            format!("could not start {bash}: it is not a program this machine can run")
+        }
+        _ if step => error.to_string(),
+        _ => format!("could not start {bash}: {error}"),
+    }
+}
+
 async fn run(
     session: Session,
     request: RunRequest,
@@ -282,6 +334,10 @@ async fn run(
         }
     };
 
+    if let Some(why) = script_bash_cannot_take(&request.script) {
+        output.notice(why);
+        return not_started(output, cwd, started_at, 126).await;
+    }
     let mut env = run_env(&session.inner, &request);
     // Only a run in the session's directory keeps its state, and only a script that may change
     // it needs the prelude's report (a `cargo test` or an `ls` does not pay for it).
@@ -356,14 +412,7 @@ async fn run(
             } else {
                 126
             };
-            if step {
-                output.notice(error.to_string());
-            } else {
-                output.notice(format!(
-                    "could not start {}: {error}",
-                    engine.bash.display()
-                ));
-            }
+            output.notice(could_not_start(&engine.bash, &error, step));
             return not_started(output, cwd, started_at, code).await;
         }
     };
@@ -375,6 +424,7 @@ async fn run(
         .then(|| std::mem::take(&mut started.env));
     let timeout = request.timeout.unwrap_or(config.default_timeout);
     let ended = supervise(started, &mut output, &control, timeout, config).await;
+    sandbox::command_ended();
     let report = match shell.report.as_ref().map(prelude::read_report) {
         None => prelude::Report::default(),
         Some(Ok(received)) => prelude::parse_report(&received),

@@ -54,16 +54,7 @@ impl Drop for SessionInner {
             // The session's kept plans (and their Landlock fds) go with it.
             sandbox::forget_session(&dir);
             // A build's files can be many: not on the runtime's thread.
-            let removed = std::thread::Builder::new()
-                .name("acp-bash-tmp-rm".into())
-                .spawn(move || {
-                    if let Err(error) = sandbox::remove_session_folder(&dir) {
-                        tracing::debug!(%error, dir = %dir.display(), "session temp folder");
-                    }
-                });
-            if let Err(error) = removed {
-                tracing::debug!(%error, "no thread to remove the session temp folder");
-            }
+            super::leftovers::session_ended(dir);
         }
     }
 }
@@ -87,7 +78,11 @@ impl SessionInner {
                 crate::random::random_bytes(&mut salt);
                 let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
                 let dir = root.join(format!("session-{}-{n}-{salt}", std::process::id()));
-                match make_session_temp(root, &dir).and_then(|()| {
+                let made = make_session_temp(root, &dir);
+                if made.is_ok() {
+                    super::leftovers::made(&dir);
+                }
+                match made.and_then(|()| {
                     // `tmp`: the commands' temp dir; `caches`: the package caches' layers
                     // (out of the commands' sight).
                     use std::os::unix::fs::DirBuilderExt;
@@ -284,6 +279,8 @@ fn make_session_temp(root: &Path, dir: &Path) -> Result<(), String> {
             root.display()
         ));
     }
+    // Held before the folder exists: no other agent takes it for an abandoned one.
+    super::leftovers::hold_lock(root);
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(dir)

@@ -100,4 +100,18 @@ pub(crate) trait Backend {
     /// Drops what the backend keeps for the session whose own folder is `dir` (Linux: its
     /// kept plans and their Landlock rulesets), once the session has ended. Nothing by default.
     fn forget_session(_dir: &std::path::Path) {}
+
+    /// Ends a session's helpers (Linux: its zygotes and their spares); its next command starts
+    /// them again. Nothing by default.
+    fn end_helpers(_zygotes: &mut Self::Zygotes) {}
+
+    /// A command ended: what the backend made for it alone (Linux: its cgroup folders) goes
+    /// once its processes are gone.
+    fn command_ended() {}
+
+    /// The program ends: what the backend made for its commands goes.
+    fn leave() {}
+
+    /// At start: what backends of programs that are gone left behind goes.
+    fn remove_abandoned() {}
 }

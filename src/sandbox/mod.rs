@@ -60,6 +60,7 @@ type Platform = unsupported::Unsupported;
 
 mod caches;
 mod masks;
+pub(crate) mod warm;
 pub(crate) use masks::canonical_under;
 
 pub use caches::{package_caches, remove_session_folder, PACKAGE_CACHES};
@@ -403,6 +404,7 @@ pub(crate) fn start_zygote_early(confined: Confined, session: &std::sync::Arc<Se
     on_spawner_thread(Box::new(move || {
         if let Some(session) = session.upgrade() {
             Platform::start_zygote_early(&confined, &session);
+            session.used();
         }
     }));
 }
@@ -422,20 +424,45 @@ pub(crate) struct Spawned {
 
 /// A session's own part of the sandbox: on Linux its zygotes (one per mode, each holding the
 /// session's namespaces and view; `notes/2026-12-01-session-zygote.md`). Dropped with the
-/// session, which ends them.
+/// session, which ends them; they also end while the session is idle or others were used
+/// since ([`warm`]), and its next command starts them again.
 pub(crate) struct SessionSandbox {
     zygotes: std::sync::Mutex<<Platform as Backend>::Zygotes>,
     /// The zygote's program (`None`: this program, if it serves as one).
     program: Option<PathBuf>,
+    /// This session's number in the engine's list of sessions with helpers.
+    id: u64,
+    /// That list (`None`: the helpers live as long as the session).
+    warm: Option<warm::WarmHandle>,
+    /// The session's commands being started or running ([`InUse`]): while there is one, its
+    /// helpers do not end (a command's PID 1 dies with its zygote).
+    running: std::sync::atomic::AtomicUsize,
+}
+
+/// A command of a session, from before its start to its end: its session's helpers stay
+/// while it lives, and count as used when it ends.
+pub(crate) struct InUse(std::sync::Arc<SessionSandbox>);
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        self.0
+            .running
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        self.0.used();
+    }
 }
 
 impl SessionSandbox {
     /// A session's sandbox whose zygotes start from `program` (`None`: this program, when its
-    /// `main` calls [`zygote_main_if_asked`]).
-    pub(crate) fn new(program: Option<PathBuf>) -> SessionSandbox {
+    /// `main` calls [`zygote_main_if_asked`]), kept in `warm`'s bound when there is one.
+    pub(crate) fn new(program: Option<PathBuf>, warm: Option<warm::WarmHandle>) -> SessionSandbox {
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         SessionSandbox {
             zygotes: Default::default(),
             program,
+            id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            warm,
+            running: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -454,6 +481,46 @@ impl SessionSandbox {
     pub(crate) fn zygote_pids(&self) -> Vec<i32> {
         Platform::zygote_pids(&self.zygotes.lock().unwrap_or_else(|e| e.into_inner()))
     }
+
+    /// Whether helpers of this session run now.
+    fn has_helpers(&self) -> bool {
+        !self.zygote_pids().is_empty()
+    }
+
+    /// Ends this session's helpers, unless a command of it is being started or runs (it then
+    /// puts itself back in the list when it ends: [`InUse`]).
+    fn end_helpers(&self) {
+        if let Ok(mut zygotes) = self.zygotes.try_lock() {
+            // Read under the lock: a command counts itself before it takes the lock.
+            if self.running.load(std::sync::atomic::Ordering::Acquire) == 0 {
+                Platform::end_helpers(&mut zygotes);
+            }
+        }
+    }
+
+    /// A command of this session is about to start: its helpers stay until the returned
+    /// guard drops (when the command has ended, or did not start).
+    pub(crate) fn in_use(self: &std::sync::Arc<Self>) -> InUse {
+        self.running
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        InUse(self.clone())
+    }
+
+    /// This session started a command or its helpers: it keeps them, and the sessions used
+    /// least recently beyond the bound let theirs go.
+    pub(crate) fn used(self: &std::sync::Arc<Self>) {
+        if let Some(warm) = &self.warm {
+            warm.used(self);
+        }
+    }
+}
+
+impl Drop for SessionSandbox {
+    fn drop(&mut self) {
+        if let Some(warm) = &self.warm {
+            warm.forget(self.id);
+        }
+    }
 }
 
 /// When this process was started as a session's zygote (under its hidden `argv[0]`), runs it
@@ -462,6 +529,38 @@ impl SessionSandbox {
 /// without `EngineConfig::zygote_program`), each sandboxed command builds its own namespaces.
 pub fn zygote_main_if_asked() {
     Platform::zygote_main_if_asked()
+}
+
+/// A command ended (its status is in): what was made for it alone goes once its processes are.
+pub(crate) fn command_ended() {
+    Platform::command_ended()
+}
+
+/// The program ends: the folders made for its commands (Linux: cgroups) go, waiting briefly
+/// for processes the kernel still counts in them.
+pub(crate) fn leave() {
+    Platform::leave()
+}
+
+/// At start: the empty folders that programs which are gone left (Linux: cgroups) go.
+pub(crate) fn remove_abandoned() {
+    Platform::remove_abandoned()
+}
+
+/// What to say when the kernel refused a command a process (EAGAIN from a fork or clone): the
+/// limit that was reached, in words.
+pub(crate) fn no_process_could_be_started() -> String {
+    #[cfg(target_os = "linux")]
+    let limit = linux::process_limit();
+    #[cfg(not(target_os = "linux"))]
+    let limit: Option<String> = None;
+    let limit = limit.unwrap_or_else(|| {
+        "the system has no room for another process (the kernel refused one: EAGAIN)".to_string()
+    });
+    format!(
+        "no process could be started: {limit}. Ending running commands or jobs (`/jobs`, \
+         `/kill`) frees some; so does a lower `--max-warm-sessions`"
+    )
 }
 
 /// Whether `error`, from [`spawn`], says that the sandbox could not be set up (a step between

@@ -148,14 +148,6 @@ impl AcpBashAgent {
         self.serve_until(transport, std::future::pending()).await
     }
 
-    /// What this agent answers to an ACP v1 `initialize` request: the same response its
-    /// handler gives, for an answer written before the connection exists
-    /// ([`crate::acp::AgentStdio::answer_initialize_now`]). It changes nothing: the handler
-    /// still sees the request when the connection runs, and remembers what the client renders.
-    pub fn initialize_response(&self, request: &InitializeRequest) -> InitializeResponse {
-        initialize_response(request, self.store.is_some(), &*self.driver)
-    }
-
     /// Like [`Self::serve`], but also stops when `stop` completes (a signal, say): the
     /// connection is dropped, and every running command is cancelled and reaped the same way.
     pub async fn serve_until(
@@ -461,8 +453,7 @@ impl ConnectTo<Client> for LazyV2Face {
 
 /// The answer to `request`: the protocol version it asked for (the v1 face gets only version 1
 /// or what falls back to it), the capabilities of an agent with or without a store, the
-/// driver's auth methods and the agent's name and version. The one place it is made: the
-/// handler and the answer before the runtime ([`AcpBashAgent::initialize_response`]) agree.
+/// driver's auth methods and the agent's name and version.
 fn initialize_response(
     request: &InitializeRequest,
     has_store: bool,

@@ -68,14 +68,6 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
     }
 
-    /// Reads `bytes` first, as if they had just arrived (what [`super::early`] read before the
-    /// runtime existed).
-    pub(super) fn after(mut self, bytes: Vec<u8>) -> Self {
-        debug_assert!(self.buffer.is_empty());
-        self.buffer = bytes;
-        self
-    }
-
     /// The lines as the SDK's `Lines` transport wants them.
     pub(super) fn into_stream(self) -> impl futures::Stream<Item = io::Result<String>> {
         futures::stream::unfold(self, |mut reader| async move {

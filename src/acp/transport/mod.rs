@@ -15,7 +15,6 @@
 //! [`LineTransport`], not the SDK's line reader, which ends the whole connection on a line that
 //! is not UTF-8 and buffers a line of any length (`notes/2026-11-30-input-bounds.md`).
 
-mod early;
 mod envelope;
 mod incoming;
 mod outgoing;
@@ -28,7 +27,6 @@ use agent_client_protocol::role::Role;
 use agent_client_protocol::{ConnectTo, Lines};
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
 
-use early::FirstLine;
 pub use outgoing::{cap_error_data, MAX_ERROR_LINE_BYTES};
 
 /// The bounds of a [`LineTransport`].
@@ -144,7 +142,6 @@ pub struct LineTransport<R, W> {
     writer: W,
     limits: TransportLimits,
     behind: ClientBehind,
-    first: FirstLine,
 }
 
 impl<R, W> LineTransport<R, W>
@@ -159,7 +156,6 @@ where
             writer,
             limits,
             behind: ClientBehind::default(),
-            first: FirstLine::default(),
         }
     }
 
@@ -179,12 +175,8 @@ where
         client: impl ConnectTo<Rl::Counterpart>,
     ) -> agent_client_protocol::Result<()> {
         let shared = outgoing::Shared::with_flag(self.limits.clone(), self.behind);
-        if let Some(id) = self.first.answered {
-            shared.answered_early(id);
-        }
-        let incoming = incoming::LineReader::new(self.reader, shared.clone(), self.limits)
-            .after(self.first.read)
-            .into_stream();
+        let incoming =
+            incoming::LineReader::new(self.reader, shared.clone(), self.limits).into_stream();
         let sink = outgoing::OutgoingSink::new(shared.clone());
         let connection = ConnectTo::<Rl>::connect_to(Lines::new(sink, Box::pin(incoming)), client);
         let writing = outgoing::write_lines(shared, self.writer);
@@ -208,7 +200,6 @@ where
 pub struct AgentStdio {
     limits: TransportLimits,
     behind: ClientBehind,
-    first: FirstLine,
 }
 
 impl AgentStdio {
@@ -217,7 +208,6 @@ impl AgentStdio {
         AgentStdio {
             limits: TransportLimits::default(),
             behind: ClientBehind::default(),
-            first: FirstLine::default(),
         }
     }
 
@@ -230,31 +220,6 @@ impl AgentStdio {
     /// Changes the bounds (the defaults go with the agent's default prompt limit).
     pub fn limits(mut self, limits: TransportLimits) -> AgentStdio {
         self.limits = limits;
-        self
-    }
-
-    /// Answers the first line now, with blocking reads and writes on this thread, when stdin
-    /// and stdout are pipes or sockets and the line is an ACP v1 `initialize` request:
-    /// `answer` makes the response (the agent's own,
-    /// [`crate::acp::AcpBashAgent::initialize_response`]). Meant for the binary's main
-    /// thread before the async runtime is built (it blocks until the first line arrives).
-    /// The connection then reads every byte read here first, so the SDK and the agent see the
-    /// `initialize` as usual; the SDK's response to it is not written again. Without pipes,
-    /// or for any other first line, nothing is answered here and nothing changes.
-    pub fn answer_initialize_now(
-        mut self,
-        answer: impl FnOnce(
-            &agent_client_protocol::v1::schema::InitializeRequest,
-        ) -> agent_client_protocol::v1::schema::InitializeResponse,
-    ) -> AgentStdio {
-        // SAFETY: fds 0 and 1 stay open for the life of the process; they are only borrowed.
-        let (stdin, stdout) = unsafe { (BorrowedFd::borrow_raw(0), BorrowedFd::borrow_raw(1)) };
-        let pipes = [stdin, stdout]
-            .into_iter()
-            .all(|fd| is_pipe_or_socket(fd).unwrap_or(false));
-        if pipes && self.first.read.is_empty() && self.first.answered.is_none() {
-            self.first = early::answer_first_line(stdin, stdout, answer);
-        }
         self
     }
 }
@@ -277,7 +242,6 @@ impl<R: Role> ConnectTo<R> for AgentStdio {
                 let outgoing = AsyncFd::new(pipes.stdout, Interest::WRITABLE).map_err(io_error)?;
                 let mut transport = LineTransport::new(incoming, outgoing, self.limits);
                 transport.behind = self.behind;
-                transport.first = self.first;
                 ConnectTo::<R>::connect_to(transport, client).await
             }
             Err(why) => {
@@ -285,7 +249,6 @@ impl<R: Role> ConnectTo<R> for AgentStdio {
                 let mut transport =
                     LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), self.limits);
                 transport.behind = self.behind;
-                transport.first = self.first;
                 ConnectTo::<R>::connect_to(transport, client).await
             }
         }

@@ -51,9 +51,6 @@ struct State {
     failure: Option<(io::ErrorKind, Option<i32>, String)>,
     /// The id of an `initialize` request whose response has not been queued yet.
     awaiting: Option<Value>,
-    /// The id of the `initialize` request answered before the runtime ([`super::early`]): the
-    /// SDK's response to it is left out, once.
-    answered_early: Option<Value>,
     reading_paused: bool,
     /// The queue went over the live-output budget and is not down to half of it yet.
     behind: bool,
@@ -113,21 +110,20 @@ impl Shared {
         state.queue.push_back(bytes);
     }
 
-    /// A line from the SDK: always queued (nothing the SDK hands over is dropped), except its
-    /// response to an `initialize` that was answered before the runtime.
+    /// A line from the SDK: always queued (nothing the SDK hands over is dropped).
     fn offer(&self, line: String) {
-        let (awaiting, answered_early) = {
+        let awaiting = {
             let state = self.state.lock().unwrap();
             if state.failure.is_some() {
                 return;
             }
-            (state.awaiting.is_some(), state.answered_early.is_some())
+            state.awaiting.is_some()
         };
         let line = cap_error_data(line);
         if super::envelope::is_session_update(line.as_bytes()) {
             self.behind.update_arrived();
         }
-        let envelope = (awaiting || answered_early).then(|| Envelope::read(line.as_bytes()));
+        let envelope = awaiting.then(|| Envelope::read(line.as_bytes()));
         let mut state = self.state.lock().unwrap();
         if let (Some(envelope), Some(id)) = (&envelope, state.awaiting.as_ref()) {
             if envelope.answers(id) {
@@ -135,22 +131,9 @@ impl Shared {
                 self.reader_wake.notify_one();
             }
         }
-        if let (Some(envelope), Some(id)) = (&envelope, state.answered_early.as_ref()) {
-            if envelope.answers(id) {
-                // The client has this answer already (the same agent made it).
-                state.answered_early = None;
-                return;
-            }
-        }
         Self::enqueue(&mut state, line);
         self.fell_behind(&mut state);
         self.writer_wake.notify_one();
-    }
-
-    /// Leaves out the SDK's response to request `id` (once): it was answered before the
-    /// runtime existed.
-    pub(super) fn answered_early(&self, id: Value) {
-        self.state.lock().unwrap().answered_early = Some(id);
     }
 
     /// Holds the reader back after an `initialize` request until its response is queued.
@@ -410,35 +393,6 @@ mod tests {
         }
         shared.caught_up(&mut state);
         assert!(!shared.behind.is_behind());
-    }
-
-    /// The client had this response before the runtime started: the SDK's copy is left out,
-    /// once, and it still releases a reader held for it; every other line goes out.
-    #[test]
-    fn the_response_to_an_initialize_answered_early_is_left_out_once() {
-        let shared = Shared::new(TransportLimits::default());
-        shared.answered_early(json!(1));
-        shared.await_response(json!(1));
-        shared.offer(r#"{"jsonrpc":"2.0","method":"session/update","params":{}}"#.into());
-        shared.offer(r#"{"jsonrpc":"2.0","id":2,"result":{}}"#.into());
-        shared.offer(r#"{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file"}"#.into());
-        assert!(shared.state.lock().unwrap().awaiting.is_some());
-        shared.offer(r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}"#.into());
-        assert!(
-            shared.state.lock().unwrap().awaiting.is_none(),
-            "the reader may go on"
-        );
-        // The client may use the id again once it has its answer: that response goes out.
-        shared.offer(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}"#.into());
-        assert_eq!(
-            shared.queued_json(),
-            [
-                json!({"jsonrpc":"2.0","method":"session/update","params":{}}),
-                json!({"jsonrpc":"2.0","id":2,"result":{}}),
-                json!({"jsonrpc":"2.0","id":1,"method":"fs/read_text_file"}),
-                json!({"jsonrpc":"2.0","id":1,"result":{"sessionId":"s"}}),
-            ]
-        );
     }
 
     #[test]

@@ -10,7 +10,11 @@
 //! (`notes/2026-12-01-first-output-cgroup-join.md`).
 //!
 //! Layout: `<controller mount><agent's cgroup>/acp-bash-<pid>/run-<n>`. A run's folder can only
-//! be removed once its processes are gone, so each new run removes the empty ones left behind.
+//! be removed once its processes are gone: it is removed when its command ends ([`sweep`],
+//! retried for a while where the kernel still counts a dying process), and whatever is left
+//! when the agent ends ([`leave`], also on SIGTERM). An agent that was killed leaves its
+//! folders behind; the next agent that starts removes them ([`remove_abandoned_everywhere`]):
+//! only those of agents that are gone, and only empty ones (the kernel refuses the others).
 //! cgroup v2 is not used: it needs a delegated subtree and moving the agent itself into a leaf.
 
 use std::os::fd::OwnedFd;
@@ -46,18 +50,42 @@ impl Controller {
 
     /// The agent's own folder in this controller's hierarchy, or why there is none.
     fn base(self) -> &'static Result<PathBuf, String> {
-        static PIDS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-        static MEMORY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
         let cell = match self {
-            Controller::Pids => &PIDS,
-            Controller::Memory => &MEMORY,
+            Controller::Pids => &BASES.0,
+            Controller::Memory => &BASES.1,
         };
         cell.get_or_init(|| own_folder(self.name()))
     }
+
+    /// The agent's own folder, if this process made it (nothing is made here).
+    fn made_base(self) -> Option<&'static PathBuf> {
+        // `base` made it: its cell is set and `Ok`.
+        let cell = match self {
+            Controller::Pids => BASES.0.get(),
+            Controller::Memory => BASES.1.get(),
+        };
+        cell.and_then(|made| made.as_ref().ok())
+    }
 }
+
+/// Where `base` keeps each controller's answer (so that [`leave`] can ask without making one).
+static BASES: (
+    OnceLock<Result<PathBuf, String>>,
+    OnceLock<Result<PathBuf, String>>,
+) = (OnceLock::new(), OnceLock::new());
 
 /// Finds (and makes) `acp-bash-<pid>` under the agent's cgroup of `controller`.
 fn own_folder(controller: &str) -> Result<PathBuf, String> {
+    let parent = parent_folder(controller)?;
+    remove_abandoned(&parent);
+    let dir = parent.join(format!("acp-bash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The agent's own cgroup of `controller` (cgroup v1), in which its `acp-bash-<pid>` folder
+/// goes, or why there is none.
+fn parent_folder(controller: &str) -> Result<PathBuf, String> {
     let own = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
     let path = own
@@ -88,11 +116,7 @@ fn own_folder(controller: &str) -> Result<PathBuf, String> {
                 .flatten()
         })
         .ok_or(format!("the `{controller}` controller is not mounted"))?;
-    let parent = mount.join(path.trim_start_matches('/'));
-    remove_abandoned(&parent);
-    let dir = parent.join(format!("acp-bash-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    Ok(dir)
+    Ok(mount.join(path.trim_start_matches('/')))
 }
 
 /// Whether per-command cgroups of `controller` work here (`Ok(where)`), or why not.
@@ -106,12 +130,36 @@ pub(crate) fn available(controller: Controller) -> Result<String, String> {
     })
 }
 
-/// A fresh cgroup of `controller` for one command, limited to `max` (tasks or bytes): the fd of
-/// its `tasks` file (see the module doc for why not `cgroup.procs`). `None` (logged) when it
-/// cannot be made; the RLIMIT still applies.
-pub(crate) fn for_one_command(controller: Controller, max: u64) -> Option<OwnedFd> {
+/// One command's cgroup: the fd of its `tasks` file, which the command's first process joins.
+/// Dropped once the command is started (or will not be): its folder is then removed as soon as
+/// its processes are gone ([`sweep`]).
+pub(crate) struct RunCgroup {
+    tasks: OwnedFd,
+    dir: PathBuf,
+}
+
+impl RunCgroup {
+    /// The `tasks` file's fd, for the command's plan.
+    pub(crate) fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.tasks.as_raw_fd()
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        if let Ok(mut made) = made_by_us().lock() {
+            made.push(std::mem::take(&mut self.dir));
+        }
+    }
+}
+
+/// A fresh cgroup of `controller` for one command, limited to `max` (tasks or bytes), with the
+/// fd of its `tasks` file (see the module doc for why not `cgroup.procs`). `None` (logged) when
+/// it cannot be made; the RLIMIT still applies.
+pub(crate) fn for_one_command(controller: Controller, max: u64) -> Option<RunCgroup> {
     let base = controller.base().as_ref().ok()?;
-    remove_finished(made_by_us());
+    sweep();
     // One spare per kind the commands ask for: taken here, made again by the spawner once it
     // is idle (`make_spares`).
     let spare = spares().lock().ok().and_then(|mut spares| {
@@ -131,19 +179,11 @@ pub(crate) fn for_one_command(controller: Controller, max: u64) -> Option<OwnedF
         }
     });
     if let Some((dir, tasks)) = spare {
-        if let Ok(mut made) = made_by_us().lock() {
-            made.push((dir, std::time::Instant::now()));
-        }
-        return Some(tasks);
+        return Some(RunCgroup { tasks, dir });
     }
     let (dir, made) = make(base, controller, max);
     match made {
-        Ok(file) => {
-            if let Ok(mut made) = made_by_us().lock() {
-                made.push((dir, std::time::Instant::now()));
-            }
-            Some(file)
-        }
+        Ok(tasks) => Some(RunCgroup { tasks, dir }),
         Err(error) => {
             tracing::debug!(%error, dir = %dir.display(), "no {} cgroup for this command", controller.name());
             let _ = std::fs::remove_dir(&dir);
@@ -233,23 +273,103 @@ fn set_limit(dir: &Path, controller: Controller, max: u64) -> std::io::Result<()
     Ok(())
 }
 
-type Made = std::sync::Mutex<Vec<(PathBuf, std::time::Instant)>>;
+type Made = std::sync::Mutex<Vec<PathBuf>>;
 
-/// The run folders this agent made, and when.
+/// The run folders of commands that were started (or never will be), not removed yet.
 fn made_by_us() -> &'static Made {
     static MADE: OnceLock<Made> = OnceLock::new();
     MADE.get_or_init(Default::default)
 }
 
-/// Removes this agent's run folders whose processes are all gone (the kernel refuses busy
-/// ones). Only folders older than a minute: a younger one may not have been joined yet.
-fn remove_finished(made: &Made) {
-    let Ok(mut made) = made.lock() else {
-        return;
+/// Whether any started command's folder waits to be removed.
+pub(crate) fn any_to_remove() -> bool {
+    made_by_us().lock().is_ok_and(|made| !made.is_empty())
+}
+
+/// Removes the run folders of started commands whose processes are all gone (the kernel
+/// refuses busy ones): whether any is left.
+pub(crate) fn sweep() -> bool {
+    let Ok(mut made) = made_by_us().lock() else {
+        return false;
     };
-    made.retain(|(dir, at)| {
-        at.elapsed() < std::time::Duration::from_secs(60) || std::fs::remove_dir(dir).is_err()
-    });
+    made.retain(|dir| !removed(std::fs::remove_dir(dir)));
+    !made.is_empty()
+}
+
+/// After a command ended: its folder goes now, or (its processes still being torn down, or
+/// others running) on a thread that tries again for a minute, less and less often.
+pub(crate) fn command_ended() {
+    static RETRYING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !sweep() || RETRYING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let retry = std::thread::Builder::new()
+        .name("acp-bash-cgroup-rm".into())
+        .spawn(|| {
+            let mut wait = std::time::Duration::from_millis(5);
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while std::time::Instant::now() < until {
+                std::thread::sleep(wait);
+                if !sweep() {
+                    break;
+                }
+                wait = (wait * 2).min(std::time::Duration::from_secs(5));
+            }
+            RETRYING.store(false, Ordering::Release);
+        });
+    if retry.is_err() {
+        RETRYING.store(false, Ordering::Release);
+    }
+}
+
+/// When the agent ends (EOF, or a termination signal once its commands are gone): removes the
+/// spare cgroups, every run folder and the agent's own `acp-bash-<pid>` folder, waiting up to
+/// `patience` for processes the kernel still counts in them.
+pub(crate) fn leave(patience: std::time::Duration) {
+    if let Ok(mut spares) = spares().lock() {
+        for spare in spares.drain(..) {
+            if let Some((dir, tasks)) = spare.tasks {
+                drop(tasks);
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+    }
+    let until = std::time::Instant::now() + patience;
+    for controller in [Controller::Pids, Controller::Memory] {
+        let Some(base) = controller.made_base() else {
+            continue;
+        };
+        loop {
+            sweep();
+            remove_all_runs(base);
+            let gone = removed(std::fs::remove_dir(base));
+            if gone || std::time::Instant::now() >= until {
+                if !gone {
+                    tracing::debug!(dir = %base.display(), "a cgroup folder is still busy");
+                }
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// At start: removes the folders that agents which are gone left under this agent's cgroups
+/// (killed ones cannot remove their own), without making this agent's own.
+pub(crate) fn remove_abandoned_everywhere() {
+    for controller in [Controller::Pids, Controller::Memory] {
+        if let Ok(parent) = parent_folder(controller.name()) {
+            remove_abandoned(&parent);
+        }
+    }
+}
+
+/// Whether a removal left nothing there (done now, or gone already).
+fn removed(result: std::io::Result<()>) -> bool {
+    match result {
+        Ok(()) => true,
+        Err(error) => error.kind() == std::io::ErrorKind::NotFound,
+    }
 }
 
 /// Removes every run folder under `base` (an agent that is gone) that the kernel lets go.
@@ -278,6 +398,45 @@ fn remove_abandoned(parent: &Path) {
             let _ = std::fs::remove_dir(entry.path());
         }
     }
+}
+
+/// The tightest `pids.max` over this process's pids cgroup and its ancestors (cgroup v1's `pids`
+/// controller, or the v2 hierarchy), when one is set: the limit a fork that fails with EAGAIN
+/// has most likely reached.
+pub(crate) fn own_pids_max() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // (v1: the line naming `pids`; v2: the `0::` line), and the mount that serves it.
+    let (v2, path) = own.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let v1 = controllers.split(',').any(|c| c == "pids");
+        (v1 || (id == "0" && controllers.is_empty())).then(|| (!v1, path.to_string()))
+    })?;
+    let mount = mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mut fields = right.split(' ');
+        let (fstype, _, options) = (fields.next()?, fields.next()?, fields.next()?);
+        let serves = match v2 {
+            true => fstype == "cgroup2",
+            false => fstype == "cgroup" && options.split(',').any(|o| o == "pids"),
+        };
+        serves
+            .then(|| left.split(' ').nth(4).map(PathBuf::from))
+            .flatten()
+    })?;
+    let mut dir = mount.join(path.trim_start_matches('/'));
+    let mut tightest: Option<u64> = None;
+    while dir.starts_with(&mount) {
+        let max = std::fs::read_to_string(dir.join("pids.max")).ok();
+        if let Some(max) = max.and_then(|m| m.trim().parse::<u64>().ok()) {
+            tightest = Some(tightest.map_or(max, |t| t.min(max)));
+        }
+        if !dir.pop() || dir == mount {
+            break;
+        }
+    }
+    tightest
 }
 
 #[cfg(test)]
@@ -318,13 +477,13 @@ mod tests {
         let fd_inode =
             |fd: &OwnedFd| inode(Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())));
         assert_eq!(
-            fd_inode(&second),
+            fd_inode(&second.tasks),
             inode(&made.join("tasks")),
             "the spare was taken"
         );
         assert_ne!(
-            fd_inode(&first),
-            fd_inode(&second),
+            fd_inode(&first.tasks),
+            fd_inode(&second.tasks),
             "two commands, one cgroup"
         );
         assert_ne!(spare(), Some(made), "handed out twice");

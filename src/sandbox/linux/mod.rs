@@ -95,6 +95,28 @@ pub(crate) fn env_region() -> Option<(usize, usize)> {
     })
 }
 
+/// The limit a fork or clone that failed with EAGAIN has reached, in words: the agent's pids
+/// cgroup (`pids.max`, its own or an ancestor's), else its user's `RLIMIT_NPROC`.
+pub(crate) fn process_limit() -> Option<String> {
+    if let Some(max) = cgroup::own_pids_max() {
+        return Some(format!(
+            "the agent's process limit (pids.max {max}) is reached"
+        ));
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit into a local struct.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } == 0;
+    (got && limit.rlim_cur != libc::RLIM_INFINITY).then(|| {
+        format!(
+            "the agent's user may run at most {} processes (RLIMIT_NPROC), and that many run",
+            limit.rlim_cur
+        )
+    })
+}
+
 /// The Linux backend (see [`crate::sandbox::backend::Backend`]).
 pub(crate) struct Linux;
 
@@ -179,8 +201,27 @@ impl Backend for Linux {
         zygotes.pids()
     }
 
+    fn end_helpers(zygotes: &mut zygote::Zygotes) {
+        zygotes.end()
+    }
+
     fn zygote_main_if_asked() {
         zygote::main_if_asked()
+    }
+
+    fn command_ended() {
+        // Off the runtime's thread: an `rmdir` of a cgroup waits for the kernel.
+        if cgroup::any_to_remove() {
+            spawn::on_spawner_thread(Box::new(cgroup::command_ended));
+        }
+    }
+
+    fn leave() {
+        cgroup::leave(std::time::Duration::from_secs(2))
+    }
+
+    fn remove_abandoned() {
+        cgroup::remove_abandoned_everywhere()
     }
 
     /// A failed step comes back from [`spawn::spawn`] wrapping a [`step::StepError`].
@@ -257,7 +298,7 @@ pub(crate) struct Prepared {
     /// per-command path).
     pub(crate) reused: bool,
     /// The command's pids and memory cgroups (their `tasks` files), kept open until then too.
-    _cgroups: [Option<OwnedFd>; 2],
+    _cgroups: [Option<cgroup::RunCgroup>; 2],
 }
 
 impl Prepared {
@@ -383,8 +424,8 @@ impl Prepared {
                     0
                 },
                 max_memory: limits.max_memory.unwrap_or(0),
-                pids_cgroup_fd: pids.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
-                memory_cgroup_fd: memory.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+                pids_cgroup_fd: pids.as_ref().map_or(-1, cgroup::RunCgroup::fd),
+                memory_cgroup_fd: memory.as_ref().map_or(-1, cgroup::RunCgroup::fd),
                 fresh_keyring: layers.fresh_keyring,
                 seccomp: if layers.seccomp {
                     seccomp::programs().as_ref().ok()

@@ -42,7 +42,8 @@
 //! wait status to the status pipe as soon as the shell has ended: the agent is not I's parent,
 //! so that pipe is how it learns the status (its end without a status means I was killed).
 //!
-//! Lifetime: Z ends when its socket closes (the session dropped its [`Zygotes`], or the agent
+//! Lifetime: Z ends when its socket closes (the session dropped or ended its [`Zygotes`]: it is
+//! idle, or beyond the bound of sessions that keep theirs, `sandbox::warm`; or the agent
 //! died) and on the spawner thread's death (`PR_SET_PDEATHSIG`, so also on SIGKILL of the
 //! agent); every I has `PR_SET_PDEATHSIG(SIGKILL)` on Z, checked against a pidfd of Z (in its
 //! own PID namespace, `getppid()` is 0). A new setup for a
@@ -127,6 +128,12 @@ impl Zygotes {
             .iter()
             .filter_map(|(_, _, z)| z.as_ref().map(|z| z.pid))
             .collect()
+    }
+
+    /// Ends every zygote (and so its spare) of the session, and forgets the starts that
+    /// failed: its next command starts one as its first did (`sandbox::warm`).
+    pub(crate) fn end(&mut self) {
+        self.entries.clear();
     }
 }
 

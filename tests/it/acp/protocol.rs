@@ -321,3 +321,94 @@ async fn a_cancel_request_for_the_prompt_kills_the_command() {
         .expect("the prompt is answered");
     assert!(answer.contains("\"cancelled\""), "{answer}");
 }
+
+/// A prompt that holds a NUL byte is not run, and the card says why in the user's terms
+/// (where the byte is, and that bash cannot take one), not an errno; the connection then runs
+/// the next prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_byte_in_a_prompt_is_refused_with_the_reason() {
+    let (_tmp, dir) = temp_dir();
+    let (refused, next) = converse(ClientProfile::Plain, "nul byte", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let refused = c.prompt(&session, "echo one\necho 'not-run-a\0b'").await?;
+        let next = c.prompt(&session, "echo still-here").await?;
+        Ok((refused, next))
+    })
+    .await;
+    let block = console_block(&refused.updates);
+    assert!(
+        block.contains("it holds a NUL byte (line 2, column 16), and bash cannot take one"),
+        "{block}"
+    );
+    assert!(!block.contains("os error"), "{block}");
+    // The card shows the script (`$ echo one`), and no line of its output.
+    assert!(!block.contains("\none\n"), "nothing ran: {block}");
+    assert!(block.contains("[exit code: 126]"), "{block}");
+    assert!(console_block(&next.updates).contains("still-here"));
+}
+
+/// Under a pids limit that is reached (root, cgroup v1's pids controller: the agent started in
+/// a cgroup of its own, whose `pids.max` is then set below what it holds), a command that cannot
+/// get a process says which limit, in words, not "os error 11"; once the limit is raised, the
+/// same session runs commands again. Off mode (a fork of the agent) and workspace (the
+/// session's zygote, whose PID 1 cannot fork the shell).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_that_cannot_get_a_process_names_the_limit_reached() {
+    use crate::support::skip;
+    if !skip::skip_unless(skip::ROOT, skip::root()) {
+        return;
+    }
+    let pids = std::path::Path::new("/sys/fs/cgroup/pids");
+    if !pids.join("tasks").exists() {
+        skip::record("a_command_that_cannot_get_a_process_names_the_limit_reached: no cgroup v1 pids hierarchy");
+        return;
+    }
+    for mode in ["off", "workspace"] {
+        let group = pids.join(format!("acp-bash-it-limit-{}-{mode}", std::process::id()));
+        std::fs::create_dir(&group).expect("a pids cgroup for the agent");
+        let agent = format!(
+            "echo $$ > {}/cgroup.procs && exec {} serve --sandbox {mode} --no-history",
+            group.display(),
+            binary().display()
+        );
+        let client = acp_bash::acp::client::AcpClient::new("/bin/sh", ["-c", agent.as_str()])
+            .profile(ClientProfile::Plain);
+        let (_tmp, dir) = temp_dir();
+        let max = group.join("pids.max");
+        let current = group.join("pids.current");
+        let ((refused, again), _) = converse_with(client, "pids limit", async |mut c| {
+            let session = c.new_session(&dir).await?;
+            c.prompt(&session, "true").await?;
+            // Below what it holds (the kernel allows that): no process or thread more.
+            std::fs::write(&max, "1").expect("set pids.max");
+            let refused = c.prompt(&session, "echo not-run").await?;
+            std::fs::write(&max, "max").expect("lift pids.max");
+            let again = c.prompt(&session, "echo runs-again").await?;
+            Ok((refused, again))
+        })
+        .await;
+        let block = console_block(&refused.updates);
+        assert!(
+            block.contains("no process could be started: the agent's process limit (pids.max "),
+            "{mode}: {block}"
+        );
+        assert!(!block.contains("os error"), "{mode}: {block}");
+        assert!(!block.contains("not-run"), "{mode}: {block}");
+        assert!(
+            console_block(&again.updates).contains("runs-again"),
+            "{mode}"
+        );
+        assert!(block.contains("(pids.max 1)"), "{mode}: {block}");
+        // The agent has ended and removed its own folders under the group; its helpers end
+        // with it (a hang guard only).
+        let start = Instant::now();
+        while std::fs::read_to_string(&current).is_ok_and(|n| n.trim() != "0") {
+            assert!(
+                start.elapsed() < HANG_GUARD,
+                "{mode}: processes left in the group"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::fs::remove_dir(&group).expect("the agent left no folder in its cgroup");
+    }
+}

@@ -64,8 +64,7 @@ fn over_pipes_a_whole_turn_works_and_the_pipes_are_left_blocking() {
         .lines()
         .map(Result::unwrap);
     writeln!(stdin_write, "{INITIALIZE}").unwrap();
-    // The `initialize` answer comes before the runtime (and its transport) exists; the
-    // connection is serving once it has answered a request of its own.
+    // The connection is serving once it has answered a request.
     until_response(&mut lines, 1);
     writeln!(stdin_write, "{}", new_session(&dir)).unwrap();
     let created = until_response(&mut lines, 2);

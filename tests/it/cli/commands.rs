@@ -184,6 +184,22 @@ fn bad_flags_are_refused_with_a_reason() {
     );
 }
 
+/// `run` with a flag it does not have (or a typo of one) before `--` refuses it by name, as
+/// every other subcommand does, and runs nothing: bash never sees it as the script's start.
+#[test]
+fn run_refuses_an_unknown_flag_before_the_script() {
+    for flag in ["--require-sandbox", "--timout"] {
+        let output = acp_bash_full(&["run", flag, "--", "echo ran-anyway"]);
+        assert_eq!(output.status.code(), Some(2), "{flag}: {output:?}");
+        let said = stderr(&output);
+        assert!(
+            said.contains(&format!("unexpected argument '{flag}'")),
+            "{flag}: {said}"
+        );
+        assert!(!stdout(&output).contains("ran-anyway"), "{output:?}");
+    }
+}
+
 fn acp_bash_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let (_tmp, dir) = temp_dir();
     let mut command = Command::new(binary());

@@ -2,6 +2,7 @@
 
 mod caches;
 mod cost;
+mod economy;
 mod engine;
 mod escapees;
 mod fs;

@@ -1,0 +1,460 @@
+//! What an agent costs while it waits, and what it leaves behind (`notes/2026-12-06-economy.md`):
+//! a bounded number of sandbox helpers (a zygote and its spare PID 1 per warm session), the
+//! helpers of idle sessions ended and started again by their next command, and no cgroup or
+//! session folder left by agents that exit, are stopped or are killed. Over the built binary
+//! (`acp-bash serve` over pipes).
+#![cfg(target_os = "linux")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::view::{dir, require_view};
+use crate::support::acp::binary;
+use crate::support::engine::HANG_GUARD;
+
+/// `acp-bash serve` over pipes, one request at a time.
+struct Agent {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: std::sync::mpsc::Receiver<Value>,
+    next: u64,
+}
+
+impl Agent {
+    fn start(args: &[&str], configure: impl FnOnce(&mut Command)) -> Agent {
+        let mut command = Command::new(binary());
+        command
+            .args(["serve", "--no-history"])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        configure(&mut command);
+        let mut child = command.spawn().expect("start acp-bash serve");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if let Ok(value) = serde_json::from_str(&line) {
+                    if tx.send(value).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let mut agent = Agent {
+            child,
+            stdin,
+            lines,
+            next: 0,
+        };
+        agent.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        );
+        agent
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends a request; its id.
+    fn send(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        id
+    }
+
+    /// Sends a request and returns its answer, with every line that came before it.
+    fn request(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let id = self.send(method, params);
+        self.answer(id, method)
+    }
+
+    /// The answer to request `id`, with every line that came before it (answers to other
+    /// requests among them).
+    fn answer(&mut self, id: u64, method: &str) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(HANG_GUARD)
+                .unwrap_or_else(|_| panic!("no answer to {method}"));
+            if line["id"] == id && line.get("method").is_none() {
+                return (line, before);
+            }
+            before.push(line);
+        }
+    }
+
+    fn new_session(&mut self, cwd: &Path) -> Value {
+        let (answer, _) = self.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        answer["result"]["sessionId"].clone()
+    }
+
+    /// Starts `script` as a prompt; its id.
+    fn start_prompt(&mut self, session: &Value, script: &str) -> u64 {
+        self.send(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": script}]}),
+        )
+    }
+
+    /// Runs `script`; the text of the final update.
+    fn prompt(&mut self, session: &Value, script: &str) -> String {
+        let id = self.start_prompt(session, script);
+        self.prompt_output(id)
+    }
+
+    /// The text of prompt `id`'s final update, once it is answered.
+    fn prompt_output(&mut self, id: u64) -> String {
+        let (answer, before) = self.answer(id, "session/prompt");
+        assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+        before
+            .iter()
+            .rev()
+            .map(|line| &line["params"]["update"])
+            .find(|u| u["sessionUpdate"] == "tool_call_update" && u["content"].is_array())
+            .and_then(|u| u["content"][0]["content"]["text"].as_str())
+            .unwrap_or_else(|| panic!("no final output: {before:?}"))
+            .to_string()
+    }
+
+    /// Closes stdin and waits for the agent to exit.
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every live (not zombie) process under `root`: its pid, its parent and its `argv[0]`.
+fn descendants(root: i32) -> Vec<(i32, i32, String)> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(state), Some(parent)) = (fields.first(), fields.get(1)) else {
+            continue;
+        };
+        if *state != "Z" {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let name = String::from_utf8_lossy(cmdline.split(|b| *b == 0).next().unwrap_or(&[]))
+                .into_owned();
+            all.push((pid, parent.parse::<i32>().unwrap_or(0), name));
+        }
+    }
+    let mut found = vec![root];
+    let mut out = Vec::new();
+    while let Some(parent) = found.pop() {
+        for (pid, ppid, name) in all.iter().filter(|(_, p, _)| *p == parent) {
+            found.push(*pid);
+            out.push((*pid, *ppid, name.clone()));
+        }
+    }
+    out
+}
+
+/// The agent's zygotes (its children under the zygote's `argv[0]`; their spares and commands'
+/// PID 1 are clones of them with the same command line), and all its helper processes (the
+/// zygotes and everything under them).
+fn helpers(agent: i32) -> (usize, usize) {
+    let all = descendants(agent);
+    let zygotes = all
+        .iter()
+        .filter(|(_, parent, name)| *parent == agent && name == "__acp-bash-sandbox-zygote")
+        .count();
+    (zygotes, all.len())
+}
+
+/// Waits (hang guard only) until `done` holds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < HANG_GUARD, "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// 1,000 sessions that each ran one workspace command leave at most `--max-warm-sessions`
+/// zygotes (each with its spare PID 1: 2 processes a warm session, plus a helper ending at
+/// most), and a command in the first of them, whose helpers ended long ago, still runs, from
+/// a zygote started again. Planted "never end a session's helpers": 1,000 zygotes, caught.
+#[test]
+fn a_thousand_sessions_keep_a_bounded_number_of_helpers_and_each_still_runs_commands() {
+    if !require_view() {
+        return;
+    }
+    let cap = 8;
+    let ws = dir("economy-1000");
+    let mut agent = Agent::start(
+        &["--sandbox", "workspace", "--max-warm-sessions", "8"],
+        |_| {},
+    );
+    let mut sessions = Vec::new();
+    for n in 0..1000 {
+        let session = agent.new_session(ws.path());
+        let out = agent.prompt(&session, &format!("echo ran-{n}"));
+        assert!(out.contains(&format!("ran-{n}")), "{out}");
+        sessions.push(session);
+    }
+    // Helpers let go end at once (their socket closes); a hang guard only.
+    wait_until("the helpers beyond the bound end", || {
+        let (zygotes, all) = helpers(agent.pid());
+        zygotes <= cap && all <= 2 * cap + 2
+    });
+    let (zygotes, all) = helpers(agent.pid());
+    assert!(zygotes <= cap, "{zygotes} zygotes");
+    assert!(all <= 2 * cap + 2, "{all} helper processes");
+    // The oldest session, long without helpers, and one in the middle.
+    for n in [0, 500] {
+        let out = agent.prompt(&sessions[n], "echo again-$((40+2))");
+        assert!(out.contains("again-42"), "session {n}: {out}");
+    }
+    let (zygotes, _) = helpers(agent.pid());
+    assert!(
+        zygotes <= cap,
+        "{zygotes} zygotes after the old sessions ran again"
+    );
+    agent.finish();
+}
+
+/// A session idle for `--warm-idle` loses its helpers (the agent has no zygote left), and its
+/// next command runs as a first one does: same output, a zygote started again, no notice
+/// about it. Planted "no idle timer": the zygote stays, caught.
+#[test]
+fn an_idle_sessions_helpers_end_and_its_next_command_starts_them_again() {
+    if !require_view() {
+        return;
+    }
+    let ws = dir("economy-idle");
+    let mut agent = Agent::start(&["--sandbox", "workspace", "--warm-idle", "300ms"], |_| {});
+    let session = agent.new_session(ws.path());
+    let first = agent.prompt(&session, "echo first");
+    assert!(first.contains("first"), "{first}");
+    wait_until("the idle session's helpers end", || {
+        helpers(agent.pid()).0 == 0
+    });
+    let again = agent.prompt(&session, "echo again");
+    assert_eq!(
+        again.replace("again", "first"),
+        first,
+        "the same output and notices as the first command"
+    );
+    assert_eq!(helpers(agent.pid()).0, 1, "a zygote again");
+    agent.finish();
+}
+
+/// A session whose command runs keeps its helpers (its command's PID 1 dies with its zygote):
+/// with `--max-warm-sessions 1` and `--warm-idle 200ms`, another session's commands and the
+/// idle time pass while it runs, and it ends normally. Planted "end a busy session's
+/// helpers": the command is killed, caught.
+#[test]
+fn a_running_commands_helpers_are_kept_beyond_the_bound_and_the_idle_time() {
+    if !require_view() {
+        return;
+    }
+    let ws = dir("economy-running");
+    let mut agent = Agent::start(
+        &[
+            "--sandbox",
+            "workspace",
+            "--max-warm-sessions",
+            "1",
+            "--warm-idle",
+            "200ms",
+        ],
+        |_| {},
+    );
+    let busy = agent.new_session(ws.path());
+    let go = ws.path().join("go");
+    let running = agent.start_prompt(
+        &busy,
+        &format!(
+            "echo started > started; while [ ! -e {} ]; do sleep 0.05; done; echo survived",
+            go.display()
+        ),
+    );
+    wait_until("the command runs", || ws.path().join("started").exists());
+    for n in 0..3 {
+        let other = agent.new_session(ws.path());
+        let out = agent.prompt(&other, &format!("echo other-{n}"));
+        assert!(out.contains(&format!("other-{n}")), "{out}");
+    }
+    // Past the idle time too: the last other session's helpers end, the busy one's stay.
+    wait_until("the idle sessions' helpers end", || {
+        helpers(agent.pid()).0 == 1
+    });
+    std::fs::write(&go, "").unwrap();
+    let out = agent.prompt_output(running);
+    assert!(out.contains("survived"), "{out}");
+    agent.finish();
+}
+
+/// This host's cgroup v1 pids hierarchy, where a root agent makes its command cgroups.
+fn pids_hierarchy() -> Option<PathBuf> {
+    let path = PathBuf::from("/sys/fs/cgroup/pids");
+    path.join("tasks").exists().then_some(path)
+}
+
+/// The `acp-bash-*` folders under `parent`.
+fn agent_folders(parent: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(parent)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("acp-bash-"))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// As root: 50 agents started in a cgroup of their own (so that agents of other tests do not
+/// count), each runs a workspace command; half exit (stdin closed, or SIGTERM), half are
+/// killed (SIGKILL). Once one more agent has started (and done nothing), no `acp-bash-*`
+/// cgroup folder is left, and no session folder of any of the 50 under the temp dir. Planted
+/// "no removal at exit" and "no removal of dead agents' folders at start": caught.
+#[test]
+fn agents_that_exit_or_are_killed_leave_no_cgroup_or_session_folder_behind() {
+    use crate::support::skip;
+    if !skip::skip_unless(skip::ROOT, skip::root()) || !require_view() {
+        return;
+    }
+    let Some(pids) = pids_hierarchy() else {
+        skip::record("agents_that_exit_or_are_killed_leave_no_cgroup_or_session_folder_behind: no cgroup v1 pids hierarchy");
+        return;
+    };
+    let group = pids.join(format!("acp-bash-it-leftovers-{}", std::process::id()));
+    std::fs::create_dir(&group).expect("a cgroup for the agents");
+    let temp = dir("economy-leftovers-tmp");
+    let ws = dir("economy-leftovers-ws");
+    let procs = std::fs::OpenOptions::new()
+        .write(true)
+        .open(group.join("cgroup.procs"))
+        .expect("the cgroup's cgroup.procs");
+    let join_group = |command: &mut Command| {
+        use std::os::fd::AsRawFd;
+        let fd = procs.as_raw_fd();
+        command.env("TMPDIR", temp.path());
+        // SAFETY: one write(2) to an fd opened before the fork (close-on-exec), no allocation.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            command.pre_exec(move || {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) == 1 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    };
+    let mut all = Vec::new();
+    let mut killed = Vec::new();
+    for n in 0..50 {
+        let mut agent = Agent::start(&["--sandbox", "workspace"], join_group);
+        all.push(agent.pid());
+        let session = agent.new_session(ws.path());
+        let out = agent.prompt(&session, "echo ran");
+        assert!(out.contains("ran"), "{out}");
+        assert!(
+            agent_folders(&group)
+                .iter()
+                .any(|f| f.ends_with(format!("acp-bash-{}", agent.pid()))),
+            "agent {n} made its cgroup folder: {:?}",
+            agent_folders(&group)
+        );
+        // The last one is killed: what it leaves is there when the next agent starts.
+        match (n + 1) % 4 {
+            0 => agent.finish(),
+            1 => {
+                // SAFETY: kill(2) of our own child.
+                unsafe { libc::kill(agent.pid(), libc::SIGTERM) };
+                let status = agent.child.wait().unwrap();
+                assert_eq!(status.code(), Some(143), "{status:?}");
+            }
+            _ => {
+                killed.push(agent.pid());
+                drop(agent); // SIGKILL
+            }
+        }
+    }
+    let sessions_of = |pids: &[i32]| -> Vec<PathBuf> {
+        let root = temp
+            .path()
+            .join(format!("acp-bash-tmp-{}", unsafe { libc::geteuid() }));
+        std::fs::read_dir(&root)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                        pids.iter().any(|pid| {
+                            name.starts_with(&format!("session-{pid}-"))
+                                || name == format!("agent-{pid}.lock")
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // Each agent started removed what the killed ones before it left; the last one's is there.
+    let last = *killed.last().expect("killed agents");
+    assert!(
+        !sessions_of(&[last]).is_empty()
+            && agent_folders(&group)
+                .iter()
+                .any(|f| f.ends_with(format!("acp-bash-{last}"))),
+        "a killed agent leaves its folders (the test would prove nothing)"
+    );
+    // One more agent starts, answers `initialize` and nothing else.
+    let agent = Agent::start(&["--sandbox", "workspace"], join_group);
+    let own = agent.pid();
+    wait_until("the next agent removes what dead agents left", || {
+        agent_folders(&group)
+            .iter()
+            .all(|f| f.ends_with(format!("acp-bash-{own}")))
+            && sessions_of(&killed).is_empty()
+    });
+    agent.finish();
+    assert_eq!(
+        agent_folders(&group),
+        Vec::<PathBuf>::new(),
+        "the last agent's own"
+    );
+    assert_eq!(
+        sessions_of(&all),
+        Vec::<PathBuf>::new(),
+        "no session folder of the 50"
+    );
+    drop(procs);
+    wait_until(
+        "the agents' processes are gone from the test's cgroup",
+        || std::fs::read_to_string(group.join("tasks")).is_ok_and(|t| t.trim().is_empty()),
+    );
+    std::fs::remove_dir(&group).expect("nothing left in the test's cgroup");
+}
