@@ -550,6 +550,8 @@ pub struct DoctorReport {
     /// Whether each session's namespaces and view are built once (`Ok(how)`) or once per
     /// command (`Err(why)`).
     pub per_session: Result<String, String>,
+    /// What would enable the missing layers here, each option with its cost.
+    pub advice: Vec<String>,
 }
 
 impl DoctorReport {
@@ -570,6 +572,7 @@ impl DoctorReport {
             layers,
             modes,
             per_session: Platform::per_session_sandbox(support),
+            advice: Platform::advice(support),
         }
     }
 }
@@ -587,6 +590,18 @@ impl std::fmt::Display for DoctorReport {
         match &self.per_session {
             Ok(how) => writeln!(f, "\nPer-session sandbox: in use ({how})")?,
             Err(why) => writeln!(f, "\nPer-session sandbox: not in use: {why}")?,
+        }
+        if !self.advice.is_empty() {
+            writeln!(
+                f,
+                "\nWhat would enable more here (each option with its cost):"
+            )?;
+            for block in &self.advice {
+                for (i, line) in block.lines().enumerate() {
+                    let lead = if i == 0 { "  - " } else { "    " };
+                    writeln!(f, "{lead}{line}")?;
+                }
+            }
         }
         writeln!(f, "\nModes:")?;
         for (mode, line) in &self.modes {

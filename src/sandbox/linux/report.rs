@@ -13,7 +13,10 @@ pub(crate) fn headline_gaps(mode: Mode, support: &Support) -> Vec<String> {
         return gaps;
     }
     let confined = mode != Mode::Full;
-    if let (true, Err(why)) = (confined, &support.landlock) {
+    // Where the read-only view works, it restricts writes without Landlock (EROFS): only
+    // without both are writes unrestricted.
+    let view = support.filesystem_view.is_ok() && support.user_namespace.is_ok();
+    if let (true, false, Err(why)) = (confined, view, &support.landlock) {
         gaps.push(format!(
             "{} mode: writes are NOT restricted here ({why})",
             mode.name()
@@ -32,7 +35,7 @@ pub(crate) fn headline_gaps(mode: Mode, support: &Support) -> Vec<String> {
     // Every other layer the mode promises and this machine lost: said in the first command's
     // output too, not only in the mode's description.
     let said = |gap: &String| {
-        (confined && support.landlock.is_err() && gap == NO_WRITE_RESTRICTION)
+        (confined && !view && support.landlock.is_err() && gap == NO_WRITE_RESTRICTION)
             || (!network_blocked(support) && gap == NO_NETWORK_BLOCK)
     };
     let rest: Vec<String> = self::gaps(mode, support)
@@ -146,8 +149,12 @@ pub(crate) fn gaps(mode: Mode, support: &Support) -> Vec<String> {
         if let Err(why) = process_limit_support(support) {
             gaps.push(format!("--max-processes ({why})"));
         }
-        if support.session_keyring.is_err() {
-            gaps.push("a fresh session keyring (commands share the agent's)".to_string());
+        // Where keyctl itself is refused (a container's seccomp filter), commands can't use
+        // any keyring, the agent's included: nothing is lost.
+        if let Err(why) = &support.session_keyring {
+            if !why.ends_with(super::probe::KEYRING_REFUSED) {
+                gaps.push("a fresh session keyring (commands share the agent's)".to_string());
+            }
         }
     }
     gaps
