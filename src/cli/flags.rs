@@ -168,6 +168,12 @@ pub struct EngineArgs {
     /// process of the command), and as RLIMIT_DATA per process everywhere (see `acp-bash doctor`).
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_limit)]
     max_memory: Option<Limit>,
+    /// Refuse to run commands in a mode whose sandbox is not whole on this machine (a layer
+    /// is missing: `acp-bash doctor` says which, why, and how to fix it). Each refused command
+    /// says what is missing. Without it such commands run with what holds, and each session's
+    /// first command in that mode says what is missing.
+    #[arg(long)]
+    require_sandbox: bool,
     /// What commands' environment keeps and gets.
     #[command(flatten)]
     pub env: EnvArgs,
@@ -207,6 +213,7 @@ impl EngineArgs {
         if let Some(Limit(limit)) = self.max_memory {
             config.limits.max_memory = limit;
         }
+        config.require_sandbox = self.require_sandbox;
         self.protection.apply(&mut config);
         config
     }
@@ -284,6 +291,9 @@ impl EngineArgs {
         if let Some(Limit(limit)) = self.max_memory {
             args.push("--max-memory".into());
             args.push(limit.map_or_else(none, |n| n.to_string()));
+        }
+        if self.require_sandbox {
+            args.push("--require-sandbox".into());
         }
         args.extend(self.protection.to_args());
         args

@@ -65,6 +65,12 @@ pub struct EngineConfig {
     /// the runtime shuts down (the `acp-bash` binary sets it); a `spawn_blocking` thread does
     /// not (it exits when idle, and its commands with it). Default `false`.
     pub fork_bare_commands_in_place: bool,
+    /// Refuse to run a command in a mode whose sandbox is not whole here
+    /// ([`sandbox::verdict`] is not [`sandbox::Verdict::Holds`]): the command does not run,
+    /// and its output names what is missing and how to fix it. Default `false`: such a
+    /// command runs with what holds, and the session's first command in that mode says what
+    /// is missing, once.
+    pub require_sandbox: bool,
 }
 
 impl EngineConfig {
@@ -181,6 +187,7 @@ impl Default for EngineConfig {
             session_temp_root: Some(super::default_session_temp_root()),
             zygote_program: None,
             fork_bare_commands_in_place: false,
+            require_sandbox: false,
         }
     }
 }

@@ -127,6 +127,10 @@ impl Backend for Linux {
         report::layers(support)
     }
 
+    fn verdict(mode: Mode, support: &Support) -> super::Verdict {
+        report::verdict(mode, support)
+    }
+
     fn advice(support: &Support) -> Vec<String> {
         support.advice.clone()
     }

@@ -160,6 +160,25 @@ pub(crate) fn gaps(mode: Mode, support: &Support) -> Vec<String> {
     gaps
 }
 
+/// Whether `mode` holds here, is weakened (its first promise holds: writes are confined, and
+/// read-only's network is blocked; some other layer is missing) or is missing (that first
+/// promise does not hold). See `notes/2026-12-06-doctor-causes.md` for what counts.
+pub(crate) fn verdict(mode: Mode, support: &Support) -> crate::sandbox::Verdict {
+    use crate::sandbox::Verdict;
+    let gaps = gaps(mode, support);
+    if gaps.is_empty() {
+        return Verdict::Holds;
+    }
+    let first_promise_lost = gaps
+        .iter()
+        .any(|gap| gap == NO_WRITE_RESTRICTION || gap == NO_NETWORK_BLOCK);
+    if first_promise_lost {
+        Verdict::Missing(gaps)
+    } else {
+        Verdict::Weakened(gaps)
+    }
+}
+
 /// What `mode` lets commands do, then what `support` does not enforce of it (if anything).
 pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     let root = agent_is_root();
@@ -404,4 +423,57 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
                 status: ok(&support.network_namespace, how),
             },
         ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The false alarm of issue 44: on a kernel without Landlock, the read-only view still
+    /// confines writes (EROFS), so the first command's notice must not say they are not
+    /// restricted; only where the view is missing too does it say so.
+    #[test]
+    fn without_landlock_writes_are_not_said_unrestricted_where_the_view_confines_them() {
+        let mut support = Support::all(0);
+        support.landlock = Err("this kernel has no Landlock".into());
+        for mode in [Mode::Workspace, Mode::ReadOnly] {
+            let notices = headline_gaps(mode, &support).join("\n");
+            assert!(!notices.contains("NOT restricted"), "{notices}");
+            assert!(notices.contains("abstract Unix sockets"), "{notices}");
+            assert!(matches!(
+                verdict(mode, &support),
+                crate::sandbox::Verdict::Weakened(_)
+            ));
+        }
+        support.filesystem_view = Err("needs a user namespace".into());
+        support.user_namespace = Err("refused".into());
+        let notices = headline_gaps(Mode::Workspace, &support).join("\n");
+        assert!(
+            notices.contains("writes are NOT restricted here"),
+            "{notices}"
+        );
+        assert!(matches!(
+            verdict(Mode::Workspace, &support),
+            crate::sandbox::Verdict::Missing(_)
+        ));
+    }
+
+    /// Where keyctl is refused for every process (a container's seccomp filter), commands
+    /// cannot use the agent's keyring either: that is not a gap.
+    #[test]
+    fn a_keyring_refused_to_everyone_is_not_a_gap() {
+        let mut support = Support::all(9);
+        support.session_keyring = Err(format!(
+            "joining a fresh session keyring failed{}",
+            super::super::probe::KEYRING_REFUSED
+        ));
+        let keyring = |support: &Support| {
+            gaps(Mode::Workspace, support)
+                .iter()
+                .any(|gap| gap.contains("keyring"))
+        };
+        assert!(!keyring(&support));
+        support.session_keyring = Err("joining a fresh session keyring failed: EDQUOT".into());
+        assert!(keyring(&support));
+    }
 }
