@@ -112,7 +112,7 @@ fn probe_support_with(
     let root = facts.root;
     let landlock = landlock_abi().and_then(|abi| {
         let roots = Roots::new(PathBuf::from("/"), std::env::temp_dir());
-        let fd = ruleset(Mode::ReadOnly, &roots, false)?
+        let fd = ruleset(Mode::ReadOnly, &roots, Default::default())?
             .ok_or_else(|| "the ruleset came out empty".to_string())?;
         let mut p = plan(false, false);
         p.landlock_fd = fd.as_raw_fd();

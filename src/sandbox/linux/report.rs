@@ -91,7 +91,13 @@ pub(crate) fn gaps(mode: Mode, support: &Support) -> Vec<String> {
             }
             _ => {}
         }
-        if !view {
+        if !view && support.landlock.is_ok() {
+            gaps.push(
+                "hiding the host's terminals and daemons' sockets (no filesystem view; \
+                 credential files stay unreadable through Landlock read rules)"
+                    .to_string(),
+            );
+        } else if !view {
             gaps.push(
                 "hiding the host's terminals, daemons' sockets and credential files (no \
                  filesystem view)"
@@ -370,7 +376,10 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
             LayerReport {
                 name: "credential files masked",
                 purpose: "workspace / read-only: ~/.ssh private keys, ~/.aws, ~/.gnupg, ~/.netrc, cloud and registry logins, the agent's own state and log folders read as empty (listed below; --allow-read / --mask)",
-                status: ok(&support.filesystem_view, "mount namespace: /dev/null or an empty tmpfs over each"),
+                status: ok(&support.filesystem_view, "mount namespace: /dev/null or an empty tmpfs over each").map_err(|why| match &support.landlock {
+                    Ok(_) => format!("{why}; instead, Landlock read rules keep them unreadable (EACCES; their names stay listable)"),
+                    Err(_) => why,
+                }),
             },
             LayerReport {
                 name: "Git metadata read-only",

@@ -13,6 +13,15 @@ use crate::support::skip::skip_unless;
 /// Runs `acp-bash ARGS` in `dir`, in a user namespace where no further one can be made;
 /// `None` (a recorded skip) where this machine cannot make that namespace.
 fn without_user_namespaces(dir: &Path, args: &[&str]) -> Option<Output> {
+    without_user_namespaces_with(dir, None, args)
+}
+
+/// [`without_user_namespaces`] with `HOME` set to `home`.
+fn without_user_namespaces_in(dir: &Path, home: &Path, args: &[&str]) -> Option<Output> {
+    without_user_namespaces_with(dir, Some(home), args)
+}
+
+fn without_user_namespaces_with(dir: &Path, home: Option<&Path>, args: &[&str]) -> Option<Output> {
     const LIMIT: &str = "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"";
     let probe = Command::new("unshare")
         .args(["-Ur", "sh", "-c", LIMIT, "sh", "true"])
@@ -28,13 +37,16 @@ fn without_user_namespaces(dir: &Path, args: &[&str]) -> Option<Output> {
     if !skip_unless("user namespace", works) {
         return None;
     }
-    let output = Command::new("unshare")
+    let mut command = Command::new("unshare");
+    command
         .args(["-Ur", "sh", "-c", LIMIT, "sh"])
         .arg(binary())
         .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run acp-bash in a user namespace");
+        .current_dir(dir);
+    if let Some(home) = home {
+        command.env("HOME", home);
+    }
+    let output = command.output().expect("run acp-bash in a user namespace");
     Some(output)
 }
 
@@ -122,5 +134,57 @@ fn require_sandbox_runs_commands_where_the_mode_holds() {
     } else {
         assert_eq!(output.status.code(), Some(126), "{said}");
         assert!(said.contains("refuses to run this command"), "{said}");
+    }
+}
+
+/// Hostile: without a user namespace (no view, no masks), a workspace command still cannot
+/// read credential files: Landlock read rules grant everything but the masked paths. The rest
+/// of the home, the system and the session folder stay readable, and a file the command makes
+/// is readable to it.
+#[test]
+fn without_the_view_credential_files_stay_unreadable_through_landlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let work = dir.path().join("work");
+    for folder in [home.join(".ssh"), home.join(".aws"), work.clone()] {
+        std::fs::create_dir_all(&folder).unwrap();
+    }
+    std::fs::write(home.join(".ssh/id_ed25519"), "SSH-SECRET-4711\n").unwrap();
+    std::fs::write(home.join(".aws/credentials"), "AWS-SECRET-4711\n").unwrap();
+    std::fs::write(home.join(".ssh/known_hosts"), "known-host-line\n").unwrap();
+    std::fs::write(home.join("notes.txt"), "plain-notes\n").unwrap();
+    // A link from the session folder to a credential file reads nothing either.
+    std::os::unix::fs::symlink(home.join(".aws"), work.join("aws-link")).unwrap();
+    let script = "cat ~/.ssh/id_ed25519; cat ~/.aws/credentials; cat aws-link/credentials; \
+                  cat ~/.ssh/known_hosts ~/notes.txt; head -c 4 /etc/passwd; echo; \
+                  echo made > mine && cat mine";
+    let doctor_landlock = Command::new(binary()).arg("doctor").output().unwrap();
+    let landlock = String::from_utf8_lossy(&doctor_landlock.stdout)
+        .contains("  [works]   Landlock filesystem rules");
+    if !skip_unless(
+        "Landlock filesystem rules",
+        if landlock {
+            Ok(())
+        } else {
+            Err("no Landlock here")
+        },
+    ) {
+        return;
+    }
+    let Some(output) = without_user_namespaces_in(&work, &home, &["run", "--plain", "--", script])
+    else {
+        return;
+    };
+    let said = text(&output);
+    assert!(
+        said.contains("no filesystem view"),
+        "the view is missing there: {said}"
+    );
+    for secret in ["SSH-SECRET-4711", "AWS-SECRET-4711"] {
+        assert!(!said.contains(secret), "{secret} was read:\n{said}");
+    }
+    assert_eq!(said.matches("Permission denied").count(), 3, "{said}");
+    for readable in ["known-host-line", "plain-notes", "root", "made"] {
+        assert!(said.contains(readable), "{readable} unreadable:\n{said}");
     }
 }
