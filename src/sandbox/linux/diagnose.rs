@@ -299,6 +299,19 @@ pub(crate) fn apparmor_profile(exe: &Path) -> String {
     )
 }
 
+/// One shell line that writes `profile` to `/etc/apparmor.d/acp-bash` (a `printf` of each line,
+/// single-quoted: no here-document, whose end marker breaks when the text is copied indented).
+pub(crate) fn install_command(profile: &str) -> String {
+    let quoted: Vec<String> = profile
+        .lines()
+        .map(|l| format!("'{}'", l.replace('\'', "'\\''")))
+        .collect();
+    format!(
+        "printf '%s\\n' {} | sudo tee /etc/apparmor.d/acp-bash >/dev/null",
+        quoted.join(" ")
+    )
+}
+
 /// What would enable more here, each option with its cost: blocks of text for `doctor`.
 pub(crate) fn advice(
     cause: Option<&Cause>,
@@ -320,15 +333,17 @@ pub(crate) fn advice(
                 .collect::<String>();
             out.push(format!(
                 "Ubuntu's AppArmor restriction on user namespaces: let this binary ({}) create \
-                 them with a profile of its own, as Ubuntu does for Chrome, Flatpak and runc. \
-                 Once, as root:\n  sudo tee /etc/apparmor.d/acp-bash >/dev/null <<'EOF'\n\
-                 {indented}  EOF\n  sudo apparmor_parser -r /etc/apparmor.d/acp-bash\n\
+                 them with a profile of its own, as Ubuntu does for Chrome, Flatpak and runc:\n\
+                 {indented}Install and load it once, as root (each command is one line, so \
+                 copying it indented does no harm):\n  {}\n  \
+                 sudo apparmor_parser -r /etc/apparmor.d/acp-bash\n\
                  It names this binary's real path (the per-session zygote re-executes the same \
                  file): after moving or reinstalling acp-bash elsewhere, run `acp-bash doctor` \
                  again and write the new path. It lifts the restriction for acp-bash alone; \
                  widening /usr/bin/bwrap's profile or turning the sysctl off would lift it for \
                  every program, so neither is suggested.",
-                exe.display()
+                exe.display(),
+                install_command(&profile),
             ));
         }
         Some(Cause::AppArmorProfile(profile)) => out.push(format!(
@@ -519,6 +534,20 @@ mod tests {
         assert!(!text.contains("sysctl -w"), "{text}");
         assert!(!text.contains("=0"), "{text}");
         assert!(!text.contains("/etc/apparmor.d/bwrap"), "{text}");
+        // The install line, run by a real shell (without sudo), writes the profile exactly,
+        // also for a path with a quote and a space.
+        for exe in ["/home/me/.cargo/bin/acp-bash", "/opt/it's mine/acp-bash"] {
+            let profile = apparmor_profile(Path::new(exe));
+            let line = install_command(&profile);
+            let printf = line
+                .strip_suffix(" | sudo tee /etc/apparmor.d/acp-bash >/dev/null")
+                .expect("the line ends with the tee");
+            let out = std::process::Command::new("sh")
+                .args(["-c", printf])
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), profile, "{line}");
+        }
         // A path with a space is quoted in the profile.
         assert!(apparmor_profile(Path::new("/opt/my tools/acp-bash"))
             .contains("profile acp-bash \"/opt/my tools/acp-bash\" flags=(unconfined)"));
