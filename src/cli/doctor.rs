@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use acp_bash::exec::{env, Engine, EngineConfig};
-use acp_bash::sandbox::{self, DoctorReport, Mode};
+use acp_bash::sandbox::{self, DoctorReport, Mode, Verdict};
 
 use super::{DoctorArgs, EnvArgs, StoreArgs};
 
@@ -34,38 +34,68 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
     print!("{}", sandbox::cache_layer_report(config_home.as_deref()));
     print!("\n{}", verdicts(&report));
     print!("\n{}", scrub_report(&args.env, std::env::vars_os()));
+    let (last, status) = exit_status(&report, EngineConfig::default().sandbox_mode);
+    print!("{last}");
     // The probes made cgroup folders (and may have run commands): none is left behind.
     acp_bash::exec::leave();
-    ExitCode::SUCCESS
+    status
 }
 
 /// One line per mode a client can pick (`off` is the starter's choice, not a protection): what
-/// holds, or what of it does not.
+/// holds, what of it is weakened, or that its first promise is missing here.
 fn verdicts(report: &DoctorReport) -> String {
     let mut out = String::from("Verdict on this machine:\n");
-    for (mode, description) in &report.modes {
+    for (mode, verdict) in &report.verdicts {
         if !Mode::ALL.contains(mode) {
             continue;
         }
-        let (promise, gaps) = match description.split_once(GAPS) {
-            Some((promise, gaps)) => (promise, Some(gaps)),
-            None => (description.as_str(), None),
-        };
+        let description = report
+            .modes
+            .iter()
+            .find(|(m, _)| m == mode)
+            .map_or("", |(_, d)| d.as_str());
+        let promise = description.split_once(GAPS).map_or(description, |(p, _)| p);
         // The first sentence is what the mode allows; the rest (what full gives up) is above.
         let promise = promise.split_once(". ").map_or(promise, |(first, _)| first);
         let promise = promise.trim_end_matches('.');
-        let line = match gaps {
-            None => format!("holds: {promise}."),
-            Some(gaps) => {
-                let gaps = gaps
-                    .trim_end_matches('.')
-                    .trim_end_matches(" — run `acp-bash doctor`");
-                format!("PARTLY: {promise}; NOT enforced here: {gaps} (see the layers above).")
-            }
+        let line = match verdict {
+            Verdict::Holds => format!("holds: {promise}."),
+            Verdict::Weakened(gaps) => format!(
+                "weakened: {promise}; NOT enforced here: {} (see the layers above).",
+                gaps.join("; ")
+            ),
+            Verdict::Missing(gaps) => format!(
+                "missing: its first promise does not hold here: {} (see the layers above).",
+                gaps.join("; ")
+            ),
+            _ => format!("{verdict:?}"),
         };
         let _ = writeln!(out, "  {:<10} {line}", mode.id());
     }
     out
+}
+
+/// `doctor`'s exit status: 0 when the default mode (the one a session starts in) holds here,
+/// 1 when it is weakened or missing, with a last line that says so.
+fn exit_status(report: &DoctorReport, default: Mode) -> (String, ExitCode) {
+    let verdict = report.verdicts.iter().find(|(m, _)| *m == default);
+    match verdict.map(|(_, v)| v) {
+        Some(Verdict::Holds) | None => (String::new(), ExitCode::SUCCESS),
+        Some(verdict) => {
+            let word = match verdict {
+                Verdict::Missing(_) => "missing",
+                _ => "weakened",
+            };
+            (
+                format!(
+                    "\nThe default mode ({}) is {word} here: exit status 1. `acp-bash serve \
+                     --require-sandbox` refuses commands in a mode that is not whole.\n",
+                    default.id()
+                ),
+                ExitCode::from(1),
+            )
+        }
+    }
 }
 
 /// Which of `vars` the scrub that `flags` choose would remove, and which acp-bash replaces:
@@ -163,52 +193,44 @@ mod tests {
         assert!(scrub_report(&off, env).contains("off (--no-env-scrub)"));
     }
 
-    /// The verdict reads the sandbox's own mode descriptions: on a machine without any layer,
-    /// each mode a client can pick is only partly enforced, and the line says what is missing.
+    /// On a machine without any layer, each mode a client can pick is missing or weakened,
+    /// the line says what is missing, and the exit status is 1.
     #[test]
-    fn on_a_machine_without_a_sandbox_every_mode_is_partly_enforced() {
+    fn on_a_machine_without_a_sandbox_no_mode_holds_and_doctor_exits_1() {
         let report = DoctorReport::from_support(&acp_bash::sandbox::Support::none("no layer"));
         let text = verdicts(&report);
         let lines: Vec<&str> = text.lines().skip(1).collect();
         assert_eq!(lines.len(), 3, "{text}");
-        for line in lines {
-            assert!(
-                line.contains("PARTLY: ") && line.contains("NOT enforced here: "),
-                "{line}"
-            );
+        for (line, mode) in lines.iter().zip(["workspace", "read-only", "full"]) {
+            let want = if mode == "full" {
+                "weakened: "
+            } else {
+                "missing: "
+            };
+            assert!(line.contains(want), "{line}");
             assert!(!line.contains("run `acp-bash doctor`"), "{line}");
         }
+        assert!(text.contains("any write restriction"), "{text}");
+        let (last, status) = exit_status(&report, Mode::Workspace);
+        assert_eq!(status, ExitCode::from(1));
+        assert!(last.contains("(workspace) is missing here"), "{last}");
     }
 
+    /// Without Landlock but with the view, workspace is weakened (not missing: the view keeps
+    /// writes confined), and no line says writes are not restricted.
     #[test]
-    fn a_mode_with_a_gap_is_partly_enforced() {
-        let report = DoctorReport::probe();
-        let mut report = report;
-        report.modes = vec![
-            (
-                Mode::Workspace,
-                "Commands change files only here. ".to_string(),
-            ),
-            (
-                Mode::ReadOnly,
-                format!(
-                    "Commands change nothing.{GAPS}blocking the network — run `acp-bash doctor`."
-                ),
-            ),
-            (
-                Mode::Off,
-                "Commands run with no kernel sandbox.".to_string(),
-            ),
-        ];
+    fn without_landlock_the_view_still_confines_writes() {
+        let mut support = acp_bash::sandbox::Support::all(0);
+        support.landlock = Err("this kernel has no Landlock".into());
+        let report = DoctorReport::from_support(&support);
         let text = verdicts(&report);
-        assert!(
-            text.contains("workspace  holds: Commands change files only here."),
-            "{text}"
-        );
-        assert!(
-            text.contains("read-only  PARTLY: Commands change nothing; NOT enforced here: blocking the network (see"),
-            "{text}"
-        );
-        assert!(!text.contains("off "), "{text}");
+        assert!(text.contains("workspace  weakened: "), "{text}");
+        assert!(!text.contains("any write restriction"), "{text}");
+        for (_, description) in &report.modes {
+            assert!(!description.contains("NOT restricted"), "{description}");
+        }
+        let all = DoctorReport::from_support(&acp_bash::sandbox::Support::all(9));
+        assert!(verdicts(&all).contains("workspace  holds: "));
+        assert_eq!(exit_status(&all, Mode::Workspace).1, ExitCode::SUCCESS);
     }
 }

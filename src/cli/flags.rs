@@ -178,6 +178,12 @@ pub struct EngineArgs {
     /// default), `30s`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     warm_idle: Option<Duration>,
+    /// Refuse to run commands in a mode whose sandbox is not whole on this machine (a layer
+    /// is missing: `acp-bash doctor` says which, why, and how to fix it). Each refused command
+    /// says what is missing. Without it such commands run with what holds, and each session's
+    /// first command in that mode says what is missing.
+    #[arg(long)]
+    require_sandbox: bool,
     /// What commands' environment keeps and gets.
     #[command(flatten)]
     pub env: EnvArgs,
@@ -223,6 +229,7 @@ impl EngineArgs {
         if let Some(idle) = self.warm_idle {
             config.warm_idle = idle;
         }
+        config.require_sandbox = self.require_sandbox;
         self.protection.apply(&mut config);
         config
     }
@@ -308,6 +315,9 @@ impl EngineArgs {
         if let Some(idle) = self.warm_idle {
             args.push("--warm-idle".into());
             args.push(format!("{}ms", idle.as_millis()));
+        }
+        if self.require_sandbox {
+            args.push("--require-sandbox".into());
         }
         args.extend(self.protection.to_args());
         args

@@ -72,6 +72,12 @@ pub struct EngineConfig {
     pub max_warm_sessions: usize,
     /// How long a session keeps its helpers after its last command. Default 5 minutes.
     pub warm_idle: Duration,
+    /// Refuse to run a command in a mode whose sandbox is not whole here
+    /// ([`sandbox::verdict`] is not [`sandbox::Verdict::Holds`]): the command does not run,
+    /// and its output names what is missing and how to fix it. Default `false`: such a
+    /// command runs with what holds, and the session's first command in that mode says what
+    /// is missing, once.
+    pub require_sandbox: bool,
 }
 
 impl EngineConfig {
@@ -197,6 +203,7 @@ impl Default for EngineConfig {
             fork_bare_commands_in_place: false,
             max_warm_sessions: 8,
             warm_idle: Duration::from_secs(300),
+            require_sandbox: false,
         }
     }
 }

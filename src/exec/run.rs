@@ -379,6 +379,12 @@ async fn run(
     } else {
         sandbox::confine(launch, mode, &roots, config.limits)
     };
+    if config.require_sandbox {
+        if let Some(refused) = sandbox::refusal(mode) {
+            output.notice(refused);
+            return not_started(output, cwd, started_at, 126).await;
+        }
+    }
     let first_run_in_mode =
         session.inner.announced_mode.lock().unwrap().replace(mode) != Some(mode);
     if first_run_in_mode {

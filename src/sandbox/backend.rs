@@ -46,6 +46,18 @@ pub(crate) trait Backend {
     fn describe(mode: Mode, support: &Self::Support) -> String;
     /// Doctor's table: every layer and whether it works.
     fn layers(support: &Self::Support) -> Vec<LayerReport>;
+    /// Whether `mode` holds here, is weakened or missing ([`super::Verdict`]); by default
+    /// (no sandbox on this platform) every mode but `off` is missing.
+    fn verdict(mode: super::Mode, _support: &Self::Support) -> super::Verdict {
+        match mode {
+            super::Mode::Off => super::Verdict::Holds,
+            _ => super::Verdict::Missing(vec!["a sandbox on this platform".to_string()]),
+        }
+    }
+    /// What would enable the layers `support` lacks, each option with its cost (`doctor`).
+    fn advice(_support: &Self::Support) -> Vec<String> {
+        Vec::new()
+    }
     /// Whether a session's namespaces and view are built once per session (`Ok(how)`) or once
     /// per command (`Err(why)`), for `doctor`.
     fn per_session_sandbox(support: &Self::Support) -> Result<String, String>;

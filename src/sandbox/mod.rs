@@ -624,6 +624,85 @@ pub fn describe_with(mode: Mode, support: &Support) -> String {
     Platform::describe(mode, support)
 }
 
+/// Whether a mode's sandbox is whole on this machine ([`verdict`], `doctor`'s verdict per mode,
+/// and what `--require-sandbox` checks before every command).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Every layer the mode promises works here.
+    Holds,
+    /// The mode's first promise holds (writes are confined; read-only's network is blocked),
+    /// but these layers of it are missing.
+    Weakened(Vec<String>),
+    /// The mode's first promise does not hold here; these are missing.
+    Missing(Vec<String>),
+}
+
+impl Verdict {
+    /// What is missing (empty when the mode holds).
+    pub fn missing(&self) -> &[String] {
+        match self {
+            Verdict::Holds => &[],
+            Verdict::Weakened(gaps) | Verdict::Missing(gaps) => gaps,
+        }
+    }
+}
+
+/// Whether `mode`'s sandbox is whole on this machine.
+pub fn verdict(mode: Mode) -> Verdict {
+    Platform::verdict(mode, Support::current())
+}
+
+/// [`verdict`] for a given [`Support`].
+pub fn verdict_with(mode: Mode, support: &Support) -> Verdict {
+    Platform::verdict(mode, support)
+}
+
+/// Why a `mode` command is refused under `--require-sandbox` (`None`: its sandbox holds
+/// here): what is missing, then how to fix it (the advice `doctor` prints).
+pub fn refusal(mode: Mode) -> Option<String> {
+    refusal_with(mode, Support::current())
+}
+
+/// [`refusal`] for a given [`Support`].
+pub fn refusal_with(mode: Mode, support: &Support) -> Option<String> {
+    let verdict = verdict_with(mode, support);
+    let state = match &verdict {
+        Verdict::Holds => return None,
+        Verdict::Missing(_) => "missing",
+        _ => "weakened",
+    };
+    let mut text = format!(
+        "acp-bash refuses to run this command (--require-sandbox): {} mode's sandbox is {state} \
+         on this machine. Missing: {}.",
+        mode.name(),
+        verdict.missing().join("; ")
+    );
+    let advice = Platform::advice(support);
+    if advice.is_empty() {
+        text.push_str(
+            " `acp-bash doctor` says why each layer is missing and what would enable it.",
+        );
+    } else {
+        text.push_str(" To fix it:");
+        for block in advice {
+            text.push_str("\n- ");
+            text.push_str(&block);
+        }
+        text.push_str("\n(`acp-bash doctor` shows every layer.)");
+    }
+    text.push_str(
+        " Or start acp-bash without --require-sandbox to run commands with what holds here.",
+    );
+    Some(text)
+}
+
+/// What would enable the missing layers on this machine, each option with its cost (the text
+/// `doctor` prints; Ubuntu's AppArmor profile for this binary, a container's options).
+pub fn advice() -> Vec<String> {
+    Platform::advice(Support::current())
+}
+
 /// One layer of the sandbox and whether it works here (a line of [`DoctorReport`]; callers only
 /// read it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -646,9 +725,13 @@ pub struct DoctorReport {
     pub layers: Vec<LayerReport>,
     /// Each mode and what it enforces here.
     pub modes: Vec<(Mode, String)>,
+    /// Each mode's verdict here (the same modes as `modes`).
+    pub verdicts: Vec<(Mode, Verdict)>,
     /// Whether each session's namespaces and view are built once (`Ok(how)`) or once per
     /// command (`Err(why)`).
     pub per_session: Result<String, String>,
+    /// What would enable the missing layers here, each option with its cost.
+    pub advice: Vec<String>,
 }
 
 impl DoctorReport {
@@ -665,10 +748,17 @@ impl DoctorReport {
             .chain([Mode::Off])
             .map(|m| (m, describe_with(m, support)))
             .collect();
+        let verdicts = Mode::ALL
+            .into_iter()
+            .chain([Mode::Off])
+            .map(|m| (m, verdict_with(m, support)))
+            .collect();
         DoctorReport {
             layers,
             modes,
+            verdicts,
             per_session: Platform::per_session_sandbox(support),
+            advice: Platform::advice(support),
         }
     }
 }
@@ -686,6 +776,18 @@ impl std::fmt::Display for DoctorReport {
         match &self.per_session {
             Ok(how) => writeln!(f, "\nPer-session sandbox: in use ({how})")?,
             Err(why) => writeln!(f, "\nPer-session sandbox: not in use: {why}")?,
+        }
+        if !self.advice.is_empty() {
+            writeln!(
+                f,
+                "\nWhat would enable more here (each option with its cost):"
+            )?;
+            for block in &self.advice {
+                for (i, line) in block.lines().enumerate() {
+                    let lead = if i == 0 { "  - " } else { "    " };
+                    writeln!(f, "{lead}{line}")?;
+                }
+            }
         }
         writeln!(f, "\nModes:")?;
         for (mode, line) in &self.modes {

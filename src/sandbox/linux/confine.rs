@@ -61,6 +61,12 @@ pub(crate) fn confine_with(
             };
             &adjusted
         };
+    // Without the view, Landlock keeps the masked paths (credential files, the agent's own
+    // folders) unreadable: everything else is granted (`landlock::read_grants`).
+    let rules = super::landlock::Rules {
+        tcp: tcp_rules,
+        reads: confined_fs && !view,
+    };
     let layers = Layers {
         namespaces,
         user_namespace,
@@ -79,7 +85,7 @@ pub(crate) fn confine_with(
             let mut notices = Vec::new();
             let ruleset = match (mode, &support.landlock) {
                 (Mode::Full, _) | (_, Err(_)) => Ok(None),
-                (_, Ok(_)) => ruleset(mode, roots, tcp_rules).map(|fd| fd.map(std::sync::Arc::new)),
+                (_, Ok(_)) => ruleset(mode, roots, rules).map(|fd| fd.map(std::sync::Arc::new)),
             };
             let view = with_view.then(|| view_for(mode, roots));
             if let Some(view) = &view {
@@ -99,7 +105,7 @@ pub(crate) fn confine_with(
     let ruleset = match &built.ruleset {
         // The plan's ruleset says Landlock works for this mode; the command gets one of its
         // own, which its child may add rules to (`landlock::ruleset_for_one_command`).
-        Ok(Some(_)) => match super::landlock::ruleset_for_one_command(mode, roots, tcp_rules) {
+        Ok(Some(_)) => match super::landlock::ruleset_for_one_command(mode, roots, rules) {
             Ok(fd) => fd.map(std::sync::Arc::new),
             Err(why) => {
                 notices.push(format!(

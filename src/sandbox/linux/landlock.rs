@@ -52,13 +52,52 @@ pub(crate) fn landlock_abi() -> Result<u32, String> {
     })
 }
 
+/// What a ruleset handles beyond writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Rules {
+    /// TCP (read-only mode without a network namespace).
+    pub tcp: bool,
+    /// Reads: everything but the masked paths (where there is no view to mask them).
+    pub reads: bool,
+}
+
+/// The paths to grant reading beneath so that everything but `masked` (canonical paths) is
+/// readable: Landlock allows, never denies, so each folder on the way to a masked path (its
+/// ancestors, which get only READ_DIR) has its other entries granted one by one. An entry
+/// that resolves to a masked path, beneath one, or to an ancestor is left out. Entries made
+/// later directly in an ancestor are not readable (said in the README).
+pub(crate) fn read_grants(
+    masked: &[std::path::PathBuf],
+) -> (Vec<std::path::PathBuf>, Vec<std::path::PathBuf>) {
+    use std::collections::BTreeSet;
+    let ancestors: BTreeSet<std::path::PathBuf> = masked
+        .iter()
+        .flat_map(|m| m.ancestors().skip(1).map(Path::to_path_buf))
+        .collect();
+    let hidden = |p: &Path| ancestors.contains(p) || masked.iter().any(|m| p.starts_with(m));
+    let mut grants = Vec::new();
+    for dir in &ancestors {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if hidden(&path) {
+                continue;
+            }
+            match path.canonicalize() {
+                Ok(real) if hidden(&real) => continue,
+                _ => grants.push(path),
+            }
+        }
+    }
+    (ancestors.into_iter().collect(), grants)
+}
+
 /// A Landlock ruleset for `mode`, as an fd the child applies; `Ok(None)` when `mode` handles
 /// nothing. Errors say which path or step failed.
-pub(crate) fn ruleset(
-    mode: Mode,
-    roots: &Roots,
-    tcp_rules: bool,
-) -> Result<Option<OwnedFd>, String> {
+pub(crate) fn ruleset(mode: Mode, roots: &Roots, extra: Rules) -> Result<Option<OwnedFd>, String> {
+    let tcp_rules = extra.tcp;
     // Workspace mode's temp dir is the session's own folder where the view shows it (the
     // caller leaves `session_temp` unset where it does not).
     let temp = roots
@@ -80,6 +119,16 @@ pub(crate) fn ruleset(
     if unix_sockets {
         handled |= AccessFs::ResolveUnix;
     }
+    let read = AccessFs::ReadFile | AccessFs::ReadDir;
+    let masked = if extra.reads {
+        crate::sandbox::masked_paths(&roots.protection)
+    } else {
+        Vec::new()
+    };
+    let reads = extra.reads && !masked.is_empty();
+    if reads {
+        handled |= read;
+    }
     let mut rs = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(handled)
@@ -100,6 +149,11 @@ pub(crate) fn ruleset(
         if unix_sockets {
             rights |= AccessFs::ResolveUnix;
         }
+        // Readable beneath, unless a masked path is: then its entries are granted below.
+        let real = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        if reads && !masked.iter().any(|m| m.starts_with(&real)) {
+            rights |= read;
+        }
         created = created
             .add_rule(PathBeneath::new(fd, rights))
             .map_err(|e| err(&format!("allowing {}", dir.display()), &e))?;
@@ -118,6 +172,29 @@ pub(crate) fn ruleset(
                 .map_err(|e| err(&format!("allowing {file}"), &e))?;
         }
     }
+    if reads {
+        let (ancestors, grants) = read_grants(&masked);
+        for dir in &ancestors {
+            if let Ok(fd) = PathFd::new(dir) {
+                created = created
+                    .add_rule(PathBeneath::new(fd, AccessFs::ReadDir))
+                    .map_err(|e| err(&format!("allowing to list {}", dir.display()), &e))?;
+            }
+        }
+        for path in &grants {
+            let rights = if path.is_dir() {
+                read
+            } else {
+                AccessFs::ReadFile.into()
+            };
+            // An entry that vanished or cannot be opened stays unreadable.
+            if let Ok(fd) = PathFd::new(path) {
+                created = created
+                    .add_rule(PathBeneath::new(fd, rights))
+                    .map_err(|e| err(&format!("allowing to read {}", path.display()), &e))?;
+            }
+        }
+    }
     Ok(Option::<OwnedFd>::from(created))
 }
 
@@ -133,7 +210,7 @@ pub(crate) fn handled_write_rights() -> u64 {
 }
 
 /// What [`ruleset`] is built from.
-type Recipe = (Mode, Roots, bool);
+type Recipe = (Mode, Roots, Rules);
 
 /// Spare rulesets, one per recipe the last commands used (`None`: wanted, not built yet).
 type Spares = std::sync::Mutex<Vec<(Recipe, Option<OwnedFd>)>>;
@@ -155,9 +232,9 @@ fn spares() -> &'static Spares {
 pub(crate) fn ruleset_for_one_command(
     mode: Mode,
     roots: &Roots,
-    tcp_rules: bool,
+    extra: Rules,
 ) -> Result<Option<OwnedFd>, String> {
-    let recipe = (mode, roots.clone(), tcp_rules);
+    let recipe = (mode, roots.clone(), extra);
     let spare = spares().lock().ok().and_then(|mut spares| {
         match spares.iter().position(|(r, _)| *r == recipe) {
             Some(at) => {
@@ -178,7 +255,7 @@ pub(crate) fn ruleset_for_one_command(
     });
     match spare {
         Some(fd) => Ok(Some(fd)),
-        None => ruleset(mode, roots, tcp_rules),
+        None => ruleset(mode, roots, extra),
     }
 }
 
@@ -248,7 +325,7 @@ mod tests {
                 });
                 assert!(spared, "round {round}: the spawner made no spare");
             }
-            let fd = ruleset_for_one_command(Mode::Workspace, &roots, false)
+            let fd = ruleset_for_one_command(Mode::Workspace, &roots, Rules::default())
                 .unwrap()
                 .expect("workspace handles writes");
             for other in &seen {
@@ -271,7 +348,7 @@ mod tests {
         let roots_a = Roots::new(a.path().to_path_buf(), std::env::temp_dir());
         let roots_b = Roots::new(b.path().to_path_buf(), std::env::temp_dir());
         for roots in [&roots_a, &roots_b] {
-            let _ = ruleset_for_one_command(Mode::Workspace, roots, false).unwrap();
+            let _ = ruleset_for_one_command(Mode::Workspace, roots, Rules::default()).unwrap();
         }
         make_spares();
         let spare_of = |roots: &Roots| -> OwnedFd {
@@ -284,7 +361,7 @@ mod tests {
                 .expect("a spare for these roots")
         };
         let (spare_a, spare_b) = (spare_of(&roots_a), spare_of(&roots_b));
-        let taken = ruleset_for_one_command(Mode::Workspace, &roots_b, false)
+        let taken = ruleset_for_one_command(Mode::Workspace, &roots_b, Rules::default())
             .unwrap()
             .unwrap();
         if let (Some(is_b), Some(is_a)) = (same_file(&taken, &spare_b), same_file(&taken, &spare_a))

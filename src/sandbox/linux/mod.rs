@@ -8,6 +8,7 @@ mod cgroup;
 pub(crate) mod child;
 pub(crate) mod child_process;
 pub(crate) mod confine;
+pub(crate) mod diagnose;
 mod landlock;
 mod netns;
 mod plan_cache;
@@ -146,6 +147,14 @@ impl Backend for Linux {
 
     fn layers(support: &Support) -> Vec<LayerReport> {
         report::layers(support)
+    }
+
+    fn verdict(mode: Mode, support: &Support) -> super::Verdict {
+        report::verdict(mode, support)
+    }
+
+    fn advice(support: &Support) -> Vec<String> {
+        support.advice.clone()
     }
 
     fn per_session_sandbox(support: &Support) -> Result<String, String> {
@@ -433,6 +442,8 @@ impl Prepared {
                     None
                 },
                 in_zygote: false,
+                #[cfg(test)]
+                fault: None,
             },
             _ruleset: ruleset,
             reused,

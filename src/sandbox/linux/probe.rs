@@ -5,6 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::child::ChildPlan;
+use super::diagnose::{self, cause_text, userns_cause, Facts, Failure};
 use super::landlock::{landlock_abi, ruleset};
 use super::view_plan::view_for;
 use super::{current_ids, spawn, step};
@@ -13,6 +14,16 @@ use crate::sandbox::{Mode, Roots, Support};
 /// Runs `plan` in a child (a probe: the would-be shell exits 0) and says whether every step
 /// worked, or which step failed and why.
 fn probe(plan: ChildPlan) -> Result<(), String> {
+    probe_step(plan).map_err(|f| f.text)
+}
+
+/// [`probe`], with the failed step and errno kept (for [`diagnose`]).
+fn probe_step(plan: ChildPlan) -> Result<(), Failure> {
+    let other = |text: String| Failure {
+        step: None,
+        errno: 0,
+        text,
+    };
     let launch = crate::sandbox::Launch {
         program: "/bin/true".into(),
         args: Vec::new(),
@@ -20,7 +31,7 @@ fn probe(plan: ChildPlan) -> Result<(), String> {
     let null = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/null")
-        .map_err(|e| format!("could not probe: {e}"))?;
+        .map_err(|e| other(format!("could not probe: {e}")))?;
     let request = spawn::Request {
         launch: &launch,
         env: &[],
@@ -33,13 +44,17 @@ fn probe(plan: ChildPlan) -> Result<(), String> {
             .get_ref()
             .and_then(|inner| inner.downcast_ref::<step::StepError>())
         {
-            Some(step) => format!(
-                "{} failed: {} (errno {})",
-                step.step.describe(),
-                step.io_error(),
-                step.errno
-            ),
-            None => format!("could not probe: {e}"),
+            Some(step) => Failure {
+                step: Some(step.step),
+                errno: step.errno,
+                text: format!(
+                    "{} failed: {} (errno {})",
+                    step.step.describe(),
+                    step.io_error(),
+                    step.errno
+                ),
+            },
+            None => other(format!("could not probe: {e}")),
         }
     })?;
     let mut status = 0;
@@ -52,7 +67,7 @@ fn probe(plan: ChildPlan) -> Result<(), String> {
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         Ok(())
     } else {
-        Err(format!("the probe ended with wait status {status}"))
+        Err(other(format!("the probe ended with wait status {status}")))
     }
 }
 
@@ -74,65 +89,49 @@ fn plan(namespaces: bool, user_namespace: bool) -> ChildPlan {
     }
 }
 
-/// Why namespaces fail, in words a user can act on.
-fn namespace_advice(step: String, root: bool) -> String {
-    let mut why = step;
-    if root {
-        why.push_str(
-            " — a seccomp profile or a container runtime that forbids unshare (run it with \
-             --cap-add SYS_ADMIN, or where user namespaces are allowed)",
-        );
-        return why;
-    }
-    let apparmor =
-        std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
-            .map(|v| v.trim() == "1")
-            .unwrap_or(false);
-    let clone = std::fs::read_to_string("/proc/sys/kernel/unprivileged_userns_clone")
-        .map(|v| v.trim() == "0")
-        .unwrap_or(false);
-    let max = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
-        .map(|v| v.trim() == "0")
-        .unwrap_or(false);
-    if apparmor {
-        why.push_str(
-            " — AppArmor restricts unprivileged user namespaces here \
-             (kernel.apparmor_restrict_unprivileged_userns=1); allow them with an AppArmor profile \
-             for acp-bash or set that sysctl to 0",
-        );
-    } else if clone {
-        why.push_str(
-            " — unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0)",
-        );
-    } else if max {
-        why.push_str(" — user namespaces are off (user.max_user_namespaces=0)");
-    } else {
-        why.push_str(
-            " — this process may not create user namespaces (a container's seccomp profile, or \
-             it runs inside a chroot)",
-        );
-    }
-    why
-}
-
 /// Probes each layer for real.
 pub(crate) fn probe_support() -> Support {
-    let root = current_ids().0 == 0;
+    probe_support_with(Facts::read(), None)
+}
+
+/// [`probe_support`] with `facts` (the machine's, but for tests) and, in the library's unit
+/// tests only, a step of the user-namespace probes made to fail with an errno.
+fn probe_support_with(
+    facts: Facts,
+    #[cfg_attr(not(test), allow(unused_variables))] fault: Option<(super::step::Step, i32)>,
+) -> Support {
+    let userns_plan = |namespaces: bool, user_namespace: bool| {
+        #[cfg_attr(not(test), allow(unused_mut))]
+        let mut p = plan(namespaces, user_namespace);
+        #[cfg(test)]
+        {
+            p.fault = fault;
+        }
+        p
+    };
+    let root = facts.root;
     let landlock = landlock_abi().and_then(|abi| {
         let roots = Roots::new(PathBuf::from("/"), std::env::temp_dir());
-        let fd = ruleset(Mode::ReadOnly, &roots, false)?
+        let fd = ruleset(Mode::ReadOnly, &roots, Default::default())?
             .ok_or_else(|| "the ruleset came out empty".to_string())?;
         let mut p = plan(false, false);
         p.landlock_fd = fd.as_raw_fd();
         probe(p).map(|()| abi)
     });
-    let user_namespace = probe(plan(true, true)).map_err(|e| namespace_advice(e, root));
+    let mut cause = None;
+    let mut explain = |failure: Failure| {
+        let why = userns_cause(&failure, &facts);
+        let text = cause_text(&failure, &why, &facts);
+        cause.get_or_insert(why);
+        text
+    };
+    let user_namespace = probe_step(userns_plan(true, true)).map_err(&mut explain);
     let namespaces = match (&user_namespace, root) {
         (Ok(()), _) => Ok(()),
         (Err(why), false) => Err(why.clone()),
         // Root without user namespaces: PID + mount namespaces alone (root keeps its
         // capabilities; said in the descriptions).
-        (Err(_), true) => probe(plan(true, false)).map_err(|e| namespace_advice(e, root)),
+        (Err(_), true) => probe_step(userns_plan(true, false)).map_err(&mut explain),
     };
     let with_userns = user_namespace.is_ok();
     let private_proc = match &namespaces {
@@ -140,12 +139,7 @@ pub(crate) fn probe_support() -> Support {
         Ok(()) => {
             let mut p = plan(true, with_userns);
             p.private_proc = true;
-            probe(p).map_err(|e| {
-                format!(
-                    "{e} — /proc is partly hidden here (as in many containers), so the kernel \
-                     refuses a fresh one"
-                )
-            })
+            probe(p).map_err(|e| diagnose::proc_text(&e, &facts))
         }
     };
     let network_namespace = match &namespaces {
@@ -176,12 +170,24 @@ pub(crate) fn probe_support() -> Support {
     let session_keyring = {
         let mut p = plan(false, false);
         p.fresh_keyring = true;
-        probe(p)
+        probe_step(p).map_err(|failure| {
+            if diagnose::keyring_refused_everywhere(&failure) {
+                format!("{}{KEYRING_REFUSED}", failure.text)
+            } else {
+                failure.text
+            }
+        })
     };
     let cache_layer = match &filesystem_view {
         Err(_) => Err("needs the filesystem view, which does not work here".to_string()),
-        Ok(()) => probe_cache_layer(),
+        Ok(()) => probe_cache_layer().map_err(|e| diagnose::overlay_text(&e, &facts)),
     };
+    let advice = diagnose::advice(
+        cause.as_ref(),
+        private_proc.is_err() && namespaces.is_ok(),
+        cache_layer.is_err() && filesystem_view.is_ok(),
+        &facts,
+    );
     Support {
         landlock,
         namespaces,
@@ -192,8 +198,16 @@ pub(crate) fn probe_support() -> Support {
         seccomp,
         session_keyring,
         cache_layer,
+        advice,
     }
 }
+
+/// Said after a keyring probe's failure where `keyctl` itself is refused: commands can't use
+/// any keyring then, so none of the agent's keys is within their reach
+/// ([`crate::sandbox::linux::report`] leaves it out of the gaps).
+pub(crate) const KEYRING_REFUSED: &str = " — keyctl is refused here for every process (a \
+    container's seccomp filter), so commands cannot use any keyring: none of the agent's keys \
+    is within their reach";
 
 /// An overlayfs over a folder of the probe's own, in a user namespace, as workspace mode's
 /// package caches get one (its upper and work folders beside it, in the temp dir).
@@ -220,12 +234,7 @@ fn probe_cache_layer_in(base: &Path) -> Result<(), String> {
         overlays_required: true,
         ..Default::default()
     });
-    probe(p).map_err(|e| {
-        format!(
-            "{e} — overlayfs in a user namespace needs Linux 5.11 or newer, and an upper folder \
-             on a filesystem overlayfs accepts"
-        )
-    })
+    probe(p)
 }
 
 /// The package caches whose layer the kernel refused, each with why.
@@ -364,6 +373,86 @@ fn clone_overlay(overlay: &super::child::view::Overlay) -> super::child::view::O
 
 #[cfg(test)]
 mod tests {
+    use super::super::diagnose::{Cause, Facts};
+    use super::super::step::Step;
+    use crate::sandbox::Mode;
+
+    /// Ubuntu 23.10+ as an ordinary user: the facts its kernel gives (the sysctl on, the agent
+    /// unconfined) and this binary's path.
+    fn ubuntu() -> Facts {
+        Facts {
+            root: false,
+            restrict_userns: Some(true),
+            apparmor: true,
+            label: Some("unconfined".into()),
+            exe: Some("/usr/local/bin/acp-bash".into()),
+            ..Facts::default()
+        }
+    }
+
+    /// Ubuntu's second failure point, which no lab here produces (its kernel patch is
+    /// Ubuntu's own): a real child really unshares, then its id-map write fails with EPERM
+    /// (the fault injection). The probe names Ubuntu's restriction, prints the profile, and
+    /// the gaps say which layers remain: Landlock's and seccomp's, not the namespaces'.
+    #[test]
+    fn ubuntus_id_map_refusal_after_a_working_unshare_is_diagnosed_through_a_real_child() {
+        let plain = super::probe_step(super::plan(true, true));
+        assert!(
+            plain.is_ok(),
+            "this test needs user namespaces on the machine that runs it: {plain:?}"
+        );
+        let mut p = super::plan(true, true);
+        p.fault = Some((Step::UidMap, libc::EPERM));
+        let failure = super::probe_step(p).unwrap_err();
+        assert_eq!(
+            (failure.step, failure.errno),
+            (Some(Step::UidMap), libc::EPERM)
+        );
+        assert_eq!(
+            super::super::diagnose::userns_cause(&failure, &ubuntu()),
+            Cause::UbuntuMapRefused
+        );
+
+        let support = super::probe_support_with(ubuntu(), Some((Step::UidMap, libc::EPERM)));
+        let why = support.user_namespace.clone().unwrap_err();
+        assert!(
+            why.starts_with("writing /proc/self/uid_map failed"),
+            "{why}"
+        );
+        assert!(
+            why.contains("apparmor_restrict_unprivileged_userns=1"),
+            "{why}"
+        );
+        assert!(support.namespaces.is_err() && support.filesystem_view.is_err());
+        let advice = support.advice.join("\n");
+        assert!(
+            advice.contains("profile acp-bash /usr/local/bin/acp-bash flags=(unconfined) {"),
+            "{advice}"
+        );
+        // What still holds is not reported missing.
+        assert_eq!(support.landlock.is_ok(), super::landlock_abi().is_ok());
+        assert!(support.seccomp.is_ok(), "{:?}", support.seccomp);
+        let gaps = super::super::report::gaps(Mode::Workspace, &support).join("; ");
+        assert!(gaps.contains("no filesystem view"), "{gaps}");
+        assert!(!gaps.contains("seccomp"), "{gaps}");
+    }
+
+    /// Ubuntu's first failure point (`unshare` itself refused, as the lab's `ubuntu-userns on`
+    /// reproduces it for real) through the same real child.
+    #[test]
+    fn ubuntus_refused_unshare_is_diagnosed_through_a_real_child() {
+        let support = super::probe_support_with(ubuntu(), Some((Step::Unshare, libc::EACCES)));
+        let why = support.user_namespace.clone().unwrap_err();
+        assert!(
+            why.starts_with("creating namespaces (unshare) failed"),
+            "{why}"
+        );
+        assert!(why.contains("Ubuntu's restriction"), "{why}");
+        assert!(support
+            .advice
+            .join("\n")
+            .contains("sudo apparmor_parser -r"));
+    }
     /// Folders an earlier process of the same pid left behind (`<prefix>-<pid>-<n>`, the old
     /// names) do not stop a probe, and no two probes share a folder.
     #[test]

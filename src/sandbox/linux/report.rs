@@ -13,7 +13,10 @@ pub(crate) fn headline_gaps(mode: Mode, support: &Support) -> Vec<String> {
         return gaps;
     }
     let confined = mode != Mode::Full;
-    if let (true, Err(why)) = (confined, &support.landlock) {
+    // Where the read-only view works, it restricts writes without Landlock (EROFS): only
+    // without both are writes unrestricted.
+    let view = support.filesystem_view.is_ok() && support.user_namespace.is_ok();
+    if let (true, false, Err(why)) = (confined, view, &support.landlock) {
         gaps.push(format!(
             "{} mode: writes are NOT restricted here ({why})",
             mode.name()
@@ -32,7 +35,7 @@ pub(crate) fn headline_gaps(mode: Mode, support: &Support) -> Vec<String> {
     // Every other layer the mode promises and this machine lost: said in the first command's
     // output too, not only in the mode's description.
     let said = |gap: &String| {
-        (confined && support.landlock.is_err() && gap == NO_WRITE_RESTRICTION)
+        (confined && !view && support.landlock.is_err() && gap == NO_WRITE_RESTRICTION)
             || (!network_blocked(support) && gap == NO_NETWORK_BLOCK)
     };
     let rest: Vec<String> = self::gaps(mode, support)
@@ -88,7 +91,13 @@ pub(crate) fn gaps(mode: Mode, support: &Support) -> Vec<String> {
             }
             _ => {}
         }
-        if !view {
+        if !view && support.landlock.is_ok() {
+            gaps.push(
+                "hiding the host's terminals and daemons' sockets (no filesystem view; \
+                 credential files stay unreadable through Landlock read rules)"
+                    .to_string(),
+            );
+        } else if !view {
             gaps.push(
                 "hiding the host's terminals, daemons' sockets and credential files (no \
                  filesystem view)"
@@ -146,11 +155,34 @@ pub(crate) fn gaps(mode: Mode, support: &Support) -> Vec<String> {
         if let Err(why) = process_limit_support(support) {
             gaps.push(format!("--max-processes ({why})"));
         }
-        if support.session_keyring.is_err() {
-            gaps.push("a fresh session keyring (commands share the agent's)".to_string());
+        // Where keyctl itself is refused (a container's seccomp filter), commands can't use
+        // any keyring, the agent's included: nothing is lost.
+        if let Err(why) = &support.session_keyring {
+            if !why.ends_with(super::probe::KEYRING_REFUSED) {
+                gaps.push("a fresh session keyring (commands share the agent's)".to_string());
+            }
         }
     }
     gaps
+}
+
+/// Whether `mode` holds here, is weakened (its first promise holds: writes are confined, and
+/// read-only's network is blocked; some other layer is missing) or is missing (that first
+/// promise does not hold). See `notes/2026-12-06-doctor-causes.md` for what counts.
+pub(crate) fn verdict(mode: Mode, support: &Support) -> crate::sandbox::Verdict {
+    use crate::sandbox::Verdict;
+    let gaps = gaps(mode, support);
+    if gaps.is_empty() {
+        return Verdict::Holds;
+    }
+    let first_promise_lost = gaps
+        .iter()
+        .any(|gap| gap == NO_WRITE_RESTRICTION || gap == NO_NETWORK_BLOCK);
+    if first_promise_lost {
+        Verdict::Missing(gaps)
+    } else {
+        Verdict::Weakened(gaps)
+    }
 }
 
 /// What `mode` lets commands do, then what `support` does not enforce of it (if anything).
@@ -344,7 +376,10 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
             LayerReport {
                 name: "credential files masked",
                 purpose: "workspace / read-only: ~/.ssh private keys, ~/.aws, ~/.gnupg, ~/.netrc, cloud and registry logins, the agent's own state and log folders read as empty (listed below; --allow-read / --mask)",
-                status: ok(&support.filesystem_view, "mount namespace: /dev/null or an empty tmpfs over each"),
+                status: ok(&support.filesystem_view, "mount namespace: /dev/null or an empty tmpfs over each").map_err(|why| match &support.landlock {
+                    Ok(_) => format!("{why}; instead, Landlock read rules keep them unreadable (EACCES; their names stay listable)"),
+                    Err(_) => why,
+                }),
             },
             LayerReport {
                 name: "Git metadata read-only",
@@ -397,4 +432,57 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
                 status: ok(&support.network_namespace, how),
             },
         ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The false alarm of issue 44: on a kernel without Landlock, the read-only view still
+    /// confines writes (EROFS), so the first command's notice must not say they are not
+    /// restricted; only where the view is missing too does it say so.
+    #[test]
+    fn without_landlock_writes_are_not_said_unrestricted_where_the_view_confines_them() {
+        let mut support = Support::all(0);
+        support.landlock = Err("this kernel has no Landlock".into());
+        for mode in [Mode::Workspace, Mode::ReadOnly] {
+            let notices = headline_gaps(mode, &support).join("\n");
+            assert!(!notices.contains("NOT restricted"), "{notices}");
+            assert!(notices.contains("abstract Unix sockets"), "{notices}");
+            assert!(matches!(
+                verdict(mode, &support),
+                crate::sandbox::Verdict::Weakened(_)
+            ));
+        }
+        support.filesystem_view = Err("needs a user namespace".into());
+        support.user_namespace = Err("refused".into());
+        let notices = headline_gaps(Mode::Workspace, &support).join("\n");
+        assert!(
+            notices.contains("writes are NOT restricted here"),
+            "{notices}"
+        );
+        assert!(matches!(
+            verdict(Mode::Workspace, &support),
+            crate::sandbox::Verdict::Missing(_)
+        ));
+    }
+
+    /// Where keyctl is refused for every process (a container's seccomp filter), commands
+    /// cannot use the agent's keyring either: that is not a gap.
+    #[test]
+    fn a_keyring_refused_to_everyone_is_not_a_gap() {
+        let mut support = Support::all(9);
+        support.session_keyring = Err(format!(
+            "joining a fresh session keyring failed{}",
+            super::super::probe::KEYRING_REFUSED
+        ));
+        let keyring = |support: &Support| {
+            gaps(Mode::Workspace, support)
+                .iter()
+                .any(|gap| gap.contains("keyring"))
+        };
+        assert!(!keyring(&support));
+        support.session_keyring = Err("joining a fresh session keyring failed: EDQUOT".into());
+        assert!(keyring(&support));
+    }
 }

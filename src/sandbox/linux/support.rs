@@ -30,6 +30,9 @@ pub struct Support {
     /// overlayfs in the command's user namespace (Linux 5.11+): workspace mode's copy-on-write
     /// layer of the session's own over the package caches (without it they stay read-only).
     pub cache_layer: Result<(), String>,
+    /// What would enable the missing layers here, each option with its cost (Ubuntu's
+    /// AppArmor profile for this binary, a container's options), for `doctor`.
+    pub advice: Vec<String>,
 }
 
 impl Support {
@@ -45,6 +48,7 @@ impl Support {
             seccomp: Err(reason.to_string()),
             session_keyring: Err(reason.to_string()),
             cache_layer: Err(reason.to_string()),
+            advice: Vec::new(),
         }
     }
 
@@ -60,6 +64,7 @@ impl Support {
             seccomp: Ok(()),
             session_keyring: Ok(()),
             cache_layer: Ok(()),
+            advice: Vec::new(),
         }
     }
 

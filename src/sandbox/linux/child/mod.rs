@@ -168,6 +168,13 @@ pub(crate) struct ChildPlan {
     /// and network namespaces and the built view: this command only makes its own PID
     /// namespace and its own copy of the mount namespace.
     pub in_zygote: bool,
+    /// Fault injection, compiled into the library's own unit tests only (never into the
+    /// binary, nor the library others build): this step fails with this errno as if the
+    /// kernel refused it. Ubuntu's two failure points (`unshare` refused; `unshare` allowed,
+    /// then the id-map write refused) for the probe's diagnosis
+    /// (`probe::tests`, `notes/2026-12-06-doctor-causes.md`).
+    #[cfg(test)]
+    pub fault: Option<(Step, c_int)>,
 }
 
 /// What the child execs and with which fds, prepared in the parent (which owns the strings
@@ -356,8 +363,17 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
         if plan.user_namespace {
             flags |= libc::CLONE_NEWUSER;
         }
+        #[cfg(test)]
+        if let Some((Step::Unshare, errno)) = plan.fault {
+            fail(efd, Step::Unshare, errno);
+        }
         check(efd, Step::Unshare, libc::unshare(flags) as i64);
         if plan.user_namespace {
+            // The namespace exists now; its id map is not written yet.
+            #[cfg(test)]
+            if let Some((step @ (Step::Setgroups | Step::UidMap), errno)) = plan.fault {
+                fail(efd, step, errno);
+            }
             if plan.parent_maps_ids {
                 let (tell, wait) = exec.map_sync;
                 sys::write_all(tell, b"u");
