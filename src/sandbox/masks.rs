@@ -60,6 +60,64 @@ pub const HOME_CREDENTIALS: [&str; 27] = [
     ".vault-token",
 ];
 
+/// Credential folders of a Windows home reachable from WSL (`/mnt/<drive>/Users/<name>`, see
+/// [`windows_homes`]), masked like their Linux twins in [`HOME_CREDENTIALS`]; the private keys in
+/// its `.ssh` too ([`is_ssh_private_key`]).
+pub const WINDOWS_HOME_CREDENTIALS: [&str; 3] = [".aws", ".azure", ".config/gh"];
+
+/// The most drives under `/mnt`, and users per drive, [`windows_homes`] looks at.
+const WINDOWS_DRIVES: usize = 32;
+const WINDOWS_USERS: usize = 128;
+
+/// Whether this is WSL: its interop socket folder, its binfmt entry or its environment.
+pub fn is_wsl() -> bool {
+    Path::new("/run/WSL").is_dir()
+        || Path::new("/proc/sys/fs/binfmt_misc/WSLInterop").exists()
+        || std::env::var_os("WSL_DISTRO_NAME").is_some()
+}
+
+/// The Windows homes under WSL (`/mnt/*/Users/*`, folders only, not the links Windows keeps
+/// there such as `All Users`), at most [`WINDOWS_DRIVES`] drives and [`WINDOWS_USERS`] users
+/// each. Nothing elsewhere than WSL: `/mnt` may hold network mounts another machine does not
+/// answer for, and a lookup there could hang.
+pub fn windows_homes() -> Vec<PathBuf> {
+    if !is_wsl() {
+        return Vec::new();
+    }
+    let mut homes = Vec::new();
+    let Ok(drives) = std::fs::read_dir("/mnt") else {
+        return homes;
+    };
+    for drive in drives.flatten().take(WINDOWS_DRIVES) {
+        let Ok(users) = std::fs::read_dir(drive.path().join("Users")) else {
+            continue;
+        };
+        for user in users.flatten().take(WINDOWS_USERS) {
+            if user.file_type().is_ok_and(|t| t.is_dir()) {
+                homes.push(user.path());
+            }
+        }
+    }
+    homes
+}
+
+/// The credential paths of `home` that exist (canonical): `rels` and `.ssh`'s private keys.
+fn home_credentials(home: &Path, rels: &[&str]) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = rels
+        .iter()
+        .filter_map(|rel| canonical_under(home, Path::new(rel)))
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(home.join(".ssh")) {
+        found.extend(
+            entries
+                .flatten()
+                .filter(|e| is_ssh_private_key(&e.file_name().to_string_lossy()))
+                .filter_map(|e| canonical_under(home, &Path::new(".ssh").join(e.file_name()))),
+        );
+    }
+    found
+}
+
 /// Whether `name` (a file in `~/.ssh`) is a private key: `id_*` but not `*.pub`, `*.pem`,
 /// `*.key`. `known_hosts`, `config` and public keys stay readable.
 pub fn is_ssh_private_key(name: &str) -> bool {
@@ -96,18 +154,13 @@ pub fn masked_paths(protection: &Protection) -> Vec<PathBuf> {
     // Canonical already: the home's files resolved under its canonical form.
     let mut found: Vec<PathBuf> = Vec::new();
     if let Some(home) = protection.home.as_ref().and_then(|h| h.canonicalize().ok()) {
-        found.extend(
-            HOME_CREDENTIALS
-                .iter()
-                .filter_map(|rel| canonical_under(&home, Path::new(rel))),
-        );
-        if let Ok(entries) = std::fs::read_dir(home.join(".ssh")) {
-            found.extend(
-                entries
-                    .flatten()
-                    .filter(|e| is_ssh_private_key(&e.file_name().to_string_lossy()))
-                    .filter_map(|e| canonical_under(&home, &Path::new(".ssh").join(e.file_name()))),
-            );
+        found.extend(home_credentials(&home, &HOME_CREDENTIALS));
+    }
+    if protection.home.is_some() {
+        for home in windows_homes() {
+            if let Ok(home) = home.canonicalize() {
+                found.extend(home_credentials(&home, &WINDOWS_HOME_CREDENTIALS));
+            }
         }
     }
     found.extend(

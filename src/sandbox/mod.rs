@@ -68,7 +68,7 @@ pub use caches::{package_caches, remove_session_folder, PACKAGE_CACHES};
 pub use linux::step::{Step, StepError};
 pub use masks::{
     find_git_repos, is_ssh_private_key, masked_paths, Protection, GIT_SCAN_DEPTH, GIT_SCAN_ENTRIES,
-    GIT_SCAN_REPOS, HOME_CREDENTIALS,
+    GIT_SCAN_REPOS, HOME_CREDENTIALS, WINDOWS_HOME_CREDENTIALS,
 };
 // The one nominal path into the backend: a public type needs one (and an inherent impl).
 // `Support::probe` returns `Platform::probe_support()`, so it must be `Backend::Support`.

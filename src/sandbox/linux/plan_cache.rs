@@ -112,6 +112,9 @@ fn watched(mode: Mode, roots: &Roots) -> Vec<(PathBuf, Look)> {
     // Host daemons' sockets (`view_plan::hidden_sockets`).
     add(PathBuf::from("/run"), Look::Entries);
     add(PathBuf::from("/var/run"), Look::Entries);
+    for holder in super::view_plan::hidden_sockets_and_holders().1 {
+        add(holder, Look::Entries);
+    }
     add(PathBuf::from(SYSTEMD_KEEP), Look::Identity);
     for dir in socket_dirs_from_env() {
         add(dir, Look::Identity);
@@ -125,6 +128,18 @@ fn watched(mode: Mode, roots: &Roots) -> Vec<(PathBuf, Look)> {
         }
         add(home.join(".ssh"), Look::Entries);
         entries_above(&home.join(".ssh"), &mut add);
+        // WSL's Windows homes (`masks::windows_homes`).
+        if crate::sandbox::masks::is_wsl() {
+            add(PathBuf::from("/mnt"), Look::Entries);
+            for home in crate::sandbox::masks::windows_homes() {
+                add(home.clone(), Look::Identity);
+                for rel in crate::sandbox::masks::WINDOWS_HOME_CREDENTIALS {
+                    entries_above(&home.join(rel), &mut add);
+                }
+                add(home.join(".ssh"), Look::Entries);
+                entries_above(&home.join(".ssh"), &mut add);
+            }
+        }
     }
     for path in protection
         .agent_dirs

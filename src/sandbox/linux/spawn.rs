@@ -47,6 +47,48 @@ pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The id maps a root command's user namespace gets, read once from this process's own
+/// (`/proc/self/uid_map`, `gid_map`): every id this namespace has, mapped to itself. On the host
+/// that is `0 0 4294967295`; in a user namespace that maps only part of the ids (rootless podman
+/// or docker, LXD, Kubernetes user namespaces) it is that part, since a map naming ids the
+/// parent does not have is refused (EPERM).
+pub(crate) fn identity_maps() -> io::Result<(&'static str, &'static str)> {
+    use std::sync::OnceLock;
+    static MAPS: OnceLock<(String, String)> = OnceLock::new();
+    if let Some((uids, gids)) = MAPS.get() {
+        return Ok((uids, gids));
+    }
+    let uids = identity_map(&std::fs::read_to_string("/proc/self/uid_map")?)?;
+    let gids = identity_map(&std::fs::read_to_string("/proc/self/gid_map")?)?;
+    let (uids, gids) = MAPS.get_or_init(|| (uids, gids));
+    Ok((uids, gids))
+}
+
+/// An identity map of the ids `map` (a `uid_map` or `gid_map` as read: `inside outside count`
+/// per line) holds inside its namespace: `inside inside count` per line.
+pub(crate) fn identity_map(map: &str) -> io::Result<String> {
+    let mut out = String::new();
+    for line in map.lines().filter(|l| !l.trim().is_empty()) {
+        let fields: Vec<u64> = line
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "an unreadable id map"))?;
+        let [inside, _, count] = fields[..] else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "an unreadable id map",
+            ));
+        };
+        out.push_str(&format!("{inside} {inside} {count}\n"));
+    }
+    if out.is_empty() {
+        // A namespace without a map has no id to give.
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    Ok(out)
+}
+
 /// What to start, besides the program: environment, directory, output and passed fds.
 pub(crate) struct Request<'a> {
     pub launch: &'a Launch,
@@ -113,6 +155,11 @@ pub(crate) fn spawn(
         map_sync: sync.as_ref().map_or((-1, -1), |((_, tell), (wait, _))| {
             (tell.as_raw_fd(), wait.as_raw_fd())
         }),
+        map_sync_unused: sync
+            .as_ref()
+            .map_or((-1, -1), |((from_child, _), (_, to_child))| {
+                (from_child.as_raw_fd(), to_child.as_raw_fd())
+            }),
         probe,
         status_fd: -1,
         new_session: has_controlling_terminal(),
@@ -161,16 +208,18 @@ pub(crate) fn spawn(
         drop(wait);
         let mut byte = [0u8; 1];
         if read_full(&from_child, &mut byte) == 1 {
-            // Root's user namespace maps every id to itself: the command keeps working on files
-            // of any owner, with no capability outside its namespaces. Only a process in the
-            // parent namespace may write such a map.
-            let full = "0 0 4294967295\n";
-            let written = std::fs::write(format!("/proc/{pid}/uid_map"), full)
-                .and_then(|()| std::fs::write(format!("/proc/{pid}/gid_map"), full));
+            // Root's user namespace maps every id it has to itself: the command keeps working
+            // on files of any owner, with no capability outside its namespaces. Only a process
+            // in the parent namespace may write such a map.
+            let written = identity_maps().and_then(|(uids, gids)| {
+                std::fs::write(format!("/proc/{pid}/uid_map"), uids)?;
+                std::fs::write(format!("/proc/{pid}/gid_map"), gids)
+            });
             if written.is_ok() {
                 let _ = std::fs::File::from(to_child).write_all_once(b"m");
             }
-            // On failure `to_child` closes: W reports the step and exits.
+            // On failure `to_child` closes, the last write end of W's pipe (W closed its copy
+            // before it waits): W's read ends, and it reports the step and exits.
         }
     }
     let mut record = [0u8; 8];
@@ -278,5 +327,26 @@ pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
         Ok(Ok(())) => {}
         Ok(Err(mpsc::SendError(job))) => job(),
         Err(_) => tracing::error!("the spawner's queue is poisoned"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::identity_map;
+
+    #[test]
+    fn an_identity_map_keeps_the_ids_a_namespace_has() {
+        assert_eq!(
+            identity_map("         0          0 4294967295\n").unwrap(),
+            "0 0 4294967295\n"
+        );
+        // Rootless podman: root is the user, the rest its sub-ids.
+        assert_eq!(
+            identity_map("         0       1000          1\n         1     100000      65536\n")
+                .unwrap(),
+            "0 0 1\n1 1 65536\n"
+        );
+        assert!(identity_map("").is_err());
+        assert!(identity_map("0 0\n").is_err());
     }
 }

@@ -21,8 +21,11 @@ use crate::sandbox::{masked_paths, package_caches, Mode, Roots};
 /// Host daemons' socket folders hidden behind an empty read-only tmpfs (those that exist):
 /// every user's runtime dir (session D-Bus, systemd --user, Wayland, PulseAudio, gpg-agent,
 /// podman, ssh-agent under systemd), the system bus, container engines, screen and tmux.
-pub(crate) const SOCKET_DIRS: [&str; 10] = [
+/// `/run/WSL`: WSL's interop sockets (`<pid>_interop`), through which a process starts Windows
+/// programs, outside every layer of the sandbox.
+pub(crate) const SOCKET_DIRS: [&str; 11] = [
     "/run/user",
+    "/run/WSL",
     "/run/dbus",
     "/run/docker",
     "/run/containerd",
@@ -66,8 +69,14 @@ pub(crate) enum Hidden {
 
 /// Host daemons' sockets the view hides on this machine now (see [`SOCKET_DIRS`]): the
 /// folders, systemd's, `$XDG_RUNTIME_DIR` and the folder of `$SSH_AUTH_SOCK` (the agent's),
-/// and every socket right in `/run` (`docker.sock`, `podman.sock`, …).
+/// WSL's interop socket (`$WSL_INTEROP`), and every socket under `/run` ([`run_sockets`]:
+/// `docker.sock`, `podman.sock`, `/run/cups/cups.sock`, …).
 pub(crate) fn hidden_sockets() -> Vec<Hidden> {
+    hidden_sockets_and_holders().0
+}
+
+/// [`hidden_sockets`], and the folders under `/run` that held one (see [`run_sockets`]).
+pub(crate) fn hidden_sockets_and_holders() -> (Vec<Hidden>, Vec<PathBuf>) {
     let mut hidden = Vec::new();
     // `/run` resolved once for the folders under it (it is a symlink nowhere we know of, but
     // may be one).
@@ -95,21 +104,79 @@ pub(crate) fn hidden_sockets() -> Vec<Hidden> {
         let keep = keep.is_dir().then(|| keep.to_path_buf());
         hidden.push(Hidden::Dir(systemd.to_path_buf(), keep));
     }
-    let mut run_dirs = vec![PathBuf::from("/run")];
-    let var_run = canonical(Path::new("/var/run"));
-    if var_run != Path::new("/run") {
-        run_dirs.push(var_run);
-    }
-    for dir in run_dirs {
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for entry in entries.flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_socket()) {
-                    hidden.push(Hidden::File(entry.path()));
-                }
+    // WSL names its interop socket in the environment; where that is outside `/run/WSL`.
+    if let Some(interop) = std::env::var_os("WSL_INTEROP").map(PathBuf::from) {
+        if interop.is_absolute() {
+            let interop = canonical(&interop);
+            if std::fs::metadata(&interop).is_ok_and(|m| m.file_type().is_socket()) {
+                hidden.push(Hidden::File(interop));
             }
         }
     }
-    hidden
+    let skip: Vec<PathBuf> = hidden
+        .iter()
+        .filter_map(|h| match h {
+            Hidden::Dir(dir, _) => Some(dir.clone()),
+            Hidden::File(_) => None,
+        })
+        .collect();
+    let (sockets, holders) = run_sockets(&skip);
+    hidden.extend(sockets.into_iter().map(Hidden::File));
+    (hidden, holders)
+}
+
+/// How deep below `/run` (and `/var/run` where it is elsewhere) [`run_sockets`] looks.
+pub(crate) const RUN_DEPTH: usize = 6;
+/// The most entries [`run_sockets`] reads (a desktop's `/run` has a few hundred; `udev`'s
+/// database a few thousand more, read last, being the deepest).
+pub(crate) const RUN_ENTRIES: usize = 8192;
+
+/// Every socket under `/run` (and `/var/run` where that is not a link to it), recursively,
+/// breadth first, at most [`RUN_DEPTH`] levels and [`RUN_ENTRIES`] entries, not entering
+/// `skip` (folders masked whole) nor following a symlink; and the folders that held one (the
+/// plan's stamp watches them, besides `/run`: a new socket there builds the plan again).
+pub(crate) fn run_sockets(skip: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut tops = vec![PathBuf::from("/run")];
+    let var_run = canonical(Path::new("/var/run"));
+    if !var_run.starts_with("/run") {
+        tops.push(var_run);
+    }
+    let (mut sockets, mut holders) = (Vec::new(), Vec::new());
+    let mut level: Vec<PathBuf> = tops;
+    let mut budget = RUN_ENTRIES;
+    for _ in 0..RUN_DEPTH {
+        let mut next = Vec::new();
+        for dir in &level {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            let mut held = false;
+            for entry in entries.flatten() {
+                if budget == 0 {
+                    break;
+                }
+                budget -= 1;
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let path = entry.path();
+                if kind.is_socket() {
+                    sockets.push(path);
+                    held = true;
+                } else if kind.is_dir() && !skip.iter().any(|s| path.starts_with(s)) {
+                    next.push(path);
+                }
+            }
+            if held {
+                holders.push(dir.clone());
+            }
+        }
+        if next.is_empty() || budget == 0 {
+            break;
+        }
+        level = next;
+    }
+    (sockets, holders)
 }
 
 /// The socket folders the environment names: `XDG_RUNTIME_DIR`, and the folder of

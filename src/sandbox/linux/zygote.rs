@@ -583,9 +583,11 @@ fn enter(plan: &ChildPlan, netns: Option<&OwnedFd>, efd: RawFd) {
                 if read_full(&wait, &mut byte) != 1 {
                     libc::_exit(1);
                 }
-                let full = "0 0 4294967295\n";
-                let ok = std::fs::write(format!("/proc/{me}/uid_map"), full)
-                    .and_then(|()| std::fs::write(format!("/proc/{me}/gid_map"), full));
+                // Every id this namespace has, mapped to itself (see `identity_maps`).
+                let ok = super::spawn::identity_maps().and_then(|(uids, gids)| {
+                    std::fs::write(format!("/proc/{me}/uid_map"), uids)?;
+                    std::fs::write(format!("/proc/{me}/gid_map"), gids)
+                });
                 libc::_exit(i32::from(ok.is_err()));
             }
             drop(wait);
@@ -804,6 +806,7 @@ fn serve_one(
         parent: unsafe { libc::getpid() },
         error_fd: error_fd.as_raw_fd(),
         map_sync: (-1, -1),
+        map_sync_unused: (-1, -1),
         probe: false,
         status_fd: status_fd.as_raw_fd(),
         // Z leads a session of its own with no terminal (`child::zygote`), and never opens

@@ -362,6 +362,12 @@ pub const AGENT_BINARY: &str = "ACP_BASH_TEST_AGENT_BINARY";
 /// Set in the ordinary-user half's environment: the copy of the vendored ACP schema.
 pub const SCHEMA_COPY: &str = "ACP_BASH_TEST_SCHEMA";
 
+/// The copy of the built `acp-bash` that `nobody` can reach (for tests that start the agent as
+/// `nobody` themselves).
+pub fn agent_binary_for_nobody() -> PathBuf {
+    copies_for_nobody().agent_binary.clone()
+}
+
 /// What the ordinary-user half runs, where `nobody` can reach it.
 struct Copies {
     test_binary: PathBuf,

@@ -196,6 +196,9 @@ pub(crate) struct ExecArgs<'a> {
     /// With [`ChildPlan::parent_maps_ids`]: W writes a byte here once it has unshared, then
     /// reads one back once the parent has written its id maps.
     pub map_sync: (RawFd, RawFd),
+    /// The parent's ends of those two pipes, closed by W before it waits: else W's own copy of
+    /// the parent's write end would keep its read from ever ending when the parent fails.
+    pub map_sync_unused: (RawFd, RawFd),
     /// A probe: B exits 0 instead of exec'ing.
     pub probe: bool,
     /// `setsid` rather than `setpgid(0, 0)`: the parent is in a session with a controlling
@@ -376,6 +379,9 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
             }
             if plan.parent_maps_ids {
                 let (tell, wait) = exec.map_sync;
+                let (unused_read, unused_write) = exec.map_sync_unused;
+                libc::close(unused_read);
+                libc::close(unused_write);
                 sys::write_all(tell, b"u");
                 let mut answer = [0u8; 1];
                 let n = libc::read(wait, answer.as_mut_ptr().cast(), 1);

@@ -165,6 +165,7 @@ pub(crate) fn run(plan: &mut ChildPlan, args: &SpareArgs) -> ! {
             parent: args.parent,
             error_fd,
             map_sync: (-1, -1),
+            map_sync_unused: (-1, -1),
             probe: false,
             status_fd,
             new_session: false,

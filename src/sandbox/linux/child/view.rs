@@ -236,7 +236,8 @@ fn clone_one(path: &CStr) -> RawFd {
     }
 }
 
-/// A detached copy of the detached tree `tree`, or -1.
+/// A copy of the tree `tree` (an fd of `open_tree` or `fsmount`), or -1: only once that tree is
+/// attached (a copy of a detached tree is EINVAL before Linux 6.15).
 fn copy_tree(tree: RawFd) -> RawFd {
     // SAFETY: open_tree on an fd with an empty path.
     unsafe {
@@ -446,16 +447,26 @@ fn empty_read_only_tmpfs() -> RawFd {
     }
 }
 
-/// A bind of the detached `empty` tmpfs over `dir`. A `dir` gone since is nothing to hide.
-fn mask_dir_with(empty: RawFd, dir: &CStr, error_fd: RawFd) {
-    let copy = copy_tree(empty);
+/// The empty read-only tmpfs over `dir` (see [`empty_read_only_tmpfs`]); a `dir` gone since is
+/// nothing to hide. The first mask attaches the detached mount itself; every later one gets a
+/// copy of it, taken once it is attached. A copy of a mount that is still detached (one made
+/// by `fsmount`, or an earlier `open_tree` clone) is refused with EINVAL before Linux 6.15
+/// (Debian 13's 6.12 refuses it): the view never takes one (`notes/2026-12-06-kernel-floor.md`).
+fn mask_dir_with(empty: RawFd, attached: &mut bool, dir: &CStr, error_fd: RawFd) {
+    let copy = if *attached { copy_tree(empty) } else { empty };
     if copy < 0 {
         fail(error_fd, Step::Mask, errno());
     }
-    if attach(copy, dir) < 0 && errno() != libc::ENOENT {
-        fail(error_fd, Step::Mask, errno());
+    if attach(copy, dir) < 0 {
+        if errno() != libc::ENOENT {
+            fail(error_fd, Step::Mask, errno());
+        }
+    } else {
+        *attached = true;
     }
-    close(copy);
+    if copy != empty {
+        close(copy);
+    }
 }
 
 /// A detached overlayfs (`userxattr`: the trusted xattrs are not ours in a user namespace;
@@ -658,7 +669,7 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
             close(tree);
         }
     }
-    let mut empty = -1;
+    let (mut empty, mut attached) = (-1, false);
     for (dir, keep) in &view.masked_dirs {
         if keep.is_some() {
             mask_dir(dir, keep.as_deref(), error_fd);
@@ -668,7 +679,7 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
             empty = empty_read_only_tmpfs();
         }
         if empty >= 0 {
-            mask_dir_with(empty, dir, error_fd);
+            mask_dir_with(empty, &mut attached, dir, error_fd);
         } else {
             mask_dir(dir, None, error_fd);
         }
@@ -737,14 +748,18 @@ fn build_temps(view: &View, error_fd: RawFd) {
         }
         None => -1,
     };
-    for temp in &view.temps {
+    for (i, temp) in view.temps.iter().enumerate() {
         if source >= 0 {
-            let copy = copy_tree(source);
+            // The first temp gets the clone itself; later ones a copy of it once it is attached
+            // (a copy of a detached clone is refused before Linux 6.15, see `mask_dir_with`).
+            let copy = if i == 0 { source } else { copy_tree(source) };
             if copy < 0 {
                 fail(error_fd, step, errno());
             }
             check(error_fd, step, attach(copy, temp));
-            close(copy);
+            if copy != source {
+                close(copy);
+            }
         } else {
             check(error_fd, step, tmpfs(temp));
         }
