@@ -34,6 +34,7 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
     print!("{}", sandbox::cache_layer_report(config_home.as_deref()));
     print!("\n{}", verdicts(&report));
     print!("\n{}", scrub_report(&args.env, std::env::vars_os()));
+    sandbox::release_cgroups();
     ExitCode::SUCCESS
 }
 

@@ -509,6 +509,13 @@ pub fn protect_agent_process() {
     Platform::protect_agent_process()
 }
 
+/// At the agent's end (EOF or a termination signal): removes the cgroup folders it made for
+/// its commands' limits, killing what still lingers in them (cgroup v2; a no-op elsewhere).
+pub fn release_cgroups() {
+    #[cfg(target_os = "linux")]
+    linux::cgroup_v2::release();
+}
+
 /// Runs `job` on the thread that starts commands (see [`spawn`]).
 pub fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
     Platform::on_spawner_thread(job)

@@ -11,7 +11,7 @@
 //!
 //! Layout: `<controller mount><agent's cgroup>/acp-bash-<pid>/run-<n>`. A run's folder can only
 //! be removed once its processes are gone, so each new run removes the empty ones left behind.
-//! cgroup v2 is not used: it needs a delegated subtree and moving the agent itself into a leaf.
+//! Where cgroup v1 has neither, `cgroup_v2.rs` serves the limits.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -71,10 +71,7 @@ fn own_folder(controller: &str) -> Result<PathBuf, String> {
                 .then(|| path.to_string())
         })
         .next()
-        .ok_or(format!(
-            "no cgroup v1 `{controller}` controller here (cgroup v2 needs a delegated subtree, \
-             which acp-bash does not set up)"
-        ))?;
+        .ok_or(format!("no cgroup v1 `{controller}` controller here"))?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     let mount = mountinfo
