@@ -159,6 +159,85 @@ pub fn overhead(bench: &Bench) -> Vec<Row> {
     rows
 }
 
+/// What `--max-processes` and `--max-memory` cost a command (issue 44: cgroup v2 where cgroup v1
+/// does not serve them, its folders made ahead and the processes forked straight in): `true`
+/// through `Session::run` in workspace mode with both limits, and without them, interleaved
+/// with `bash -c true`. Meant for the lab VM (cgroup v2, systemd); here cgroup v1 serves them.
+pub fn limits(bench: &Bench) -> Vec<Row> {
+    let count = if bench.quick { 40 } else { 200 };
+    let rt = runtime();
+    let limited = {
+        let limits = acp_bash::sandbox::Limits::default()
+            .max_processes(Some(256))
+            .max_memory(Some(1 << 30));
+        let config = EngineConfig::default()
+            .sandbox_mode(Mode::Workspace)
+            .limits(limits)
+            .log_dir(bench.engine_log_dir());
+        std::sync::Arc::new(Engine::new(config).session(bench.session_dir()).unwrap())
+    };
+    let unlimited = {
+        let config = EngineConfig::default()
+            .sandbox_mode(Mode::Workspace)
+            .limits(
+                acp_bash::sandbox::Limits::default()
+                    .max_processes(None)
+                    .max_memory(None),
+            )
+            .log_dir(bench.engine_log_dir());
+        std::sync::Arc::new(Engine::new(config).session(bench.session_dir()).unwrap())
+    };
+    // The first command with a limit sets the cgroup subtree up (a D-Bus round trip).
+    for _ in 0..5 {
+        run_on(&rt, &limited, "true");
+        run_on(&rt, &unlimited, "true");
+    }
+    let (mut raw_ms, mut on_ms, mut off_ms, mut on_delta, mut off_delta) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..count {
+        let raw = ms(raw::bash_to_devnull("true"));
+        let (on, _, exit) = run_on(&rt, &limited, "true");
+        assert_eq!(exit, Exit::Code(0));
+        let (off, _, exit) = run_on(&rt, &unlimited, "true");
+        assert_eq!(exit, Exit::Code(0));
+        raw_ms.push(raw);
+        on_ms.push(ms(on));
+        off_ms.push(ms(off));
+        on_delta.push(ms(on) - raw);
+        off_delta.push(ms(off) - raw);
+    }
+    let how = acp_bash::sandbox::doctor_report()
+        .lines()
+        .find(|l| l.contains("resource limits"))
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    vec![
+        Row {
+            case: "engine-limits".into(),
+            metric: format!("`true` through Session::run, workspace, --max-processes 256 --max-memory 1G ({how})"),
+            median: spread(&on_ms, "ms", 2),
+            baseline: format!("`bash -c true`: {}", spread(&raw_ms, "ms", 2)),
+            ratio: format!(
+                "paired Δ {:+.2} ms; without the limits {:+.2} ms",
+                median(&on_delta),
+                median(&off_delta)
+            ),
+            target: "(workspace with both limits: ≤ raw + 1.5 ms)".into(),
+            met: None,
+        },
+        Row {
+            case: "engine-limits".into(),
+            metric: "`true` through Session::run, workspace, no limits".into(),
+            median: spread(&off_ms, "ms", 2),
+            baseline: format!("`bash -c true`: {}", spread(&raw_ms, "ms", 2)),
+            ratio: format!("paired Δ {:+.2} ms", median(&off_delta)),
+            target: "(context)".into(),
+            met: None,
+        },
+    ]
+}
+
 /// Engine throughput and memory: the throughput command through `Session::run` with a callback
 /// that only counts, against /dev/null and a do-nothing pipe reader.
 pub fn throughput(bench: &Bench) -> Vec<Row> {

@@ -137,6 +137,7 @@ const CASES: &[(&str, Case)] = &[
     ("engine-chunk-capture", |b| Ok(engine::chunk_capture(b))),
     ("engine-layers", |b| Ok(engine::layers(b))),
     ("engine-view", |b| Ok(engine::view(b))),
+    ("engine-limits", |b| Ok(engine::limits(b))),
     ("floor", |b| Ok(floor::floor(b))),
 ];
 

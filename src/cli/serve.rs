@@ -108,7 +108,8 @@ async fn serve_on_worker(agent: AcpBashAgent, transport: AgentStdio) -> ExitCode
         tracing::info!(signal, "stopping: cancelling every running command");
         let _ = signal_tx.send(signal);
     };
-    match agent.serve_until(transport, stop).await {
+    let served = agent.serve_until(transport, stop).await;
+    match served {
         // Stopped by a signal: the conventional 128 + its number, once the commands are gone.
         Ok(()) => match signal_rx.try_recv() {
             Ok(signal) => ExitCode::from((128 + signal) as u8),

@@ -15,7 +15,7 @@
 //! when the agent ends ([`leave`], also on SIGTERM). An agent that was killed leaves its
 //! folders behind; the next agent that starts removes them ([`remove_abandoned_everywhere`]):
 //! only those of agents that are gone, and only empty ones (the kernel refuses the others).
-//! cgroup v2 is not used: it needs a delegated subtree and moving the agent itself into a leaf.
+//! Where cgroup v1 has neither controller, `cgroup_v2.rs` serves the limits.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -99,10 +99,7 @@ fn parent_folder(controller: &str) -> Result<PathBuf, String> {
                 .then(|| path.to_string())
         })
         .next()
-        .ok_or(format!(
-            "no cgroup v1 `{controller}` controller here (cgroup v2 needs a delegated subtree, \
-             which acp-bash does not set up)"
-        ))?;
+        .ok_or(format!("no cgroup v1 `{controller}` controller here"))?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     let mount = mountinfo

@@ -67,6 +67,11 @@ impl SpawnedChild {
         })
     }
 
+    /// The process waited for.
+    pub(crate) fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
     pub(crate) async fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
         let status = match &mut self.waiter {
             Waiter::Reported(receiver) => {

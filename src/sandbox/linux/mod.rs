@@ -5,6 +5,7 @@
 //! implements the sandbox's platform contract for Linux ([`Linux`]).
 
 mod cgroup;
+pub(crate) mod cgroup_v2;
 pub(crate) mod child;
 pub(crate) mod child_process;
 pub(crate) mod confine;
@@ -19,6 +20,7 @@ pub(crate) mod seccomp;
 pub(crate) mod spawn;
 pub mod step;
 pub(crate) mod support;
+pub(crate) mod systemd_scope;
 mod view_plan;
 pub(crate) mod zygote;
 mod zygote_wire;
@@ -180,21 +182,11 @@ impl Backend for Linux {
         let Some(prepared) = &confined.plan else {
             return spawn::spawn(&raw, None, false).map(|pid| (pid, None));
         };
-        if let Some(session) = request.session {
-            let (zygotes, program) = session.parts();
-            let mut zygotes = zygotes.lock().unwrap_or_else(|e| e.into_inner());
-            let started = zygote::spawn(&mut zygotes, program, prepared, &raw);
-            if let Some(started) = started {
-                return started.map(|(pid, status)| (pid, Some(status)));
-            }
+        let started = Self::spawn_prepared(prepared, request, &raw);
+        if let (Ok((pid, _)), Some(run)) = (&started, &prepared.cgroup_v2) {
+            run.started(*pid);
         }
-        // The per-command path: this command builds its own namespaces and view.
-        let netns = prepared.network_namespace_to_join();
-        if netns.is_none() && !prepared.reused {
-            return spawn::spawn(&raw, Some(&prepared.plan), false).map(|pid| (pid, None));
-        }
-        let plan = prepared.plan_to_mount(netns.as_ref());
-        spawn::spawn(&raw, Some(&plan), false).map(|pid| (pid, None))
+        started
     }
 
     fn start_zygote_early(confined: &Confined, session: &super::SessionSandbox) {
@@ -226,6 +218,7 @@ impl Backend for Linux {
     }
 
     fn leave() {
+        cgroup_v2::release();
         cgroup::leave(std::time::Duration::from_secs(2))
     }
 
@@ -248,7 +241,9 @@ impl Backend for Linux {
     }
 
     async fn wait_child(child: &mut child_process::SpawnedChild) -> io::Result<ExitStatus> {
-        child.wait().await
+        let status = child.wait().await;
+        cgroup_v2::ended(child.pid());
+        status
     }
 
     fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
@@ -290,7 +285,37 @@ impl Backend for Linux {
     }
 
     fn forget_session(dir: &std::path::Path) {
-        plan_cache::forget_under(dir)
+        plan_cache::forget_under(dir);
+        cgroup_v2::sweep();
+    }
+}
+
+impl Linux {
+    /// [`Backend::spawn_confined`] with a plan: the session's zygote, else per command.
+    fn spawn_prepared(
+        prepared: &Prepared,
+        request: &SpawnRequest,
+        raw: &spawn::Request,
+    ) -> io::Result<(i32, Option<OwnedFd>)> {
+        if let Some(session) = request.session {
+            let (zygotes, program) = session.parts();
+            let mut zygotes = zygotes.lock().unwrap_or_else(|e| e.into_inner());
+            let started = zygote::spawn(&mut zygotes, program, prepared, raw);
+            if let Some(started) = started {
+                return started.map(|(pid, status)| (pid, Some(status)));
+            }
+        }
+        // The per-command path: this command builds its own namespaces and view, and its
+        // processes are forked straight into their cgroup v2 folders where that works.
+        let netns = prepared.network_namespace_to_join();
+        if netns.is_none() && !prepared.reused && prepared.cgroup_v2_clone_into().is_none() {
+            return spawn::spawn(raw, Some(&prepared.plan), false).map(|pid| (pid, None));
+        }
+        let mut plan = prepared.plan_to_mount(netns.as_ref());
+        if let Some(clone_into) = prepared.cgroup_v2_clone_into() {
+            plan.clone_into = clone_into;
+        }
+        spawn::spawn(raw, Some(&plan), false).map(|pid| (pid, None))
     }
 }
 
@@ -308,6 +333,8 @@ pub(crate) struct Prepared {
     pub(crate) reused: bool,
     /// The command's pids and memory cgroups (their `tasks` files), kept open until then too.
     _cgroups: [Option<cgroup::RunCgroup>; 2],
+    /// Or its cgroup v2 folders (`cgroup_v2.rs`): open until then, removed once it has ended.
+    cgroup_v2: Option<cgroup_v2::Run>,
 }
 
 impl Prepared {
@@ -320,6 +347,18 @@ impl Prepared {
         } else {
             None
         }
+    }
+
+    /// The cgroup v2 folders to fork this command's W and B into (`clone3`), where it has
+    /// them and the kernel allows it: only on the per-command path (the zygote's commands
+    /// join by migration).
+    fn cgroup_v2_clone_into(&self) -> Option<child::CloneInto> {
+        let run = self.cgroup_v2.as_ref()?;
+        let (init, shell) = (run.init_dir.as_ref()?, run.shell_dir.as_ref()?);
+        Some(child::CloneInto {
+            init: init.as_raw_fd(),
+            shell: shell.as_raw_fd(),
+        })
     }
 
     /// The plan for a process that mounts the view itself: `netns` to join, and where the
@@ -340,10 +379,12 @@ impl Prepared {
 
 /// How `--max-processes` is enforced here, or why it is not.
 pub(crate) fn process_limit_support(user_namespace: bool) -> Result<String, String> {
-    match (cgroup::available(cgroup::Controller::Pids), user_namespace) {
+    let cgroup = cgroup::available(cgroup::Controller::Pids)
+        .or_else(|v1| cgroup_v2::available(true).map_err(|v2| format!("{v1}; cgroup v2: {v2}")));
+    match (cgroup, user_namespace) {
         (Ok(how), _) => Ok(how),
         (Err(_), true) if current_ids().0 != 0 => {
-            Ok("RLIMIT_NPROC, counted inside the user namespace: per command, or where the per-session zygote serves, for the running commands of a session and mode together".to_string())
+            Ok("RLIMIT_NPROC in the user namespace (no pids cgroup), counted there: per command, or where the per-session zygote serves, for the running commands of a session and mode together".to_string())
         }
         (Err(why), _) => Err(format!(
             "{why}; RLIMIT_NPROC does not bind root or counts every process of this user"
@@ -355,6 +396,19 @@ pub(crate) fn process_limit_support(user_namespace: bool) -> Result<String, Stri
 /// not)` when only RLIMIT_DATA per process is left.
 pub(crate) fn memory_limit_support() -> Result<String, String> {
     cgroup::available(cgroup::Controller::Memory)
+        .or_else(|v1| cgroup_v2::available(false).map_err(|v2| format!("{v1}; cgroup v2: {v2}")))
+}
+
+/// Sets the cgroup v2 subtree up now where cgroup v1 serves neither limit (`doctor`).
+pub(crate) fn cgroup_v2_now() {
+    if !v1_serves(cgroup::Controller::Pids) || !v1_serves(cgroup::Controller::Memory) {
+        cgroup_v2::set_up_now();
+    }
+}
+
+/// Whether cgroup v1 serves `controller` here (else cgroup v2 may).
+fn v1_serves(controller: cgroup::Controller) -> bool {
+    cgroup::available(controller).is_ok()
 }
 
 /// Which layers a launch uses (decided by `confine_with` from the mode and the support).
@@ -388,12 +442,32 @@ impl Prepared {
     ) -> Self {
         let (uid, gid) = current_ids();
         let user_namespace = layers.namespaces && layers.user_namespace;
+        let (v1_pids, v1_memory) = (
+            v1_serves(cgroup::Controller::Pids),
+            v1_serves(cgroup::Controller::Memory),
+        );
         let pids = limits
             .max_processes
+            .filter(|_| v1_pids)
             .and_then(|max| cgroup::for_one_command(cgroup::Controller::Pids, max));
         let memory = limits
             .max_memory
+            .filter(|_| v1_memory)
             .and_then(|max| cgroup::for_one_command(cgroup::Controller::Memory, max));
+        let cgroup_v2 = cgroup_v2::for_one_command(
+            limits.max_processes.filter(|_| !v1_pids),
+            limits.max_memory.filter(|_| !v1_memory),
+        );
+        let pids_fd = pids
+            .as_ref()
+            .map(cgroup::RunCgroup::fd)
+            .or(cgroup_v2.as_ref().map(|run| run.init_procs.as_raw_fd()))
+            .unwrap_or(-1);
+        let memory_fd = memory
+            .as_ref()
+            .map(cgroup::RunCgroup::fd)
+            .or(cgroup_v2.as_ref().map(|run| run.shell_procs.as_raw_fd()))
+            .unwrap_or(-1);
         Prepared {
             mode,
             plan: ChildPlan {
@@ -433,8 +507,9 @@ impl Prepared {
                     0
                 },
                 max_memory: limits.max_memory.unwrap_or(0),
-                pids_cgroup_fd: pids.as_ref().map_or(-1, cgroup::RunCgroup::fd),
-                memory_cgroup_fd: memory.as_ref().map_or(-1, cgroup::RunCgroup::fd),
+                pids_cgroup_fd: pids_fd,
+                memory_cgroup_fd: memory_fd,
+                clone_into: child::CloneInto::default(),
                 fresh_keyring: layers.fresh_keyring,
                 seccomp: if layers.seccomp {
                     seccomp::programs().as_ref().ok()
@@ -448,6 +523,7 @@ impl Prepared {
             _ruleset: ruleset,
             reused,
             _cgroups: [pids, memory],
+            cgroup_v2,
         }
     }
 }

@@ -294,6 +294,9 @@ pub(crate) fn per_session_sandbox(support: &Support) -> Result<String, String> {
 
 /// Each kernel layer, whether it works with `support`, and what it gives.
 pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
+    // `doctor` says what is, not what may be: where cgroup v1 does not serve the limits, the
+    // cgroup v2 subtree is set up now (a D-Bus round trip to systemd).
+    super::cgroup_v2_now();
     // Whether `--max-memory` binds a command's whole tree here (a memory cgroup), or why not.
     let memory_cgroup = super::memory_limit_support();
     let memory_limit = if memory_cgroup.is_ok() {

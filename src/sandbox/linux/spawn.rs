@@ -187,7 +187,11 @@ pub(crate) fn spawn(
                 )
             }
             Some(plan) => {
-                let pid = child::sys::raw_fork();
+                let pid = if plan.clone_into.init >= 0 {
+                    child::sys::raw_fork_into(plan.clone_into.init)
+                } else {
+                    child::sys::raw_fork()
+                };
                 if pid == 0 {
                     child::program(&exec, Some(plan));
                 }
@@ -314,6 +318,7 @@ pub(crate) fn on_spawner_thread(job: Box<dyn FnOnce() + Send>) {
                         job();
                     }
                     super::cgroup::make_spares();
+                    super::cgroup_v2::make_spares();
                     super::landlock::make_spares();
                 }
             });

@@ -1,6 +1,7 @@
 //! The kernel sandbox: what each mode lets a command do, tried by hostile commands.
 
 mod caches;
+mod cgroup_v2;
 mod cost;
 mod economy;
 mod engine;

@@ -19,6 +19,11 @@ pub const ROOT: &str = "root";
 /// it, so a machine without it only lists the skip).
 pub const UNPRIVILEGED_USER_NAMESPACES: &str = "unprivileged user namespaces";
 
+/// A cgroup v2 subtree the agent may manage (its own cgroup, or a scope with `Delegate=yes`
+/// from systemd): not a layer of its own in `doctor` (its "resource limits" line says which
+/// cgroup serves the limits), so a machine without it only lists the skip.
+pub const CGROUP_V2_DELEGATION: &str = "a delegated cgroup v2 subtree";
+
 /// Whether the test may go on: `true` when `available` is `Ok`. Otherwise records the skip and
 /// returns `false` (the caller returns), or panics when CI requires `capability`.
 ///
@@ -41,7 +46,9 @@ pub fn skip_unless(capability: &str, available: Result<(), impl Display>) -> boo
                 .split(';')
                 .any(|name| name.trim() == capability)
         };
-        let special = capability == UNPRIVILEGED_USER_NAMESPACES || capability == ROOT;
+        let special = capability == UNPRIVILEGED_USER_NAMESPACES
+            || capability == ROOT
+            || capability == CGROUP_V2_DELEGATION;
         if !special && !listed("ACPBASH_DOCTOR_LAYERS") {
             panic!(
                 "{test}: needs {capability:?}, which `acp-bash doctor` does not report \

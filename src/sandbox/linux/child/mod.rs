@@ -160,6 +160,9 @@ pub(crate) struct ChildPlan {
     /// the agent's pages, so inside the cgroup the OOM killer would pick them, and the command
     /// would die whole instead of its largest process.
     pub memory_cgroup_fd: RawFd,
+    /// cgroup v2 folders to fork W and B straight into (`clone3` with `CLONE_INTO_CGROUP`),
+    /// instead of joining `pids_cgroup_fd` / `memory_cgroup_fd` by a migration.
+    pub clone_into: CloneInto,
     /// Replace the agent's session keyring with a fresh, empty one (`KEYCTL_JOIN_SESSION_KEYRING`).
     pub fresh_keyring: bool,
     /// The seccomp programs to install last, right before exec (compiled in the parent).
@@ -175,6 +178,27 @@ pub(crate) struct ChildPlan {
     /// (`probe::tests`, `notes/2026-12-06-doctor-causes.md`).
     #[cfg(test)]
     pub fault: Option<(Step, c_int)>,
+}
+
+/// Open cgroup v2 folders a command's processes are forked into (`clone3` with
+/// `CLONE_INTO_CGROUP`; `cgroup_v2.rs`); -1: none (the default), so a plan made elsewhere (the
+/// zygote's) joins by migration as before.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CloneInto {
+    /// W (and so I, its fork) starts here: the folder under the command's `pids.max`.
+    pub init: RawFd,
+    /// B starts here, forked by I (without namespaces, W joins `memory_cgroup_fd` instead):
+    /// the folder with the command's `memory.max`.
+    pub shell: RawFd,
+}
+
+impl Default for CloneInto {
+    fn default() -> Self {
+        CloneInto {
+            init: -1,
+            shell: -1,
+        }
+    }
 }
 
 /// What the child execs and with which fds, prepared in the parent (which owns the strings
@@ -326,7 +350,9 @@ fn pidfd_ended(pidfd: RawFd) -> bool {
 /// namespaces; with them, B execs it (`become_init_and_start_shell`).
 fn enter(plan: &ChildPlan, exec: &ExecArgs) {
     let efd = exec.error_fd;
-    join_cgroup(plan.pids_cgroup_fd, efd);
+    if plan.clone_into.init < 0 {
+        join_cgroup(plan.pids_cgroup_fd, efd);
+    }
     if !plan.namespaces {
         if plan.reaper && !exec.probe {
             reaper::fork_shell(efd);
@@ -529,6 +555,18 @@ fn start_shell(plan: &ChildPlan, exec: &ExecArgs, status_write: RawFd, parent: i
             exec,
             status_write,
         };
+        if plan.clone_into.shell >= 0 {
+            // B forked straight into the command's memory cgroup: a copy of I's memory (not
+            // shared, since clone3 with CLONE_VM would need a stack switch of its own), still
+            // far cheaper than a migration through `cgroup.procs`.
+            let pid = sys::raw_fork_into(plan.clone_into.shell);
+            if pid == 0 {
+                shell_child(&shell as *const ShellStart as *mut libc::c_void);
+                libc::_exit(sys::SETUP_FAILED);
+            }
+            check(efd, Step::StartShell, pid as i64);
+            init::run(pid, status_write, plan.env_region, parent)
+        }
         // Not zeroed: B touches only the pages it uses, from the top.
         let mut stack = std::mem::MaybeUninit::<[u8; SHELL_STACK]>::uninit();
         let top = (stack.as_mut_ptr() as usize + SHELL_STACK) & !15;
@@ -580,7 +618,12 @@ fn dumpable_window(plan: &ChildPlan, exec: &ExecArgs) {
         }
     }
     let mut keep = [-1 as RawFd; 12];
-    let fixed = [exec.error_fd, plan.landlock_fd, plan.memory_cgroup_fd];
+    let fixed = [
+        exec.error_fd,
+        plan.landlock_fd,
+        plan.memory_cgroup_fd,
+        plan.clone_into.shell,
+    ];
     for (slot, fd) in keep.iter_mut().zip(
         fixed
             .into_iter()
@@ -677,7 +720,10 @@ fn join_cgroup(fd: RawFd, efd: RawFd) {
 /// Capabilities, limits, a fresh keyring, Landlock and seccomp, in the process that is about
 /// to exec.
 fn restrict(plan: &ChildPlan, efd: RawFd) {
-    join_cgroup(plan.memory_cgroup_fd, efd);
+    // B forked by I straight into its cgroup v2 folder is there already.
+    if !(plan.namespaces && plan.clone_into.shell >= 0) {
+        join_cgroup(plan.memory_cgroup_fd, efd);
+    }
     // SAFETY: raw prctl/setrlimit/landlock syscalls.
     unsafe {
         if plan.drop_capabilities {
