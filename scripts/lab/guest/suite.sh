@@ -7,7 +7,8 @@
 #   version.{txt,rc}           `acp-bash --version`: does the binary run at all
 #   doctor.{txt,rc}            `acp-bash doctor`
 #   run.{txt,rc}               one sandboxed command through `acp-bash run`
-#   list.txt                   the test binary's tests under FILTER (`--list`)
+#   list.txt                   the test binary's tests under FILTER (`--list`; FILTER is one
+#                              argument, a space-separated list of libtest filters)
 #   tests.{txt,rc}             the test binary's run under FILTER
 # Every command runs under `timeout`; a command killed by it gets rc 124 (or 137 after the
 # second signal), which the report shows as HANGS. Nothing here waits without a bound.
@@ -38,7 +39,8 @@ bounded() { # bounded NAME SECONDS CMD...: stdout+stderr to OUT/NAME.txt, exit c
 bounded version 60 "$bin" --version
 bounded doctor 120 "$bin" doctor
 bounded run 60 "$bin" run -- 'echo lab-run-ok; id -u'
-bounded list 60 "$testbin" --list "$filter"
+read -r -a filters <<< "$filter"
+bounded list 60 "$testbin" --list "${filters[@]}"
 
 # The tests: skipped ones are listed (not required: the table says what doctor found), snapshots
 # are never written, the skip list goes to OUT. When a plain command hangs, every test would hang
@@ -48,7 +50,7 @@ if [[ $(cat "$out/run.rc") == 124 || $(cat "$out/run.rc") == 137 ]]; then
   echo 124 > "$out/tests.rc"
 else
   ( cd "$repo" && ACPBASH_SKIP_LOG="$out/skipped.txt" INSTA_UPDATE=no RUST_BACKTRACE=0 \
-      timeout -k 10 "$tmo" "$testbin" "$filter" --test-threads=2 ) > "$out/tests.txt" 2>&1 < /dev/null
+      timeout -k 10 "$tmo" "$testbin" "${filters[@]}" --test-threads=2 ) > "$out/tests.txt" 2>&1 < /dev/null
   echo $? > "$out/tests.rc"
 fi
 cd / && rm -rf "$work"
