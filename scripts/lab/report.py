@@ -73,11 +73,17 @@ def setting_rows(d):
         for line in read(os.path.join(d, "list.txt")).splitlines()
         if line.endswith(": test")
     ]
-    tests_txt = read(os.path.join(d, "tests.txt"))
-    tests_rc = read(os.path.join(d, "tests.rc")).strip()
     results = {}
-    for m in re.finditer(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", tests_txt, re.M):
-        results[m.group(1)] = m.group(2)
+    module_rc = {}
+    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        m = re.match(r"tests(?:-(.+))?\.txt$", f)
+        if not m:
+            continue
+        if m.group(1):
+            module_rc[m.group(1)] = read(os.path.join(d, f"tests-{m.group(1)}.rc")).strip()
+        text = read(os.path.join(d, f))
+        for t in re.finditer(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", text, re.M):
+            results[t.group(1)] = t.group(2)
     skipped = read(os.path.join(d, "skipped.txt"))
     modules = {}
     for name in listed:
@@ -87,6 +93,8 @@ def setting_rows(d):
         unfinished = [n for n in names if n not in results]
         skips = sum(1 for n in names if n in skipped)
         row = "tests: " + module
+        # (one run for every module: what suite.sh wrote before it ran them one by one)
+        tests_rc = module_rc.get(module, read(os.path.join(d, "tests.rc")).strip())
         if unfinished and tests_rc in HANG_CODES:
             rows[row] = "HANGS"
             notes[row] = f"{len(unfinished)}/{len(names)} unfinished"
@@ -99,7 +107,7 @@ def setting_rows(d):
             rows[row] = "holds"
             notes[row] = f"{len(names)} passed" + (f", {skips} skipped" if skips else "")
     if not listed:
-        rows["tests"] = "HANGS" if tests_rc in HANG_CODES else "fails"
+        rows["tests"] = "HANGS" if read(os.path.join(d, "list.rc")).strip() in HANG_CODES else "fails"
     return rows, notes
 
 

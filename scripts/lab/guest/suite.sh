@@ -9,7 +9,7 @@
 #   run.{txt,rc}               one sandboxed command through `acp-bash run`
 #   list.txt                   the test binary's tests under FILTER (`--list`; FILTER is one
 #                              argument, a space-separated list of libtest filters)
-#   tests.{txt,rc}             the test binary's run under FILTER
+#   tests-MODULE.{txt,rc}      the test binary's run of each module under FILTER (TIMEOUT each)
 # Every command runs under `timeout`; a command killed by it gets rc 124 (or 137 after the
 # second signal), which the report shows as HANGS. Nothing here waits without a bound.
 set -u
@@ -42,16 +42,20 @@ bounded run 60 "$bin" run -- 'echo lab-run-ok; id -u'
 read -r -a filters <<< "$filter"
 bounded list 60 "$testbin" --list "${filters[@]}"
 
-# The tests: skipped ones are listed (not required: the table says what doctor found), snapshots
-# are never written, the skip list goes to OUT. When a plain command hangs, every test would hang
-# until TIMEOUT: that is recorded as such without spending it.
-if [[ $(cat "$out/run.rc") == 124 || $(cat "$out/run.rc") == 137 ]]; then
-  echo "not run: \`acp-bash run\` hangs here (run.txt), so every test would" > "$out/tests.txt"
-  echo 124 > "$out/tests.rc"
-else
+# The tests, one run per module (`sandbox::view`, …) so that a test that hangs hides no other
+# module's results: skipped tests are listed (not required: the table says what doctor found),
+# snapshots are never written, the skip list goes to OUT. When a plain command hangs, every test
+# would hang until TIMEOUT: that is recorded as such without spending it.
+modules=$(sed -n 's/^\([^:]*::[^:]*\)::.*: test$/\1/p' "$out/list.txt" | sort -u)
+for m in $modules; do
+  if [[ $(cat "$out/run.rc") == 124 || $(cat "$out/run.rc") == 137 ]]; then
+    echo "not run: \`acp-bash run\` hangs here (run.txt), so every test would" > "$out/tests-$m.txt"
+    echo 124 > "$out/tests-$m.rc"
+    continue
+  fi
   ( cd "$repo" && ACPBASH_SKIP_LOG="$out/skipped.txt" INSTA_UPDATE=no RUST_BACKTRACE=0 \
-      timeout -k 10 "$tmo" "$testbin" "${filters[@]}" --test-threads=2 ) > "$out/tests.txt" 2>&1 < /dev/null
-  echo $? > "$out/tests.rc"
-fi
+      timeout -k 10 "$tmo" "$testbin" "$m::" --test-threads=2 ) > "$out/tests-$m.txt" 2>&1 < /dev/null
+  echo $? > "$out/tests-$m.rc"
+done
 cd / && rm -rf "$work"
 exit 0
