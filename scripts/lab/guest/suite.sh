@@ -1,0 +1,61 @@
+#!/bin/bash
+# scripts/lab/guest/suite.sh OUT REPO BIN TESTBIN FILTER TIMEOUT
+#
+# Runs inside a lab machine (the VM, or a container in it) as the user under test, and writes
+# into OUT (a folder, created if missing):
+#   facts.txt                  who and where (uid, kernel, cgroup fs, AppArmor label, seccomp)
+#   version.{txt,rc}           `acp-bash --version`: does the binary run at all
+#   doctor.{txt,rc}            `acp-bash doctor`
+#   run.{txt,rc}               one sandboxed command through `acp-bash run`
+#   list.txt                   the test binary's tests under FILTER (`--list`; FILTER is one
+#                              argument, a space-separated list of libtest filters)
+#   tests-MODULE.{txt,rc}      the test binary's run of each module under FILTER (TIMEOUT each)
+# Every command runs under `timeout`; a command killed by it gets rc 124 (or 137 after the
+# second signal), which the report shows as HANGS. Nothing here waits without a bound.
+set -u
+out=$1 repo=$2 bin=$3 testbin=$4 filter=$5 tmo=$6
+mkdir -p "$out" || exit 2
+work=$(mktemp -d /tmp/acp-bash-lab.XXXXXX) || exit 2
+cd "$work" || exit 2
+
+bounded() { # bounded NAME SECONDS CMD...: stdout+stderr to OUT/NAME.txt, exit code to OUT/NAME.rc
+  local name=$1 secs=$2; shift 2
+  timeout -k 10 "$secs" "$@" > "$out/$name.txt" 2>&1 < /dev/null
+  echo $? > "$out/$name.rc"
+}
+
+{
+  echo "id: $(id)"
+  echo "kernel: $(uname -r)"
+  echo "os: $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-?}")"
+  echo "cgroup fs: $(stat -fc %T /sys/fs/cgroup 2>/dev/null)"
+  echo "own cgroup: $(tr '\n' ' ' < /proc/self/cgroup)"
+  echo "apparmor label: $(cat /proc/self/attr/apparmor/current 2>/dev/null || cat /proc/self/attr/current 2>/dev/null || echo '?')"
+  echo "uid_map: $(tr -s ' \n' ' ' < /proc/self/uid_map)"
+  grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status
+  echo "XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR-<unset>}"
+} > "$out/facts.txt" 2>&1
+
+bounded version 60 "$bin" --version
+bounded doctor 120 "$bin" doctor
+bounded run 60 "$bin" run -- 'echo lab-run-ok; id -u'
+read -r -a filters <<< "$filter"
+bounded list 60 "$testbin" --list "${filters[@]}"
+
+# The tests, one run per module (`sandbox::view`, …) so that a test that hangs hides no other
+# module's results: skipped tests are listed (not required: the table says what doctor found),
+# snapshots are never written, the skip list goes to OUT. When a plain command hangs, every test
+# would hang until TIMEOUT: that is recorded as such without spending it.
+modules=$(sed -n 's/^\([^:]*::[^:]*\)::.*: test$/\1/p' "$out/list.txt" | sort -u)
+for m in $modules; do
+  if [[ $(cat "$out/run.rc") == 124 || $(cat "$out/run.rc") == 137 ]]; then
+    echo "not run: \`acp-bash run\` hangs here (run.txt), so every test would" > "$out/tests-$m.txt"
+    echo 124 > "$out/tests-$m.rc"
+    continue
+  fi
+  ( cd "$repo" && ACPBASH_SKIP_LOG="$out/skipped.txt" INSTA_UPDATE=no RUST_BACKTRACE=0 \
+      timeout -k 10 "$tmo" "$testbin" "$m::" --test-threads=2 ) > "$out/tests-$m.txt" 2>&1 < /dev/null
+  echo $? > "$out/tests-$m.rc"
+done
+cd / && rm -rf "$work"
+exit 0
