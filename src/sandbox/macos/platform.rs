@@ -48,12 +48,17 @@ pub(crate) struct Zygotes {
     mark: String,
 }
 
+/// A new random prefix for marks.
+fn random_mark() -> String {
+    let mut bytes = [0u8; 8];
+    crate::random::random_bytes(&mut bytes);
+    format!("{:016x}", u64::from_ne_bytes(bytes))
+}
+
 impl Default for Zygotes {
     fn default() -> Self {
-        let mut bytes = [0u8; 8];
-        crate::random::random_bytes(&mut bytes);
         Zygotes {
-            mark: format!("{:016x}", u64::from_ne_bytes(bytes)),
+            mark: random_mark(),
         }
     }
 }
@@ -176,7 +181,7 @@ fn seatbelt_launch(launch: &Launch, mode: Mode, roots: &Roots) -> io::Result<(La
 /// A mark for processes started outside any session (`sandbox::spawn`).
 fn process_mark() -> &'static str {
     static MARK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    MARK.get_or_init(|| Zygotes::default().mark.clone())
+    MARK.get_or_init(random_mark)
 }
 
 impl Backend for MacOs {

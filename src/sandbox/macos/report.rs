@@ -71,24 +71,22 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
                       and what they start in a new session can outlive them."
             .to_string(),
     };
+    // After " Not enforced on this machine: ", as on Linux: `doctor`'s verdict reads it.
     match (mode, &support.seatbelt) {
         (Mode::Workspace | Mode::ReadOnly, Err(why)) => format!(
-            "{text} Refused on this machine: Seatbelt does not apply ({why}) — run \
-             `acp-bash doctor`."
+            "{text} Not enforced on this machine: any of it, so commands are refused (Seatbelt \
+             does not apply: {why}) — run `acp-bash doctor`."
+        ),
+        (Mode::Off, _) => format!(
+            "{text} Not enforced on this machine: --max-processes, --max-memory; {UNTESTED} — \
+             run `acp-bash doctor`."
         ),
         _ => format!(
-            "{text} Not enforced on macOS: --max-processes, --max-memory. {}.",
-            capitalised(UNTESTED)
+            "{text} Not enforced on this machine: --max-processes, --max-memory, cleanup of a \
+             process that leaves the group and drops the mark; {UNTESTED} — run `acp-bash \
+             doctor`."
         ),
     }
-}
-
-fn capitalised(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
 }
 
 /// Each layer on macOS and whether it works here.
@@ -192,12 +190,14 @@ mod tests {
             .iter()
             .any(|l| l.name == "PID namespace" && l.status.is_err()));
         for mode in Mode::ALL.into_iter().chain([Mode::Off]) {
-            assert!(describe(mode, &works).contains("Untested here"), "{mode}");
+            let text = describe(mode, &works);
+            assert!(text.contains(" Not enforced on this machine: "), "{text}");
+            assert!(text.contains(UNTESTED), "{text}");
         }
         let nested = Support::none("sandbox_apply: Operation not permitted");
         for mode in [Mode::Workspace, Mode::ReadOnly] {
             let text = describe(mode, &nested);
-            assert!(text.contains("Refused on this machine"), "{text}");
+            assert!(text.contains("commands are refused"), "{text}");
             assert!(text.contains("Operation not permitted"), "{text}");
             assert_eq!(
                 notices(mode, &nested),
@@ -213,7 +213,7 @@ mod tests {
                 Err("sandbox_apply: Operation not permitted".to_string())
             );
         }
-        assert!(describe(Mode::Full, &nested).contains("Untested here"));
+        assert!(describe(Mode::Full, &nested).contains(UNTESTED));
         assert!(notices(Mode::Off, &works).is_empty());
     }
 }
