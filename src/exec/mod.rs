@@ -67,7 +67,7 @@ struct EngineInner {
     env_source: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     /// The bash that runs every command.
     bash: PathBuf,
-    /// The shell prelude (a sealed memfd), made on first use.
+    /// The shell prelude (a sealed memfd on Linux), made on first use.
     prelude: OnceLock<Result<prelude::Prelude, String>>,
     /// `config.protection` with the home and the log dir filled in.
     protection: sandbox::Protection,
@@ -215,7 +215,7 @@ impl Engine {
             .prelude
             .get_or_init(|| {
                 prelude::Prelude::new().map_err(|error| {
-                    format!("acp-bash could not prepare the shell prelude (memfd_create): {error}")
+                    format!("acp-bash could not prepare the shell prelude (a sealed file): {error}")
                 })
             })
             .as_ref()

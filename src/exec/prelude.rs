@@ -117,6 +117,17 @@ impl Prelude {
         })
     }
 
+    /// The prelude's fd for one run: the engine's own where opening `/dev/fd/N` reads it
+    /// from the start (Linux); elsewhere (macOS) `/dev/fd/N` shares the fd's offset, which the
+    /// first run would leave at the end, so each run gets a copy of its own.
+    fn for_one_run(&self) -> std::io::Result<OwnedFd> {
+        if crate::sandbox::DEV_FD_REOPENS {
+            self.file.try_clone()
+        } else {
+            crate::sandbox::sealed_file(c"acp-bash-prelude", prelude_text().as_bytes())
+        }
+    }
+
     /// Everything one run of `script` needs: bash's arguments, the variables and fds to add, and
     /// the engine's fd of its report file. Without `report` (a script that cannot change its
     /// shell's state, or a run whose state is not kept: see [`super::stateless`]), bash runs the
@@ -125,7 +136,7 @@ impl Prelude {
         let (report, mut pass, env) = if report {
             let file = crate::sandbox::bounded_file(c"acp-bash-report", REPORT_FILE_BYTES)?;
             let pass = vec![
-                (self.file.try_clone()?, PRELUDE_FD),
+                (self.for_one_run()?, PRELUDE_FD),
                 (file.try_clone()?, CWD_FD),
             ];
             let env = vec![("BASH_ENV".into(), format!("/dev/fd/{PRELUDE_FD}").into())];

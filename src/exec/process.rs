@@ -214,8 +214,9 @@ mod tests {
     /// it), stdin empty, stderr on the same pipe, the exit code.
     #[tokio::test]
     async fn both_start_paths_give_the_same_shell() {
-        let script = "echo pgid=$(cut -d' ' -f5 /proc/$$/stat) pid=$$; yes | head -n 1; \
-                      cat; echo err >&2; exit 3";
+        // The group from /proc where there is one (Linux), else from ps (macOS).
+        let script = "echo pgid=$({ cut -d' ' -f5 /proc/$$/stat || ps -o pgid= -p $$; } \
+                      2>/dev/null | tr -d ' ') pid=$$; yes | head -n 1; cat; echo err >&2; exit 3";
         let plain = run(
             launch("/bin/bash", script),
             Mode::Off,
@@ -290,6 +291,9 @@ mod tests {
     /// done by then): its pid, its start, whether it was bare, and the ends of two pipes it
     /// holds as fds 3 and 4. Given a line on the first, it answers `alive` on the second, then
     /// sleeps.
+    ///
+    /// Linux only: the parent-death signal it is about is a thread's.
+    #[cfg(target_os = "linux")]
     fn start_from_a_thread_that_exits(fork_on: ForkOn, mode: Mode) -> FromAThread {
         let (go_read, go) = std::io::pipe().unwrap();
         let (reply, reply_write) = std::io::pipe().unwrap();
@@ -333,6 +337,7 @@ mod tests {
         }
     }
 
+    #[cfg(target_os = "linux")]
     struct FromAThread {
         pid: i32,
         #[allow(dead_code)] // held: its pipe and pidfd close after the test's checks
@@ -342,6 +347,7 @@ mod tests {
         reply: std::io::BufReader<std::io::PipeReader>,
     }
 
+    #[cfg(target_os = "linux")]
     impl FromAThread {
         /// Whether the command answers (`false`: its end of the pipe closed, it is gone).
         fn answers(&mut self) -> bool {
@@ -367,6 +373,7 @@ mod tests {
     /// thread that started it, which is why forking in place is the engine's choice to make
     /// (`EngineConfig::fork_bare_commands_in_place`), and one forked on the spawner thread
     /// outlives it. A sandboxed command is forked on the spawner thread whatever the choice.
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_bare_command_forked_in_place_lives_as_long_as_its_thread_and_no_longer() {
         let mut here = start_from_a_thread_that_exits(ForkOn::CallingThreadWhenBare, Mode::Off);

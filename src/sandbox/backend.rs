@@ -14,8 +14,8 @@ use std::process::ExitStatus;
 
 use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SessionSandbox, SpawnRequest};
 
-/// What a platform's backend provides (Linux: `linux::Linux`; elsewhere
-/// `unsupported::Unsupported`). Implemented by a unit struct; every item is called by
+/// What a platform's backend provides (Linux: `linux::Linux`; macOS: `macos::MacOs`;
+/// elsewhere `unsupported::Unsupported`). Implemented by a unit struct; every item is called by
 /// `sandbox/mod.rs` only.
 pub(crate) trait Backend {
     /// Which layers work on this machine. `sandbox::Support` is this type (its fields are the
@@ -30,6 +30,12 @@ pub(crate) trait Backend {
     type SpawnedChild: Send;
     /// A session's helpers that start its commands (Linux: its zygotes), dropped with it.
     type Zygotes: Send + Default;
+
+    /// Whether opening `/dev/fd/N` opens fd N's file anew with an offset of its own (Linux:
+    /// `/proc/self/fd/N`), so that the engine may pass one prelude fd to every run. False
+    /// where it duplicates fd N (macOS, the BSDs): readers would share one offset, and the
+    /// engine then gives each run a [`Backend::sealed_file`] of its own.
+    const DEV_FD_REOPENS: bool = false;
 
     /// Probes every layer for real.
     fn probe_support() -> Self::Support;
@@ -101,8 +107,8 @@ pub(crate) trait Backend {
     /// A read-only, close-on-exec fd holding `contents`, which no one can change (the shell
     /// prelude, long scripts). The engine passes one prelude fd to every run, so opening
     /// `/dev/fd/N` must read from the start each time: true of Linux's memfd; where
-    /// `/dev/fd/N` duplicates the fd (macOS), the offset is shared and a backend that runs
-    /// commands must change that (see `notes/2026-12-01-sandbox-platform-backends.md`).
+    /// `/dev/fd/N` duplicates the fd (macOS), the offset is shared, and the engine makes one
+    /// per run instead ([`Backend::DEV_FD_REOPENS`]).
     fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd>;
     /// A new, empty, read-write, close-on-exec file of its own that exists only as an fd (a
     /// run's shell-state report): writes to it wake no one. Where the platform can, writes

@@ -47,7 +47,14 @@
 mod backend;
 #[cfg(target_os = "linux")]
 mod linux;
-#[cfg(not(target_os = "linux"))]
+// macOS's backend; its pure parts (the Seatbelt profile, the sweep's parsing, the reports) are
+// unit-tested on every platform.
+#[cfg(any(target_os = "macos", test))]
+mod macos;
+// The portable spawn path (posix_spawn) macOS uses, unit-tested on every platform.
+#[cfg(any(target_os = "macos", test))]
+mod portable;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod unsupported;
 
 use backend::Backend;
@@ -55,12 +62,16 @@ use backend::Backend;
 #[cfg(target_os = "linux")]
 type Platform = linux::Linux;
 /// This build's backend.
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+type Platform = macos::MacOs;
+/// This build's backend.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 type Platform = unsupported::Unsupported;
 
 mod caches;
 mod masks;
 pub(crate) mod warm;
+#[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub(crate) use masks::canonical_under;
 
 pub use caches::{package_caches, remove_session_folder, PACKAGE_CACHES};
@@ -74,7 +85,9 @@ pub use masks::{
 // `Support::probe` returns `Platform::probe_support()`, so it must be `Backend::Support`.
 #[cfg(target_os = "linux")]
 pub use linux::support::Support;
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+pub use macos::support::Support;
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 pub use unsupported::Support;
 
 use std::ffi::OsString;
@@ -569,6 +582,12 @@ pub(crate) fn no_process_could_be_started() -> String {
 pub fn is_setup_failure(error: &std::io::Error) -> bool {
     Platform::is_setup_failure(error)
 }
+
+/// Whether opening `/dev/fd/N` opens fd N's file anew, with an offset of its own (Linux), so
+/// that one sealed file can be passed to every run; where it duplicates fd N instead (macOS,
+/// the BSDs: one offset shared by every opener) each run needs its own copy
+/// ([`Backend::DEV_FD_REOPENS`](backend::Backend::DEV_FD_REOPENS)).
+pub(crate) const DEV_FD_REOPENS: bool = <Platform as Backend>::DEV_FD_REOPENS;
 
 /// A read-only, close-on-exec fd holding `contents`, which no one can change (the engine's
 /// shell prelude and long scripts; `name` shows in `/proc/<pid>/fd` where there is one).

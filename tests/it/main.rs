@@ -18,6 +18,8 @@ mod cli;
 mod exec;
 mod model;
 mod present;
+// The Linux kernel sandbox's tests (macOS's backend is unit-tested in src/sandbox/macos/).
+#[cfg(target_os = "linux")]
 mod sandbox;
 mod support;
 mod tool;

@@ -129,6 +129,9 @@ impl Backend for Linux {
     type SpawnedChild = child_process::SpawnedChild;
     type Zygotes = zygote::Zygotes;
 
+    /// `/dev/fd/N` is `/proc/self/fd/N`: it opens the memfd anew.
+    const DEV_FD_REOPENS: bool = true;
+
     fn probe_support() -> Support {
         probe::probe_support()
     }

@@ -14,14 +14,15 @@ use crate::support::acp::*;
 /// A pseudo-terminal: (master, slave).
 pub(super) fn openpty() -> (OwnedFd, OwnedFd) {
     let (mut master, mut slave) = (-1, -1);
-    // SAFETY: openpty writes two fds into the pointers we pass; the other arguments may be null.
+    // SAFETY: openpty writes two fds into the pointers we pass; the other arguments may be null
+    // (`*mut` on Apple, `*const` on Linux: a null `*mut` is both).
     let rc = unsafe {
         libc::openpty(
             &mut master,
             &mut slave,
             std::ptr::null_mut(),
-            std::ptr::null(),
-            std::ptr::null(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
         )
     };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());

@@ -31,17 +31,12 @@ fn before_and_after(script: &str) -> (String, Option<String>) {
         format!("builtin unset BASH_ENV\n{snapshot} >&7\nbuiltin trap '{snapshot} >&8' EXIT\n"),
     )
     .unwrap();
-    let files = [7, 8].map(|fd| {
-        let name = std::ffi::CString::new(format!("snapshot-{fd}")).unwrap();
-        // SAFETY: memfd_create with a valid name, then a dup of it above 100 (so that the
-        // child's dup2 onto 7 and 8 never overwrites the other one) and a close of the first.
-        let raw = unsafe {
-            let first = libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC);
-            assert!(first >= 0, "memfd_create");
-            let high = libc::fcntl(first, libc::F_DUPFD_CLOEXEC, 100);
-            libc::close(first);
-            high
-        };
+    let files = [7, 8].map(|_| {
+        // An unlinked temp file (every platform), then a dup of it above 100 (so that the
+        // child's dup2 onto 7 and 8 never overwrites the other one); the first closes.
+        let first = tempfile::tempfile().expect("an unlinked temp file");
+        // SAFETY: fcntl on an fd we own; the new fd is ours.
+        let raw = unsafe { libc::fcntl(first.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 100) };
         assert!(raw >= 100, "F_DUPFD_CLOEXEC");
         // SAFETY: a fresh fd, owned once.
         unsafe { std::fs::File::from_raw_fd(raw) }

@@ -16,13 +16,13 @@
 pub mod acp;
 pub mod engine;
 pub mod fake_model;
-#[cfg(target_os = "linux")]
 pub mod sandbox;
 pub mod schema;
 pub mod skip;
 pub mod vt;
 pub mod zed_replay;
 
+#[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub use skip::skip_unless;
 
 /// Set in a copy of the test binary that [`in_own_process`] started.

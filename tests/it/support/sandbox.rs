@@ -2,6 +2,10 @@
 //! (`sandbox::spawn`: own process group, stdin /dev/null, stdout+stderr on one pipe,
 //! parent-death signal, the sandbox steps, only fds 0–2) with a small fixed environment.
 
+// Elsewhere than Linux (macOS) only the portable helpers are used: the kernel sandbox's
+// tests are Linux-only.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code, unused_imports))]
+
 use std::io::Read;
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
@@ -124,7 +128,10 @@ impl Running {
 /// `waitpid` only where the kernel has no pidfds).
 pub fn wait_guarded(pid: i32) -> ExitStatus {
     // SAFETY: pidfd_open on our own child; the fd is ours and closed by `OwnedFd`.
+    #[cfg(target_os = "linux")]
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    #[cfg(not(target_os = "linux"))]
+    let pidfd: libc::c_long = -1;
     if pidfd >= 0 {
         let pidfd =
             unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(pidfd as i32) };
@@ -294,10 +301,20 @@ until [ "$(grep -l "^$P-[sdn][eoo]" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -
 
 /// Whether this machine gives commands their namespaces; when not, says why on stderr (the
 /// caller then skips its test). The one place sandbox tests decide to skip.
+#[cfg(target_os = "linux")]
 pub fn require_namespaces() -> bool {
     crate::support::skip::skip_unless(
         "PID + mount namespaces",
         Support::current().namespaces.clone(),
+    )
+}
+
+/// Elsewhere (macOS) there are no namespaces: the test is skipped, and says so.
+#[cfg(not(target_os = "linux"))]
+pub fn require_namespaces() -> bool {
+    crate::support::skip::skip_unless(
+        "PID + mount namespaces",
+        Err("Linux only: this platform has no PID namespace"),
     )
 }
 
@@ -315,7 +332,8 @@ pub fn running_as_nobody() -> bool {
 /// one. The copy's failure fails this test, with its output.
 pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
     body();
-    if running_as_nobody() || unsafe { libc::geteuid() } != 0 {
+    // setpriv is Linux's (util-linux); elsewhere the test runs once, as this user.
+    if running_as_nobody() || unsafe { libc::geteuid() } != 0 || !cfg!(target_os = "linux") {
         return;
     }
     let Ok(setpriv) = which("setpriv") else {

@@ -96,6 +96,7 @@ pub fn skip_log() -> PathBuf {
 }
 
 /// `Ok` when this process runs as root.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // used by Linux-only tests
 pub fn root() -> Result<(), &'static str> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
