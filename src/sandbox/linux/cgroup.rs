@@ -68,11 +68,11 @@ impl Controller {
     }
 }
 
+/// A controller's folder of this agent's, or why there is none (made once).
+type Base = OnceLock<Result<PathBuf, String>>;
+
 /// Where `base` keeps each controller's answer (so that [`leave`] can ask without making one).
-static BASES: (
-    OnceLock<Result<PathBuf, String>>,
-    OnceLock<Result<PathBuf, String>>,
-) = (OnceLock::new(), OnceLock::new());
+static BASES: (Base, Base) = (OnceLock::new(), OnceLock::new());
 
 /// Finds (and makes) `acp-bash-<pid>` under the agent's cgroup of `controller`.
 fn own_folder(controller: &str) -> Result<PathBuf, String> {

@@ -572,8 +572,9 @@ fn a_commands_processes_are_all_in_its_own_cgroups() {
 }
 
 /// The agent makes each command's cgroups before it is asked for them (on its spawner thread,
-/// while the previous command runs): still, no two commands share one, and each has the limit
-/// it was made for, read from the host (root here; nobody may make none).
+/// while the previous command runs): still, no two commands share one, each has the limit it
+/// was made for (read while it runs), and each is removed once its command has ended (root
+/// here; nobody may make none). Planted "no removal when the command ends": caught.
 #[test]
 fn cgroups_made_ahead_are_each_one_commands_with_its_limit() {
     if unsafe { libc::geteuid() } != 0 || !require_namespaces() {
@@ -604,9 +605,11 @@ fn cgroups_made_ahead_are_each_one_commands_with_its_limit() {
         Mode::Full,
     ] {
         session.set_mode(mode);
+        // The limit is read while the command runs: its folder goes when it ends.
         let outcome = block_on(run(
             &session,
-            "grep -E '^[0-9]+:pids:' /proc/self/cgroup; cat /proc/self/cgroup >/dev/null",
+            "grep -E '^[0-9]+:pids:' /proc/self/cgroup; \
+             echo \"limit=$(cat /sys/fs/cgroup/pids$(grep -E '^[0-9]+:pids:' /proc/self/cgroup | cut -d: -f3)/pids.max)\"",
         ));
         let line = outcome
             .output
@@ -619,9 +622,21 @@ fn cgroups_made_ahead_are_each_one_commands_with_its_limit() {
             path.contains(&format!("/acp-bash-{}/run-", std::process::id())),
             "{mode:?}: {line}"
         );
-        let limit = std::fs::read_to_string(format!("/sys/fs/cgroup/pids{path}/pids.max"))
-            .unwrap_or_else(|e| panic!("{mode:?}: {path}: {e}"));
-        assert_eq!(limit.trim(), "77", "{mode:?}: {path}");
+        assert!(
+            outcome.output.contains("limit=77"),
+            "{mode:?}: {path}: {}",
+            outcome.output
+        );
+        // Removed once the command has ended (on the spawner thread; a hang guard only).
+        let folder = std::path::PathBuf::from(format!("/sys/fs/cgroup/pids{path}"));
+        let start = std::time::Instant::now();
+        while folder.exists() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(60),
+                "{mode:?}: {path} is left behind"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         assert!(!seen.contains(&path), "{mode:?}: {path} again in {seen:?}");
         seen.push(path);
     }
