@@ -187,11 +187,10 @@ pub(crate) fn ruleset(mode: Mode, roots: &Roots, extra: Rules) -> Result<Option<
             } else {
                 AccessFs::ReadFile.into()
             };
-            // An entry that vanished or cannot be opened stays unreadable.
+            // An entry that vanished, changed kind or cannot be opened (other processes' temp
+            // files come and go) stays unreadable, and the rest of the ruleset still holds.
             if let Ok(fd) = PathFd::new(path) {
-                created = created
-                    .add_rule(PathBeneath::new(fd, rights))
-                    .map_err(|e| err(&format!("allowing to read {}", path.display()), &e))?;
+                let _ = (&mut created).add_rule(PathBeneath::new(fd, rights));
             }
         }
     }

@@ -183,7 +183,14 @@ fn without_the_view_credential_files_stay_unreadable_through_landlock() {
     for secret in ["SSH-SECRET-4711", "AWS-SECRET-4711"] {
         assert!(!said.contains(secret), "{secret} was read:\n{said}");
     }
-    assert_eq!(said.matches("Permission denied").count(), 3, "{said}");
+    // (The live view may show the output twice: each refusal is looked for, not counted.)
+    for refused in [
+        "home/.ssh/id_ed25519: Permission denied",
+        "home/.aws/credentials: Permission denied",
+        "aws-link/credentials: Permission denied",
+    ] {
+        assert!(said.contains(refused), "{refused}:\n{said}");
+    }
     for readable in ["known-host-line", "plain-notes", "root", "made"] {
         assert!(said.contains(readable), "{readable} unreadable:\n{said}");
     }
