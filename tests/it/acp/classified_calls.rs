@@ -188,3 +188,33 @@ fn the_generator_makes_both_kinds() {
         "{classified} classified, {not} not"
     );
 }
+
+/// A typed `cat f` (the shell driver) through the binary: a terminal card by default, a read
+/// with its location with `--classify-typed`; the same output either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_commands_are_classified_only_when_asked() {
+    use crate::support::acp::{binary, converse_with, temp_dir, PROTOCOL_SERVE_ARGS};
+    use acp_bash::acp::client::{AcpClient, ClientProfile};
+    let (_tmp, dir) = temp_dir();
+    std::fs::write(dir.join("f.txt"), "typed\n").unwrap();
+    let mut shown = Vec::new();
+    for extra in [None, Some("--classify-typed")] {
+        let mut args: Vec<&str> = PROTOCOL_SERVE_ARGS.to_vec();
+        args.extend(extra);
+        let client = AcpClient::new(binary(), args).profile(ClientProfile::Zed);
+        let (turn, _) = converse_with(client, "typed cat", async |mut c| {
+            let session = c.new_session(&dir).await?;
+            c.prompt(&session, "cat f.txt").await
+        })
+        .await;
+        let call = crate::support::acp::tool_call(&turn.updates).clone();
+        shown.push((call.kind, call.title, call.locations.len()));
+    }
+    assert_eq!(
+        shown,
+        [
+            (ToolKind::Execute, "cat f.txt".to_string(), 0),
+            (ToolKind::Read, "Read f.txt".to_string(), 1),
+        ]
+    );
+}

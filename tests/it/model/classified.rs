@@ -46,12 +46,11 @@ async fn classified_transcript(profile: ClientProfile, name: &str) {
     std::fs::create_dir(dir.join("src")).unwrap();
     std::fs::write(dir.join("src/a.rs"), "// a needle\n").unwrap();
     let base = format!("{}/v1", fake.base);
-    let (turn, transcript) =
-        converse_with(model_client(profile, &base), name, async |mut c| {
-            let session = c.new_session(&dir).await?;
-            c.prompt(&session, "look around").await
-        })
-        .await;
+    let (turn, transcript) = converse_with(model_client(profile, &base), name, async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "look around").await
+    })
+    .await;
     assert_eq!(turn.stop_reason, StopReason::EndTurn);
     let calls: Vec<_> = turn
         .updates
@@ -79,7 +78,10 @@ async fn classified_transcript(profile: ClientProfile, name: &str) {
     // The model read each result as it reads any command's.
     let messages = &fake.requests()[1].body["messages"];
     assert_eq!(messages[3]["content"], "two\nthree\n[exit code: 0]");
-    assert_eq!(messages[4]["content"], "src/a.rs:1:// a needle\n[exit code: 0]");
+    assert_eq!(
+        messages[4]["content"],
+        "src/a.rs:1:// a needle\n[exit code: 0]"
+    );
     assert_eq!(messages[5]["content"], "a.rs\n[exit code: 0]");
     let normalized = normalize_transcript(&transcript.lines(), &dir);
     insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
