@@ -8,6 +8,7 @@
 //! - [`exec`]: the execution engine: spawn in a sandbox, env scrub, per-session cwd, process group,
 //!   timeout, bounded and streamed output, kill on cancel.
 //! - [`sandbox`]: kernel confinement applied to each command (Landlock, namespaces).
+//! - [`classify`]: what a command does (a read, a search, a listing), for display only.
 //! - [`present`]: pure, provider-neutral presentation of a call and its result.
 //! - [`store`]: the session store: what is kept of each session on disk (provider-neutral).
 //! - [`acp`]: the only layer that knows the Agent Client Protocol: the agent, the bridge that maps
@@ -27,6 +28,7 @@
 
 #[cfg(feature = "acp")]
 pub mod acp;
+pub mod classify;
 pub mod driver;
 pub mod exec;
 pub mod jobs;

@@ -13,12 +13,13 @@
 
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, Content, ContentBlock, ContentChunk, Meta, SessionMode, SessionModeState,
-    SessionUpdate, Terminal, ToolCall, ToolCallContent, ToolCallId, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind,
+    SessionUpdate, Terminal, ToolCall, ToolCallContent, ToolCallId, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use agent_client_protocol::{Error, ErrorCode};
 use serde_json::{json, Value};
 
+use crate::classify::{CallKind, Classified};
 use crate::exec::{Exit, SessionError};
 use crate::present::script::{self, MAX_ECHO_BYTES};
 use crate::present::stream::LiveUpdate;
@@ -66,6 +67,35 @@ impl ClientFeatures {
     pub fn card(&self) -> bool {
         self.terminal_output
     }
+
+    /// The features `view`'s call is shown with: a classified call (a read, a search, a
+    /// listing) is never a terminal card; its output is text content, for every client.
+    pub fn for_view(self, view: &CallView) -> ClientFeatures {
+        match view.classified {
+            Some(_) => ClientFeatures {
+                terminal_output: false,
+                ..self
+            },
+            None => self,
+        }
+    }
+}
+
+/// The ACP kind of a classified call: a listing is a read (ACP has no kind of its own for it).
+pub fn tool_kind(kind: CallKind) -> ToolKind {
+    match kind {
+        CallKind::Read | CallKind::List => ToolKind::Read,
+        CallKind::Search => ToolKind::Search,
+    }
+}
+
+/// A classified call's locations: the absolute paths it names, and the line where it names one.
+pub fn locations(classified: &Classified) -> Vec<ToolCallLocation> {
+    classified
+        .locations
+        .iter()
+        .map(|location| ToolCallLocation::new(location.path.clone()).line(location.line))
+        .collect()
 }
 
 /// A session that could not be made is the client's mistake: `invalid_params`, with the reason
@@ -120,7 +150,9 @@ fn call_content(
 /// The title a client shows: the whole command (cut to a few KiB) on Zed's card, which shows it
 /// as a bash block; one line for every other client ([`CallView::one_line_title`]).
 pub fn title(view: &CallView, features: ClientFeatures) -> String {
-    if features.card() {
+    if let Some(classified) = &view.classified {
+        classified.title.clone()
+    } else if features.card() {
         view.title.clone()
     } else {
         view.one_line_title.clone()
@@ -132,12 +164,23 @@ pub fn title(view: &CallView, features: ClientFeatures) -> String {
 /// the echo is cut).
 ///
 /// On the card path it carries the terminal block and `_meta.terminal_info{terminal_id, cwd}`.
+/// A classified call ([`CallView::classified`]) is of its kind (`read`, `search`), titled `Read
+/// f`, `Search 'q' in p`, `List p`, with `locations`, and never a card.
 pub fn tool_call(
     call_id: &ToolCallId,
     command: &str,
     view: &CallView,
     features: ClientFeatures,
 ) -> ToolCall {
+    let features = features.for_view(view);
+    if let Some(classified) = &view.classified {
+        return ToolCall::new(call_id.clone(), title(view, features))
+            .kind(tool_kind(classified.kind))
+            .status(ToolCallStatus::InProgress)
+            .content(call_content(call_id, view, features))
+            .locations(locations(classified))
+            .raw_input(json!({ "command": script::cut(command, MAX_ECHO_BYTES) }));
+    }
     let call = ToolCall::new(call_id.clone(), title(view, features))
         .kind(ToolKind::Execute)
         .status(ToolCallStatus::InProgress)
@@ -252,12 +295,14 @@ pub fn final_status(result: &ResultView) -> ToolCallStatus {
 ///   kept and the text is added after it.)
 /// - Fallback path: `status` and content = the description (kept, since content replaces what
 ///   the call had) and the output as a ```` ```console ```` block ending with the status markers.
+///   A classified call always takes this path: its output is text content for every client.
 pub fn final_update(
     call_id: &ToolCallId,
     view: &CallView,
     result: &ResultView,
     features: ClientFeatures,
 ) -> ToolCallUpdate {
+    let features = features.for_view(view);
     let fields = ToolCallUpdateFields::new()
         .status(final_status(result))
         .raw_output(raw_output(view, result));
@@ -322,6 +367,7 @@ mod tests {
             echo: String::new(),
             description: description.map(str::to_string),
             cwd: PathBuf::from("/home/me/proj"),
+            classified: None,
         }
     }
 
@@ -587,6 +633,80 @@ mod tests {
             json!({"sessionUpdate": "agent_message_chunk",
                    "content": {"type": "text", "text": "type a script"}})
         );
+    }
+
+    /// A model's `sed -n` is a read for every client: kind, title, the file and line as a
+    /// location, no terminal, and the output as text on its final update.
+    #[test]
+    fn a_classified_call_is_a_read_with_its_location_and_its_output_as_text() {
+        let call = crate::tool::BashCall::new("sed -n '80,120p' src/a.rs")
+            .description("Look")
+            .classified(true);
+        let view = crate::present::present_call(&call, std::path::Path::new("/p"));
+        for features in [ZED, PLAIN] {
+            let opened = wire(SessionUpdate::ToolCall(tool_call(
+                &id(),
+                call.command(),
+                &view,
+                features,
+            )));
+            assert_eq!(
+                opened,
+                json!({"sessionUpdate": "tool_call", "toolCallId": "call-1-1",
+                       "title": "Read src/a.rs", "kind": "read", "status": "in_progress",
+                       "content": [{"type": "content", "content": {"type": "text", "text": "Look"}}],
+                       "locations": [{"path": "/p/src/a.rs", "line": 80}],
+                       "rawInput": {"command": "sed -n '80,120p' src/a.rs"}})
+            );
+            let done = wire(SessionUpdate::ToolCallUpdate(final_update(
+                &id(),
+                &view,
+                &result(Some(0), None),
+                features,
+            )));
+            assert!(done.get("_meta").is_none(), "{done}");
+            assert_eq!(done["status"], "completed");
+            assert_eq!(
+                done["content"][1]["content"]["text"],
+                "```console\nok\n[exit code: 0]\n```"
+            );
+            assert_eq!(title(&view, features), "Read src/a.rs");
+        }
+        let search = crate::present::present_call(
+            &crate::tool::BashCall::new("rg -n foo src").classified(true),
+            std::path::Path::new("/p"),
+        );
+        let opened = wire(SessionUpdate::ToolCall(tool_call(
+            &id(),
+            "rg -n foo src",
+            &search,
+            ZED,
+        )));
+        assert_eq!(opened["kind"], "search");
+        assert_eq!(opened["title"], "Search 'foo' in src");
+        assert_eq!(opened["locations"], json!([{"path": "/p/src"}]));
+        let listing = crate::present::present_call(
+            &crate::tool::BashCall::new("ls").classified(true),
+            std::path::Path::new("/p"),
+        );
+        let opened = wire(SessionUpdate::ToolCall(tool_call(
+            &id(),
+            "ls",
+            &listing,
+            ZED,
+        )));
+        assert_eq!(
+            (&opened["kind"], &opened["title"]),
+            (&json!("read"), &json!("List ."))
+        );
+        // The same command, not asked to be classified (a user's typed command), is a card.
+        let typed = crate::present::present_call(
+            &crate::tool::BashCall::new("ls"),
+            std::path::Path::new("/p"),
+        );
+        let opened = wire(SessionUpdate::ToolCall(tool_call(&id(), "ls", &typed, ZED)));
+        assert_eq!(opened["kind"], "execute");
+        assert!(opened["_meta"]["terminal_info"].is_object());
     }
 
     #[test]

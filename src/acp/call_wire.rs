@@ -152,6 +152,8 @@ impl CallWire {
         process: Option<u32>,
         sink: &mut dyn UpdateSink,
     ) -> CallWire {
+        // A read, a search or a listing is shown as text, never as a card.
+        let features = features.for_view(&view);
         let mut opened = bridge::tool_call(&id, command, &view, features);
         if let (true, Some(pid)) = (features.card(), process) {
             opened = bridge::with_process(opened, pid);

@@ -137,7 +137,15 @@ impl ToolCallRunner {
         cancel: &CancellationToken,
         before_end: impl FnOnce(),
     ) -> BashResult {
-        let features = self.features;
+        // A read, a search or a listing is never a card ([`crate::present::is_classified`]).
+        // (On the v2 face the output stays in the call's terminal.)
+        let features = match !self.v2 && crate::present::is_classified(call) {
+            true => ClientFeatures {
+                terminal_output: false,
+                ..self.features
+            },
+            false => self.features,
+        };
         let mut request = call.request().clone();
         // The card streams up to its cap; a console view keeps only a tail, so it takes all.
         let wanted = Live::wanted_bytes_for(features.card(), &self.limits);

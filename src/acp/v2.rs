@@ -22,6 +22,7 @@ use serde_json::Value;
 use std::path::Path;
 
 use super::call_wire::UpdateSink;
+use crate::classify::CallKind;
 use crate::present::CallView;
 
 /// The terminal of call `id` (the same id: one terminal per call).
@@ -55,17 +56,36 @@ fn terminal_named(id: &ToolCallId, command: &str, cwd: &Path) -> TerminalUpdate 
 
 /// The call that shows the terminal: titled, `kind: execute`, in progress, its content the
 /// terminal, its `rawInput` the command.
+///
+/// A classified call ([`CallView::classified`]) is of its kind (`read`, `search`), with its
+/// title and `locations`; its output is still its terminal's.
 pub fn call_opened(id: &ToolCallId, view: &CallView, command: &str) -> SessionUpdate {
-    SessionUpdate::ToolCallUpdate(
-        ToolCallUpdate::new(v2::ToolCallId::new(id.0.to_string()))
-            .title(view.title.clone())
-            .kind(v2::ToolKind::Execute)
-            .status(v2::ToolCallStatus::InProgress)
-            .content(vec![v2::ToolCallContent::Terminal(v2::Terminal::new(
-                terminal_id(id),
-            ))])
-            .raw_input(serde_json::json!({ "command": command })),
-    )
+    let update = ToolCallUpdate::new(v2::ToolCallId::new(id.0.to_string()))
+        .status(v2::ToolCallStatus::InProgress)
+        .content(vec![v2::ToolCallContent::Terminal(v2::Terminal::new(
+            terminal_id(id),
+        ))])
+        .raw_input(serde_json::json!({ "command": command }));
+    let update = match &view.classified {
+        Some(classified) => update
+            .title(classified.title.clone())
+            .kind(match classified.kind {
+                CallKind::Read | CallKind::List => v2::ToolKind::Read,
+                CallKind::Search => v2::ToolKind::Search,
+            })
+            .locations(
+                classified
+                    .locations
+                    .iter()
+                    .map(|location| {
+                        v2::ToolCallLocation::new(v2::AbsolutePath::new(location.path.clone()))
+                            .line(location.line)
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+        None => update.title(view.title.clone()).kind(v2::ToolKind::Execute),
+    };
+    SessionUpdate::ToolCallUpdate(update)
 }
 
 /// Live output: appended to the terminal.

@@ -184,6 +184,11 @@ pub struct EngineArgs {
     /// first command in that mode says what is missing.
     #[arg(long)]
     require_sandbox: bool,
+    /// Show a typed command that only reads a file, searches or lists (`cat f`, `rg foo`, `ls`)
+    /// as a read or search card with the file's location, as a model's commands are, instead of
+    /// a terminal card. Display only: the command runs the same.
+    #[arg(long)]
+    classify_typed: bool,
     /// What commands' environment keeps and gets.
     #[command(flatten)]
     pub env: EnvArgs,
@@ -253,6 +258,11 @@ impl EngineArgs {
         limits
     }
 
+    /// Whether the shell driver shows typed reads and searches as such (`--classify-typed`).
+    pub fn classify_typed(&self) -> bool {
+        self.classify_typed
+    }
+
     /// The prompt limit for the agent (`--max-prompt-bytes`).
     pub fn max_prompt_bytes(&self) -> usize {
         self.max_prompt_bytes
@@ -318,6 +328,9 @@ impl EngineArgs {
         }
         if self.require_sandbox {
             args.push("--require-sandbox".into());
+        }
+        if self.classify_typed {
+            args.push("--classify-typed".into());
         }
         args.extend(self.protection.to_args());
         args
@@ -421,6 +434,7 @@ mod tests {
             "64M",
             "--log-budget",
             "1GiB",
+            "--classify-typed",
             "serve",
         ]);
         let args: Vec<String> = std::iter::once("acp-bash".to_string())
@@ -437,6 +451,7 @@ mod tests {
         assert_eq!(a.sandbox_mode, b.sandbox_mode);
         assert_eq!(cli_engine.stream_limits(), again_engine.stream_limits());
         assert_eq!(cli_engine.stream_limits().plain_live, None);
+        assert!(cli_engine.classify_typed() && again_engine.classify_typed());
         assert_eq!(a.max_log_bytes, b.max_log_bytes);
         assert_eq!(a.log_budget_bytes, b.log_budget_bytes);
         assert_eq!(

@@ -4,9 +4,11 @@
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use acp_bash::acp::{AcpBashAgent, AgentStdio, TransportLimits};
 use acp_bash::driver::model::keyfile;
+use acp_bash::driver::ShellDriver;
 use acp_bash::exec::Engine;
 
 use super::model::ModelArgs;
@@ -97,6 +99,8 @@ fn agent_on_stdio(
     }
     if let Some(driver) = driver {
         agent = agent.with_driver(driver);
+    } else if engine.classify_typed() {
+        agent = agent.with_driver(Arc::new(ShellDriver::classifying(true)));
     }
     (agent, transport, temp_root)
 }

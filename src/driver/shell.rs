@@ -11,10 +11,23 @@ use super::{call_from_prompt, commands};
 /// commands runs it (bad arguments are answered with what is expected); any other prompt is a
 /// bash script, run as one call; a prompt with nothing to run is answered with what to type.
 /// Every turn ends with [`StopReason::EndTurn`] (the host turns it into `cancelled` after a
-/// cancel).
+/// cancel). A typed command is a terminal card, unless [`ShellDriver::classifying`] asks for
+/// reads, searches and listings to be shown as such ([`crate::classify`]), as a model's are.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct ShellDriver;
+pub struct ShellDriver {
+    classify: bool,
+}
+
+impl ShellDriver {
+    /// The shell driver whose calls are classified when `classify` ([`BashCall::classify`]:
+    /// display only).
+    ///
+    /// [`BashCall::classify`]: crate::tool::BashCall::classify
+    pub fn classifying(classify: bool) -> Self {
+        ShellDriver { classify }
+    }
+}
 
 impl Driver for ShellDriver {
     fn name(&self) -> &str {
@@ -36,7 +49,7 @@ impl Driver for ShellDriver {
                 // It runs in the session's cwd as the turn finds it.
                 None => match call_from_prompt(&text, None) {
                     Ok(call) => {
-                        turn.run_bash(call).await;
+                        turn.run_bash(call.classified(self.classify)).await;
                     }
                     // Not an error: the user is told what to type, and the turn ends.
                     Err(nothing_to_run) => turn.say(&nothing_to_run.to_string()),

@@ -17,6 +17,7 @@ pub mod stream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::classify::{classify, Classified};
 use crate::exec::{signal_name, Exit, RunStatus};
 use crate::tool::markers::{parse_result, render_console_result};
 use crate::tool::{BashCall, BashResult};
@@ -38,6 +39,9 @@ pub struct CallView {
     pub description: Option<String>,
     /// Where the command runs (the card's header).
     pub cwd: PathBuf,
+    /// What the command does, when the call asked to be classified ([`BashCall::classify`])
+    /// and it is one read, search or listing: shown as that instead of a terminal.
+    pub classified: Option<Classified>,
 }
 
 /// How a finished call looks.
@@ -130,7 +134,17 @@ pub fn present_call(call: &BashCall, cwd: &Path) -> CallView {
         echo: script::echo_lines(call.command()),
         description: call.description.clone(),
         cwd: cwd.to_path_buf(),
+        classified: call
+            .classify
+            .then(|| classify(call.command(), cwd))
+            .flatten(),
     }
+}
+
+/// Whether `call` is shown as a read, a search or a listing ([`CallView::classified`]) rather
+/// than a terminal: known before it starts (what it is does not depend on where it runs).
+pub fn is_classified(call: &BashCall) -> bool {
+    call.classify && classify(call.command(), Path::new("/")).is_some()
 }
 
 /// The view of a finished result that ran in `cwd`, from a result text (output + status line)
@@ -243,8 +257,27 @@ mod tests {
                 echo: String::new(),
                 description: Some("Say hi".to_string()),
                 cwd: PathBuf::from("/home/me/proj"),
+                classified: None,
             }
         );
+    }
+
+    #[test]
+    fn only_a_call_that_asks_is_classified() {
+        let asked = BashCall::new("cat f").classified(true);
+        let view = present_call(&asked, &cwd());
+        let classified = view.classified.expect("a read");
+        assert_eq!(classified.title, "Read f");
+        assert_eq!(
+            classified.locations[0].path,
+            PathBuf::from("/home/me/proj/f")
+        );
+        assert!(is_classified(&asked));
+        assert_eq!(present_call(&call("cat f"), &cwd()).classified, None);
+        assert!(!is_classified(&call("cat f")));
+        let other = BashCall::new("cargo test").classified(true);
+        assert_eq!(present_call(&other, &cwd()).classified, None);
+        assert!(!is_classified(&other));
     }
 
     #[test]

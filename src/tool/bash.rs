@@ -32,6 +32,10 @@ pub struct BashCall {
     pub request: RunRequest,
     /// What the command is for, in words, when the caller said so.
     pub description: Option<String>,
+    /// Show the call as a read, a search or a listing when its command is one
+    /// ([`crate::classify`]): display only, what runs is the same. On for a model's calls
+    /// ([`super::BashArgs::into_call`]); a user's typed commands keep the terminal.
+    pub classify: bool,
 }
 
 impl BashCall {
@@ -43,6 +47,12 @@ impl BashCall {
     /// Sets [`BashCall::description`].
     pub fn description(mut self, description: impl Into<String>) -> Self {
         self.description = Some(description.into());
+        self
+    }
+
+    /// Sets [`BashCall::classify`].
+    pub fn classified(mut self, classify: bool) -> Self {
+        self.classify = classify;
         self
     }
 
@@ -68,6 +78,7 @@ impl From<RunRequest> for BashCall {
         BashCall {
             request,
             description: None,
+            classify: false,
         }
     }
 }

@@ -148,6 +148,8 @@ impl BashArgs {
         let mut call = BashCall::new(self.command);
         call.description = self.description.filter(|d| !d.trim().is_empty());
         call.request.timeout = self.timeout_ms.map(Duration::from_millis);
+        // A model's command is shown as the read or search it is (display only).
+        call.classify = true;
         call
     }
 }
@@ -208,11 +210,12 @@ mod tests {
         assert_eq!(
             args.into_call(),
             BashCall::from(RunRequest::new("ls").timeout(Duration::from_millis(500)))
+                .classified(true)
         );
         let args = BashArgs::from_value(json!({"command": "make", "description": "Build"}));
         assert_eq!(
             args.unwrap().into_call(),
-            BashCall::new("make").description("Build")
+            BashCall::new("make").description("Build").classified(true)
         );
     }
 

@@ -90,7 +90,7 @@ impl AcpBashAgent {
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             client_behind: ClientBehind::default(),
             store: None,
-            driver: Arc::new(ShellDriver),
+            driver: Arc::new(ShellDriver::default()),
         }
     }
 
@@ -217,7 +217,7 @@ impl Connection {
             next_session: AtomicU64::new(1),
             sessions: Mutex::new(HashMap::new()),
             runs: TaskTracker::new(),
-            driver: Arc::new(ShellDriver),
+            driver: Arc::new(ShellDriver::default()),
         }
     }
 

@@ -142,3 +142,64 @@ async fn a_cancelled_command_ends_its_terminal_with_the_signal() {
     assert!(exited["exitStatus"]["signal"].is_string(), "{exited}");
     assert_eq!(sink.0.last().unwrap()["status"], "failed");
 }
+
+/// A model's read, search and listing on the v2 face: the call is of its kind, titled, with
+/// its locations (checked against the v2 schema), and keeps its terminal, which holds the
+/// output. The snapshot is the transcript of the three calls' updates (temp dir as `[TMP]`).
+#[tokio::test]
+async fn a_classified_call_on_v2_is_of_its_kind_with_locations_and_keeps_its_terminal() {
+    let (_tmp, dir) = temp_dir();
+    std::fs::write(dir.join("notes.txt"), "one\ntwo\nthree\n").unwrap();
+    std::fs::create_dir(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/a.rs"), "// a needle\n").unwrap();
+    let runner = ToolCallRunner::default().on_v2();
+    let mut transcript = Vec::new();
+    for (n, command) in ["sed -n '2,3p' notes.txt", "grep -rn needle src", "ls src"]
+        .into_iter()
+        .enumerate()
+    {
+        let session = full_session(&dir);
+        let mut sink = V2Updates::default();
+        let id = ToolCallId::new(format!("call-1-{}", n + 1));
+        let call = BashCall::new(command).classified(true);
+        let cancel = CancellationToken::new();
+        guard(
+            "v2 classified",
+            runner.run(&session, &id, &call, &mut sink, &cancel),
+        )
+        .await;
+        let shown = &sink.0[1];
+        assert_eq!(shown["sessionUpdate"], "tool_call_update");
+        assert_eq!(
+            shown["content"],
+            json!([{ "type": "terminal", "terminalId": id.0.to_string() }])
+        );
+        transcript.extend(sink.0.iter().map(|update| {
+            let line = update.to_string().replace(dir.to_str().unwrap(), "[TMP]");
+            match update["rawOutput"]["duration_ms"].as_u64() {
+                Some(ms) => line.replace(
+                    &format!("\"duration_ms\":{ms}"),
+                    "\"duration_ms\":\"[DURATION]\"",
+                ),
+                None => line,
+            }
+        }));
+    }
+    let kinds: Vec<String> = transcript
+        .iter()
+        .filter(|line| line.contains("\"kind\""))
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .map(|u| format!("{} {} {}", u["kind"], u["title"], u["locations"]))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            r#""read" "Read notes.txt" [{"path":"[TMP]/notes.txt","line":2}]"#,
+            r#""search" "Search 'needle' in src" [{"path":"[TMP]/src"}]"#,
+            r#""read" "List src" [{"path":"[TMP]/src"}]"#,
+        ]
+    );
+    insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("v2__classified_calls", transcript.join("\n"));
+    });
+}

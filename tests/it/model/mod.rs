@@ -12,6 +12,7 @@
 //!   background jobs; embedded resources.
 
 mod binary;
+mod classified;
 mod control;
 mod failures;
 mod harness;
