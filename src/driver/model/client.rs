@@ -8,7 +8,7 @@
 //! connection is dropped). Must not touch: retries, the loop, ACP.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use eventsource_stream::Eventsource;
@@ -121,16 +121,26 @@ pub struct ModelClient {
     provider: Provider,
     base_url: String,
     http: OnceLock<reqwest::Client>,
+    /// What an OpenAI-compatible body carries, as this server takes it (changed once when
+    /// its error asks for it, and kept for the next requests).
+    openai: Mutex<openai::Options>,
 }
 
 impl ModelClient {
     /// A client of `provider` at `base_url` (nothing is built or connected yet).
     pub fn new(provider: Provider, base_url: impl Into<String>) -> Self {
+        let base_url = base_url.into();
         ModelClient {
             provider,
-            base_url: base_url.into(),
+            openai: Mutex::new(openai::Options::for_base(&base_url)),
+            base_url,
             http: OnceLock::new(),
         }
+    }
+
+    /// The OpenAI-compatible options the next request is sent with.
+    pub fn openai_options(&self) -> openai::Options {
+        *self.openai.lock().unwrap()
     }
 
     /// The provider.
@@ -173,15 +183,41 @@ impl ModelClient {
         on_delta: &mut (dyn FnMut(&Delta) + Send),
         cancel: &CancellationToken,
     ) -> Result<Reply, ApiError> {
-        self.stream_inner(request, key, on_delta, cancel)
-            .await
-            .map_err(|error| error.redact(key.expose()))
+        let mut adapted = false;
+        loop {
+            let options = self.openai_options();
+            let error = match self
+                .stream_inner(request, key, options, on_delta, cancel)
+                .await
+            {
+                Ok(reply) => return Ok(reply),
+                Err(error) => error.redact(key.expose()),
+            };
+            // One retry when the server's refusal names a field it does not take (OpenAI's
+            // reasoning models and `max_tokens`, gateways and `stream_options`).
+            let adapt = match self.provider {
+                Provider::OpenAi if !adapted => openai::adapt(options, &error),
+                _ => None,
+            };
+            let Some(options) = adapt else {
+                return Err(error);
+            };
+            tracing::warn!(
+                "the server refused a field ({error}); trying once more with \
+                 max_completion_tokens = {}, stream_options = {}",
+                options.max_completion_tokens,
+                options.stream_options
+            );
+            *self.openai.lock().unwrap() = options;
+            adapted = true;
+        }
     }
 
     async fn stream_inner(
         &self,
         request: &ModelRequest<'_>,
         key: &ApiKey,
+        options: openai::Options,
         on_delta: &mut (dyn FnMut(&Delta) + Send),
         cancel: &CancellationToken,
     ) -> Result<Reply, ApiError> {
@@ -193,7 +229,7 @@ impl ModelClient {
         let builder = match self.provider {
             Provider::OpenAi => builder
                 .bearer_auth(key.expose())
-                .body(openai::body(request).to_string()),
+                .body(openai::body(request, options).to_string()),
             Provider::Anthropic => builder
                 .header("x-api-key", key.expose())
                 .header("anthropic-version", anthropic::VERSION)
@@ -221,12 +257,16 @@ impl ModelClient {
         }
         let mut events = response.bytes_stream().eventsource();
         let mut reader = anthropic::EventReader::default();
+        let mut chunks = openai::ChunkReader::default();
         loop {
             let event = tokio::select! {
                 event = events.next() => event,
                 () = cancel.cancelled() => return Ok(reply.finish()),
             };
             let event = match event {
+                // A server that ends the stream after the finish reason, without `[DONE]` or
+                // `message_stop`, has said all it will.
+                None if reply.has_finished() => return Ok(reply.finish()),
                 None => {
                     return Err(ApiError::Connection(
                         "the stream ended before the reply did".into(),
@@ -236,7 +276,7 @@ impl ModelClient {
                 Some(Ok(event)) => event,
             };
             let deltas = match self.provider {
-                Provider::OpenAi => openai::parse_event(&event.data)?,
+                Provider::OpenAi => chunks.read(&event.data)?,
                 Provider::Anthropic => reader.read(&event.event, &event.data)?,
             };
             let Some(deltas) = deltas else {
@@ -256,7 +296,14 @@ impl ModelClient {
 fn error_message(body: &str) -> String {
     serde_json::from_str::<serde_json::Value>(body)
         .ok()
-        .and_then(|value| value["error"]["message"].as_str().map(str::to_string))
+        .and_then(|value| {
+            // Gemini's OpenAI-compatible endpoint wraps the error in a list.
+            let value = value
+                .as_array()
+                .and_then(|list| list.first())
+                .unwrap_or(&value);
+            value["error"]["message"].as_str().map(str::to_string)
+        })
         .unwrap_or_else(|| body.trim().to_string())
 }
 

@@ -29,7 +29,8 @@ pub mod system;
 pub mod tools;
 
 pub use api::{
-    ApiError, Delta, Finish, Message, ModelRequest, Reply, TokenUsage, ToolCall, ToolSpec,
+    ApiError, Delta, Effort, Finish, Message, ModelRequest, Reasoning, Reply, TokenUsage, ToolCall,
+    ToolSpec,
 };
 pub use client::{ApiKey, ModelClient, Provider};
 pub use retry::RetryPolicy;
@@ -225,7 +226,18 @@ impl ModelDriver {
         state: &mut Conversation,
     ) -> Result<StopReason, TurnError> {
         let (config, client) = self.chosen(turn.model().as_deref());
+        let origin = Self::model_id(config);
+        let effort = turn.thought_level().as_deref().and_then(Effort::parse);
         let conversation = &mut state.messages;
+        // Reasoning goes back to the model that wrote it only.
+        let dropped = api::drop_foreign_reasoning(conversation, &origin);
+        if dropped > 0 {
+            tracing::info!(
+                model = %origin,
+                messages = dropped,
+                "another model's reasoning dropped from the conversation"
+            );
+        }
         let text = prompt.text();
         // The user's own commands never reach the model.
         match commands::parse(&text) {
@@ -264,6 +276,8 @@ impl ModelDriver {
         let tools = tools::specs();
         let settings = agent_loop::LoopSettings {
             model: &config.model,
+            origin: &origin,
+            effort,
             system: &system,
             tools: &tools,
             max_steps: config.max_steps,
@@ -419,7 +433,31 @@ impl Driver for ModelDriver {
         self.key().map(|_| ()).map_err(TurnError::AuthRequired)
     }
 
+    fn thought_levels(&self) -> Vec<ModelChoice> {
+        let default = ModelChoice::new(THOUGHT_DEFAULT, "Default").description(
+            "The model's own default: OpenAI-compatible models get no reasoning_effort, \
+             Anthropic models no extended thinking",
+        );
+        std::iter::once(default)
+            .chain(Effort::ALL.into_iter().map(|effort| {
+                let name = match effort {
+                    Effort::Low => "Low",
+                    Effort::Medium => "Medium",
+                    _ => "High",
+                };
+                ModelChoice::new(effort.id(), name).description(format!(
+                    "reasoning_effort {:?}; Anthropic: extended thinking with {} tokens",
+                    effort.id(),
+                    effort.thinking_budget()
+                ))
+            }))
+            .collect()
+    }
+
     fn embedded_context(&self) -> bool {
         true
     }
 }
+
+/// The id of the reasoning level that leaves the model's default alone.
+pub const THOUGHT_DEFAULT: &str = "default";
