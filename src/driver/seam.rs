@@ -69,6 +69,12 @@ pub trait Driver: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Session `session_id` was closed (its turns have ended): free what the driver keeps for
+    /// it. A session loaded again later starts from its record.
+    fn session_closed(&self, session_id: &str) {
+        let _ = session_id;
+    }
+
     /// The reasoning levels a session may choose from (offered to the client as the
     /// `reasoning` config option, category `thought_level`), the default first; empty for a
     /// driver without a model. A turn reads the session's choice with

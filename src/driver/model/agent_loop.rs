@@ -170,6 +170,15 @@ async fn request(
         match settings.retry.delay(retry, &error) {
             Some(delay) => {
                 retry += 1;
+                // Shown while it happens (as a thought: it is not the model's word, and is
+                // neither recorded nor sent to the model).
+                turn.think(&format!(
+                    "\n[The {} API failed ({error}); trying again in {:.1}s, retry {retry} of \
+                     {}.]\n",
+                    client.provider().id(),
+                    delay.as_secs_f64(),
+                    settings.retry.max_retries
+                ));
                 tracing::warn!(
                     "model request failed ({error}); retry {retry} of {} in {:.1}s",
                     settings.retry.max_retries,
@@ -219,6 +228,12 @@ fn user_message(
              or pass `--api-key-env NAME` to read another variable, then restart the agent.",
             key.origin()
         ),
+        ApiError::Quota { status, message } => format!(
+            "The {provider} account has no credit left (HTTP {status}): {message}. Add credit \
+             or a payment method at the provider, or use another key ({}); retrying will not \
+             help.",
+            key.origin()
+        ),
         ApiError::ContextOverflow(message) => format!(
             "The conversation no longer fits the model's context window ({message}), even \
              with old command output removed. Start a new session, or ask for less output \
@@ -241,12 +256,12 @@ fn user_message(
             "The {provider} API failed {} times in a row ({error}) at {}. Try again later, or \
              check `--base-url`.",
             retries + 1,
-            client.url()
+            client.shown_url()
         ),
         error => format!(
             "The {provider} API rejected the request ({error}). Check `--model` and \
              `--base-url` ({}).",
-            client.url()
+            client.shown_url()
         ),
     };
     // The provider may echo the key; never show it.

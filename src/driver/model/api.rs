@@ -483,6 +483,14 @@ pub enum ApiError {
     Connection(String),
     /// The conversation does not fit the model's context window.
     ContextOverflow(String),
+    /// The account has no credit left (OpenAI's 429 `insufficient_quota`): final, not a rate
+    /// limit.
+    Quota {
+        /// The HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
     /// Any other refusal (400, 404, …): the request itself is wrong; retrying will not help.
     BadRequest {
         /// The HTTP status.
@@ -513,6 +521,21 @@ impl ApiError {
         }
     }
 
+    /// Classifies an HTTP error answer by its `code` or `type` first (OpenAI's and llama.cpp's
+    /// `error.code` / `error.type`, Anthropic's `error.type`), then by its status and message.
+    pub fn from_answer(
+        status: u16,
+        retry_after: Option<Duration>,
+        message: String,
+        code: Option<&str>,
+    ) -> Self {
+        match code {
+            Some("insufficient_quota") => ApiError::Quota { status, message },
+            Some(code) if OVERFLOW_CODES.contains(&code) => ApiError::ContextOverflow(message),
+            _ => Self::from_status(status, retry_after, message),
+        }
+    }
+
     /// Classifies an HTTP error answer: `status`, the `Retry-After` header, the body's message.
     pub fn from_status(status: u16, retry_after: Option<Duration>, message: String) -> Self {
         match status {
@@ -533,13 +556,18 @@ impl ApiError {
 
     /// The same error with every occurrence of `secret` replaced.
     pub fn redact(self, secret: &str) -> Self {
-        let clean = |text: String| {
+        self.map_messages(|text| {
             if secret.is_empty() {
-                text
+                text.to_string()
             } else {
                 text.replace(secret, "[redacted]")
             }
-        };
+        })
+    }
+
+    /// The same error with its message passed through `clean`.
+    pub fn map_messages(self, clean: impl Fn(&str) -> String) -> Self {
+        let clean = |text: String| clean(&text);
         match self {
             ApiError::Auth { status, message } => ApiError::Auth {
                 status,
@@ -567,12 +595,24 @@ impl ApiError {
                 status,
                 message: clean(message),
             },
+            ApiError::Quota { status, message } => ApiError::Quota {
+                status,
+                message: clean(message),
+            },
             ApiError::Protocol(message) => ApiError::Protocol(clean(message)),
         }
     }
 }
 
-/// Whether a provider's error message says the conversation is too long for the model.
+/// The error codes and types that say the conversation is too long: OpenAI's (and vLLM's,
+/// LM Studio's where they give one) `context_length_exceeded`, llama.cpp's
+/// `exceed_context_size_error`.
+pub const OVERFLOW_CODES: &[&str] = &["context_length_exceeded", "exceed_context_size_error"];
+
+/// Whether a provider's error message says the conversation is too long for the model (for
+/// the servers that give no code): OpenAI and vLLM ("maximum context length"), Anthropic
+/// ("prompt is too long"), llama.cpp ("exceeds the available context size"), LM Studio
+/// ("context length of only"), Ollama ("prompt too long").
 pub fn is_context_overflow(message: &str) -> bool {
     let message = message.to_ascii_lowercase();
     [
@@ -580,8 +620,12 @@ pub fn is_context_overflow(message: &str) -> bool {
         "maximum context length",
         "context window",
         "prompt is too long",
+        "prompt too long",
         "too many tokens",
         "exceeds the context",
+        "exceeds the available context size",
+        "context length of only",
+        "longer than the model's context length",
     ]
     .iter()
     .any(|needle| message.contains(needle))
@@ -602,7 +646,9 @@ impl fmt::Display for ApiError {
             ApiError::ContextOverflow(message) => {
                 write!(f, "the conversation is too long for the model: {message}")
             }
-            ApiError::BadRequest { status, message } => write!(f, "HTTP {status}: {message}"),
+            ApiError::BadRequest { status, message } | ApiError::Quota { status, message } => {
+                write!(f, "HTTP {status}: {message}")
+            }
             ApiError::Protocol(message) => write!(f, "unreadable stream: {message}"),
         }
     }
@@ -724,6 +770,34 @@ mod tests {
         assert_eq!(drop_foreign_reasoning(&mut messages, "openai:b"), 1);
         assert_eq!(messages[0], Message::assistant("t", vec![]));
         assert_eq!(messages[1], with("openai:b"));
+    }
+
+    #[test]
+    fn codes_come_before_statuses() {
+        let quota = ApiError::from_answer(429, None, "over".into(), Some("insufficient_quota"));
+        assert!(matches!(quota, ApiError::Quota { status: 429, .. }));
+        assert!(!quota.is_retryable());
+        for code in OVERFLOW_CODES {
+            assert!(matches!(
+                ApiError::from_answer(400, None, "no".into(), Some(code)),
+                ApiError::ContextOverflow(_)
+            ));
+        }
+        for message in [
+            "the request exceeds the available context size, try increasing it",
+            "Trying to keep the first 40000 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens",
+            "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        ] {
+            assert!(matches!(
+                ApiError::from_answer(400, None, message.into(), Some("invalid_request_error")),
+                ApiError::ContextOverflow(_)
+            ), "{message}");
+        }
+        assert!(
+            ApiError::from_answer(429, None, "slow".into(), Some("rate_limit_exceeded"))
+                .is_retryable()
+        );
     }
 
     #[test]
