@@ -69,6 +69,20 @@ pub trait Driver: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Session `session_id` was closed (its turns have ended): free what the driver keeps for
+    /// it. A session loaded again later starts from its record.
+    fn session_closed(&self, session_id: &str) {
+        let _ = session_id;
+    }
+
+    /// The reasoning levels a session may choose from (offered to the client as the
+    /// `reasoning` config option, category `thought_level`), the default first; empty for a
+    /// driver without a model. A turn reads the session's choice with
+    /// [`TurnHost::thought_level`].
+    fn thought_levels(&self) -> Vec<ModelChoice> {
+        Vec::new()
+    }
+
     /// Whether the driver reads the text of `resource` blocks (files the client embeds, like
     /// Zed's @-mentions): `initialize` advertises `promptCapabilities.embeddedContext` so.
     /// The shell driver does not (a prompt is a script).
@@ -77,7 +91,8 @@ pub trait Driver: Send + Sync + 'static {
     }
 }
 
-/// One model a [`Driver`] offers ([`Driver::models`]).
+/// One model a [`Driver`] offers ([`Driver::models`]), or one of its reasoning levels
+/// ([`Driver::thought_levels`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ModelChoice {
@@ -158,6 +173,12 @@ pub trait TurnHost: Send {
     /// `session/set_config_option`) when the turn began; `None`: the driver's default (the
     /// first).
     fn model(&self) -> Option<String> {
+        None
+    }
+
+    /// The id of the reasoning level the session chose (one of [`Driver::thought_levels`])
+    /// when the turn began; `None`: the driver's default (the first).
+    fn thought_level(&self) -> Option<String> {
         None
     }
 }

@@ -66,6 +66,8 @@ pub struct Turn<'a> {
     unrecorded_text: String,
     /// The model the session chose ([`TurnHost::model`]).
     model: Option<String>,
+    /// The reasoning level the session chose ([`TurnHost::thought_level`]).
+    thought_level: Option<String>,
 }
 
 impl<'a> Turn<'a> {
@@ -95,7 +97,14 @@ impl<'a> Turn<'a> {
             recorded: None,
             unrecorded_text: String::new(),
             model: None,
+            thought_level: None,
         }
+    }
+
+    /// Sets the reasoning level the session chose for this turn ([`TurnHost::thought_level`]).
+    pub fn thought_level(mut self, level: Option<String>) -> Self {
+        self.thought_level = level;
+        self
     }
 
     /// Sets the model the session chose for this turn ([`TurnHost::model`]).
@@ -197,6 +206,10 @@ impl TurnHost for Turn<'_> {
 
     fn model(&self) -> Option<String> {
         self.model.clone()
+    }
+
+    fn thought_level(&self) -> Option<String> {
+        self.thought_level.clone()
     }
 }
 

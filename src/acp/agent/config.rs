@@ -20,6 +20,9 @@ pub use crate::acp::modes::MODE_OPTION_ID;
 /// The id of the model's config option (only with a model driver).
 pub const MODEL_OPTION_ID: &str = "model";
 
+/// The id of the reasoning level's config option (only with a driver that offers levels).
+pub const REASONING_OPTION_ID: &str = "reasoning";
+
 impl Connection {
     /// The session's config options as they are now: the sandbox mode, then the model when
     /// the driver offers models.
@@ -43,15 +46,40 @@ impl Connection {
                     .category(SessionConfigOptionCategory::Model),
             );
         }
+        let levels = self.driver.thought_levels();
+        if let Some(default) = levels.first().map(|l| l.id.clone()) {
+            let chosen = state.thought_level.lock().unwrap().clone();
+            let values: Vec<SessionConfigSelectOption> = levels
+                .iter()
+                .map(|level| {
+                    SessionConfigSelectOption::new(level.id.clone(), level.name.clone())
+                        .description(level.description.clone())
+                })
+                .collect();
+            options.push(
+                SessionConfigOption::select(
+                    REASONING_OPTION_ID,
+                    "Reasoning",
+                    chosen.unwrap_or(default),
+                    values,
+                )
+                .description("How hard the model thinks before it answers".to_string())
+                .category(SessionConfigOptionCategory::ThoughtLevel),
+            );
+        }
         options
     }
 
     /// The ids [`Self::config_options`] offers.
     fn option_ids(&self) -> Vec<&'static str> {
-        match self.driver.models().is_empty() {
-            true => vec![MODE_OPTION_ID],
-            false => vec![MODE_OPTION_ID, MODEL_OPTION_ID],
+        let mut ids = vec![MODE_OPTION_ID];
+        if !self.driver.models().is_empty() {
+            ids.push(MODEL_OPTION_ID);
         }
+        if !self.driver.thought_levels().is_empty() {
+            ids.push(REASONING_OPTION_ID);
+        }
+        ids
     }
 
     /// `session/set_config_option`: changes the sandbox mode or the model for the session's
@@ -93,7 +121,7 @@ impl Connection {
 
     /// Sets option `config_id` of `state` (of session `session_id`) to `value` (a value id;
     /// `None` for a value of another type, which `quoted` shows in the error): the mode's new
-    /// id when the sandbox mode changed, `None` for the model. An unknown id or value is an
+    /// id when the sandbox mode changed, `None` for the model and the reasoning level. An unknown id or value is an
     /// invalid-params error listing the valid ones, and changes nothing. Both faces' handlers.
     pub(super) fn change_config_option(
         &self,
@@ -119,6 +147,12 @@ impl Connection {
                 .modes()
                 .into_iter()
                 .map(|m| m.id.0.to_string())
+                .collect(),
+            REASONING_OPTION_ID => self
+                .driver
+                .thought_levels()
+                .into_iter()
+                .map(|l| l.id)
                 .collect(),
             _ => self.driver.models().into_iter().map(|m| m.id).collect(),
         };
@@ -150,6 +184,17 @@ impl Connection {
                 state.session.set_mode(mode);
                 state.log.set_mode(mode.id());
                 Ok(Some(modes.id(mode)))
+            }
+            REASONING_OPTION_ID => {
+                if !valid.contains(&value) {
+                    return Err(refuse(format!(
+                        "unknown reasoning level {:?}",
+                        short(&value)
+                    )));
+                }
+                tracing::info!(session = %session_id, reasoning = %value, "session/set_config_option");
+                *state.thought_level.lock().unwrap() = Some(value);
+                Ok(None)
             }
             _ => {
                 if !valid.contains(&value) {

@@ -362,6 +362,8 @@ impl Connection {
     pub(super) async fn wait_until_stopped(&self, id: &SessionId, state: Arc<SessionState>) {
         let stopped = async {
             let _turn = state.turn.lock().await;
+            // No turn runs now: what the driver keeps for the session goes.
+            self.driver.session_closed(&id.0);
             state.jobs.registry.shutdown().await;
             // The cards record their jobs' ends: done before the session can be loaded again
             // (by a new log that would otherwise miss them).

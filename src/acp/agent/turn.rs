@@ -146,7 +146,8 @@ impl Connection {
             &new_call_id,
             prompt.text(),
         )
-        .model(state.model.lock().unwrap().clone());
+        .model(state.model.lock().unwrap().clone())
+        .thought_level(state.thought_level.lock().unwrap().clone());
         let ended = run_turn(&*self.driver, prompt, turn).await;
         let card = port.card.lock().unwrap().take();
         if let Some(failure) = port.failure.lock().unwrap().take() {

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::api::{ApiError, Delta, Finish, Message, ModelRequest, ToolSpec};
+use super::api::{ApiError, Delta, Effort, Finish, Message, ModelRequest, ToolSpec};
 use super::client::{ApiKey, ModelClient};
 use super::retry::RetryPolicy;
 use super::tools::run_tool_call;
@@ -25,6 +25,10 @@ pub(crate) const TRIMMED: &str = "[output removed to fit the context window]";
 pub struct LoopSettings<'a> {
     /// The model's name.
     pub model: &'a str,
+    /// The model's id, `PROVIDER:NAME`: the origin of the reasoning its replies carry.
+    pub origin: &'a str,
+    /// The reasoning effort the session chose.
+    pub effort: Option<Effort>,
     /// The system prompt.
     pub system: &'a str,
     /// The tools.
@@ -73,13 +77,15 @@ pub async fn run_loop(
                 None => usage,
             });
         }
+        let reasoning = reply.reasoning.map(|mut reasoning| {
+            reasoning.origin = settings.origin.to_string();
+            reasoning
+        });
         if cancel.is_cancelled() {
             // What was said stays; calls the model had not finished asking for never run.
+            // (A cut reply's reasoning may be unsigned: it is not kept.)
             if !reply.text.is_empty() {
-                conversation.push(Message::Assistant {
-                    text: reply.text,
-                    tool_calls: Vec::new(),
-                });
+                conversation.push(Message::assistant(reply.text, Vec::new()));
             }
             return StopReason::Cancelled;
         }
@@ -87,6 +93,7 @@ pub async fn run_loop(
         conversation.push(Message::Assistant {
             text: reply.text,
             tool_calls: reply.tool_calls,
+            reasoning,
         });
         if calls.is_empty() {
             return match reply.finish {
@@ -140,6 +147,7 @@ async fn request(
             messages: conversation,
             tools: settings.tools,
             max_tokens: settings.max_tokens,
+            effort: settings.effort,
         };
         let mut on_delta = |delta: &Delta| match delta {
             Delta::Text(text) => turn.say(text),
@@ -162,6 +170,15 @@ async fn request(
         match settings.retry.delay(retry, &error) {
             Some(delay) => {
                 retry += 1;
+                // Shown while it happens (as a thought: it is not the model's word, and is
+                // neither recorded nor sent to the model).
+                turn.think(&format!(
+                    "\n[The {} API failed ({error}); trying again in {:.1}s, retry {retry} of \
+                     {}.]\n",
+                    client.provider().id(),
+                    delay.as_secs_f64(),
+                    settings.retry.max_retries
+                ));
                 tracing::warn!(
                     "model request failed ({error}); retry {retry} of {} in {:.1}s",
                     settings.retry.max_retries,
@@ -211,6 +228,12 @@ fn user_message(
              or pass `--api-key-env NAME` to read another variable, then restart the agent.",
             key.origin()
         ),
+        ApiError::Quota { status, message } => format!(
+            "The {provider} account has no credit left (HTTP {status}): {message}. Add credit \
+             or a payment method at the provider, or use another key ({}); retrying will not \
+             help.",
+            key.origin()
+        ),
         ApiError::ContextOverflow(message) => format!(
             "The conversation no longer fits the model's context window ({message}), even \
              with old command output removed. Start a new session, or ask for less output \
@@ -233,12 +256,12 @@ fn user_message(
             "The {provider} API failed {} times in a row ({error}) at {}. Try again later, or \
              check `--base-url`.",
             retries + 1,
-            client.url()
+            client.shown_url()
         ),
         error => format!(
             "The {provider} API rejected the request ({error}). Check `--model` and \
              `--base-url` ({}).",
-            client.url()
+            client.shown_url()
         ),
     };
     // The provider may echo the key; never show it.

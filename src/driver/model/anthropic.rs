@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::api::{ApiError, Delta, Finish, Message, ModelRequest, TokenUsage};
+use super::api::{ApiError, Delta, Finish, Message, ModelRequest, ReasoningPiece, TokenUsage};
 
 /// The `anthropic-version` header sent.
 pub const VERSION: &str = "2023-06-01";
@@ -33,7 +33,19 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
     for message in request.messages {
         match message {
             Message::User(text) => push("user", json!({"type": "text", "text": text})),
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant {
+                text,
+                tool_calls,
+                reasoning,
+            } => {
+                // Signed thinking goes back first, unchanged (the API checks the signature;
+                // within a tool loop it refuses the call without it). Only while thinking is
+                // on: a request without it takes no thinking blocks.
+                if request.effort.is_some() {
+                    for block in reasoning.iter().flat_map(|r| &r.blocks) {
+                        push("assistant", block.clone());
+                    }
+                }
                 if !text.is_empty() {
                     push("assistant", json!({"type": "text", "text": text}));
                 }
@@ -79,14 +91,22 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut body = json!({
         "model": request.model,
         "max_tokens": request.max_tokens,
         "system": request.system,
         "messages": messages,
         "tools": tools,
         "stream": true,
-    })
+    });
+    if let Some(effort) = request.effort {
+        // Extended thinking: the budget comes on top of the reply's own limit (the API wants
+        // `budget_tokens` below `max_tokens`).
+        let budget = effort.thinking_budget();
+        body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        body["max_tokens"] = json!(request.max_tokens.saturating_add(budget));
+    }
+    body
 }
 
 /// Reads one reply's events; remembers which blocks are tool calls and whether their input
@@ -96,6 +116,8 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
 pub struct EventReader {
     /// Tool-use blocks by index: whether any input piece came.
     tool_blocks: BTreeMap<usize, bool>,
+    /// `thinking` and `redacted_thinking` blocks by index, as they build up.
+    thinking_blocks: BTreeMap<usize, Value>,
 }
 
 impl EventReader {
@@ -135,6 +157,15 @@ impl EventReader {
                             deltas.push(Delta::Text(text.to_string()));
                         }
                     }
+                    Some("thinking") => {
+                        if let Some(text) = block["thinking"].as_str().filter(|t| !t.is_empty()) {
+                            deltas.push(Delta::Thinking(text.to_string()));
+                        }
+                        self.thinking_blocks.insert(index, block.clone());
+                    }
+                    Some("redacted_thinking") => {
+                        self.thinking_blocks.insert(index, block.clone());
+                    }
                     _ => {}
                 }
             }
@@ -144,9 +175,21 @@ impl EventReader {
                     Some("text_delta") => {
                         deltas.push(Delta::Text(delta["text"].as_str().unwrap_or("").into()))
                     }
-                    Some("thinking_delta") => deltas.push(Delta::Thinking(
-                        delta["thinking"].as_str().unwrap_or("").into(),
-                    )),
+                    Some("thinking_delta") => {
+                        let piece = delta["thinking"].as_str().unwrap_or("");
+                        if let Some(block) = self.thinking_blocks.get_mut(&index) {
+                            let so_far = block["thinking"].as_str().unwrap_or("");
+                            block["thinking"] = json!(format!("{so_far}{piece}"));
+                        }
+                        deltas.push(Delta::Thinking(piece.into()))
+                    }
+                    Some("signature_delta") => {
+                        let piece = delta["signature"].as_str().unwrap_or("");
+                        if let Some(block) = self.thinking_blocks.get_mut(&index) {
+                            let so_far = block["signature"].as_str().unwrap_or("");
+                            block["signature"] = json!(format!("{so_far}{piece}"));
+                        }
+                    }
                     Some("input_json_delta") => {
                         let piece = delta["partial_json"].as_str().unwrap_or("");
                         if !piece.is_empty() {
@@ -159,8 +202,13 @@ impl EventReader {
                             arguments: piece.to_string(),
                         });
                     }
-                    _ => {} // signature_delta and others: nothing to show
+                    _ => {}
                 }
+            }
+            // A thinking block is kept whole, with its signature, once it has ended.
+            "content_block_stop" if self.thinking_blocks.contains_key(&index) => {
+                let block = self.thinking_blocks.remove(&index).unwrap_or_default();
+                deltas.push(Delta::Reasoning(ReasoningPiece::Block(block)));
             }
             // A tool without arguments streams none: its input is `{}`.
             "content_block_stop" if self.tool_blocks.get(&index) == Some(&false) => {
@@ -236,13 +284,13 @@ mod tests {
     fn tool_results_and_the_next_prompt_share_one_user_message() {
         let messages = [
             Message::User("go".into()),
-            Message::Assistant {
-                text: "Looking".into(),
-                tool_calls: vec![
+            Message::assistant(
+                "Looking",
+                vec![
                     ToolCall::new("t1", "bash", r#"{"command":"ls"}"#),
                     ToolCall::new("t2", "bash", "not json"),
                 ],
-            },
+            ),
             Message::ToolResult {
                 call_id: "t1".into(),
                 content: "[exit code: 0]".into(),
@@ -261,6 +309,7 @@ mod tests {
             messages: &messages,
             tools: &[],
             max_tokens: 64,
+            effort: None,
         };
         let body = body(&request);
         assert_eq!(body["system"], "sys");

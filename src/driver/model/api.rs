@@ -23,6 +23,9 @@ pub enum Message {
         text: String,
         /// The tool calls, in order.
         tool_calls: Vec<ToolCall>,
+        /// What the model reasoned first, in its provider's own form (sent back to the model
+        /// that wrote it only; see [`Reasoning`]).
+        reasoning: Option<Reasoning>,
     },
     /// The answer to one tool call.
     ToolResult {
@@ -33,6 +36,115 @@ pub enum Message {
         /// Whether the call failed to run (bad arguments, unknown tool).
         is_error: bool,
     },
+}
+
+impl Message {
+    /// An assistant message of `text` and `tool_calls`, without reasoning.
+    pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
+        Message::Assistant {
+            text: text.into(),
+            tool_calls,
+            reasoning: None,
+        }
+    }
+}
+
+/// What a model reasoned before one answer, kept with that answer in the form its provider
+/// wants it back:
+///
+/// - Anthropic: the `thinking` blocks with their `signature`, and `redacted_thinking` blocks,
+///   unchanged and in order ([`Reasoning::blocks`]), sent back at the start of the message;
+/// - DeepSeek (and the servers that stream `reasoning_content`): the text, sent back as
+///   `reasoning_content` on a message with tool calls ([`Reasoning::content_field`]);
+/// - OpenRouter: `reasoning_details`, the streamed pieces merged by index
+///   ([`Reasoning::details`]);
+/// - Gemini's OpenAI-compatible endpoint: each tool call's `extra_content` (its thought
+///   signature), by call id ([`Reasoning::call_extras`]).
+///
+/// It goes back only to the model that wrote it ([`Reasoning::origin`]): a session that
+/// switches model drops it ([`drop_foreign_reasoning`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Reasoning {
+    /// The model that wrote it, `PROVIDER:NAME`.
+    pub origin: String,
+    /// The thoughts as text, as they were shown.
+    pub text: String,
+    /// Whether the server streamed the text as `reasoning_content` (sent back so).
+    pub content_field: bool,
+    /// Anthropic's `thinking` / `redacted_thinking` blocks, whole.
+    pub blocks: Vec<Value>,
+    /// OpenRouter's `reasoning_details`.
+    pub details: Vec<Value>,
+    /// Gemini's `extra_content` of each tool call, by the call's id.
+    pub call_extras: Vec<(String, Value)>,
+}
+
+impl Reasoning {
+    /// The `extra_content` of call `id`, if the provider sent one.
+    pub fn call_extra(&self, id: &str) -> Option<&Value> {
+        self.call_extras
+            .iter()
+            .find(|(call, _)| call == id)
+            .map(|(_, extra)| extra)
+    }
+}
+
+/// Removes the reasoning that `origin` (`PROVIDER:NAME`) did not write: it must never reach
+/// another model (a signature of one provider is an error at the next, and thoughts are the
+/// provider's). Returns how many messages lost theirs.
+pub fn drop_foreign_reasoning(messages: &mut [Message], origin: &str) -> usize {
+    let mut dropped = 0;
+    for message in messages {
+        if let Message::Assistant { reasoning, .. } = message {
+            if reasoning.as_ref().is_some_and(|r| r.origin != origin) {
+                *reasoning = None;
+                dropped += 1;
+            }
+        }
+    }
+    dropped
+}
+
+/// How hard a reasoning model thinks (the session's `reasoning` option): OpenAI-compatible
+/// `reasoning_effort`, Anthropic's extended thinking with a budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Effort {
+    /// Little.
+    Low,
+    /// Some.
+    Medium,
+    /// Much.
+    High,
+}
+
+impl Effort {
+    /// Every level, least first.
+    pub const ALL: [Effort; 3] = [Effort::Low, Effort::Medium, Effort::High];
+
+    /// `low`, `medium`, `high` (OpenAI's `reasoning_effort` values).
+    pub fn id(self) -> &'static str {
+        match self {
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+        }
+    }
+
+    /// The level whose [`Effort::id`] is `id`.
+    pub fn parse(id: &str) -> Option<Effort> {
+        Effort::ALL.into_iter().find(|effort| effort.id() == id)
+    }
+
+    /// Anthropic's `thinking.budget_tokens` for this level (at least 1024, the API's floor).
+    pub fn thinking_budget(self) -> u32 {
+        match self {
+            Effort::Low => 2048,
+            Effort::Medium => 8192,
+            Effort::High => 16384,
+        }
+    }
 }
 
 /// A tool call as the model made it.
@@ -86,8 +198,11 @@ pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
     /// The tools it may call.
     pub tools: &'a [ToolSpec],
-    /// The most tokens a reply may have.
+    /// The most tokens a reply may have (Anthropic's thinking budget comes on top).
     pub max_tokens: u32,
+    /// The reasoning effort the session chose; `None`: the model's default (Anthropic: no
+    /// extended thinking).
+    pub effort: Option<Effort>,
 }
 
 /// Why a reply ended.
@@ -144,6 +259,28 @@ pub enum Delta {
     Usage(TokenUsage),
     /// Why the reply ended.
     Finish(Finish),
+    /// Reasoning in the provider's own form, to be kept with the reply ([`Reasoning`]).
+    Reasoning(ReasoningPiece),
+}
+
+/// A piece of [`Reasoning`] as a stream carries it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ReasoningPiece {
+    /// The server streams the thoughts as `reasoning_content` (they come as
+    /// [`Delta::Thinking`]).
+    ContentField,
+    /// A whole Anthropic `thinking` (with its signature) or `redacted_thinking` block.
+    Block(Value),
+    /// One OpenRouter `reasoning_details` item (a piece: items of the same `index` join).
+    Detail(Value),
+    /// The `extra_content` of tool call `index` (Gemini's thought signature).
+    CallExtra {
+        /// Which call of the reply.
+        index: usize,
+        /// The object, unchanged.
+        extra: Value,
+    },
 }
 
 /// A whole reply, joined from its deltas.
@@ -158,6 +295,8 @@ pub struct Reply {
     pub usage: TokenUsage,
     /// Why it ended, when the provider said.
     pub finish: Option<Finish>,
+    /// What the model reasoned, in the provider's form (its `origin` not set yet).
+    pub reasoning: Option<Reasoning>,
 }
 
 /// Joins deltas into a [`Reply`].
@@ -168,6 +307,11 @@ pub struct ReplyBuilder {
     calls: BTreeMap<usize, ToolCall>,
     usage: TokenUsage,
     finish: Option<Finish>,
+    thinking: String,
+    content_field: bool,
+    blocks: Vec<Value>,
+    details: Vec<Value>,
+    extras: BTreeMap<usize, Value>,
 }
 
 impl ReplyBuilder {
@@ -175,7 +319,15 @@ impl ReplyBuilder {
     pub fn push(&mut self, delta: &Delta) {
         match delta {
             Delta::Text(text) => self.text.push_str(text),
-            Delta::Thinking(_) => {}
+            Delta::Thinking(text) => self.thinking.push_str(text),
+            Delta::Reasoning(piece) => match piece {
+                ReasoningPiece::ContentField => self.content_field = true,
+                ReasoningPiece::Block(block) => self.blocks.push(block.clone()),
+                ReasoningPiece::Detail(detail) => merge_detail(&mut self.details, detail),
+                ReasoningPiece::CallExtra { index, extra } => {
+                    self.extras.insert(*index, extra.clone());
+                }
+            },
             Delta::ToolCall {
                 index,
                 id,
@@ -209,25 +361,94 @@ impl ReplyBuilder {
         }
     }
 
-    /// The reply so far. A call the provider gave no id gets `call_N` (N its index).
+    /// Whether the provider said why the reply ended (a stream that ends after that, without
+    /// its end marker, ended well).
+    pub fn has_finished(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// The reply so far. A call the provider gave no id gets one of [`new_call_id`].
     pub fn finish(self) -> Reply {
+        let mut call_extras = Vec::new();
+        let mut extras = self.extras;
         let tool_calls = self
             .calls
             .into_iter()
             .map(|(index, mut call)| {
                 if call.id.is_empty() {
-                    call.id = format!("call_{index}");
+                    call.id = new_call_id();
+                }
+                if let Some(extra) = extras.remove(&index) {
+                    call_extras.push((call.id.clone(), extra));
                 }
                 call
             })
             .collect();
+        let reasoning = (!self.thinking.is_empty()
+            || self.content_field
+            || !self.blocks.is_empty()
+            || !self.details.is_empty()
+            || !call_extras.is_empty())
+        .then(|| Reasoning {
+            origin: String::new(),
+            text: self.thinking,
+            content_field: self.content_field,
+            blocks: self.blocks,
+            details: self.details,
+            call_extras,
+        });
         Reply {
             text: self.text,
             tool_calls,
             usage: self.usage,
             finish: self.finish,
+            reasoning,
         }
     }
+}
+
+/// Adds one streamed `reasoning_details` item: a piece of the same `index` and `type` as the
+/// last item joins it (its text, summary or data appended; a signature or format set).
+fn merge_detail(details: &mut Vec<Value>, piece: &Value) {
+    if let Some(last) = details.last_mut() {
+        let same = piece.get("index").is_some()
+            && last.get("index") == piece.get("index")
+            && last.get("type") == piece.get("type");
+        if same {
+            for (key, value) in piece.as_object().into_iter().flatten() {
+                match (key.as_str(), value, last.get(key)) {
+                    (
+                        "text" | "summary" | "data",
+                        Value::String(more),
+                        Some(Value::String(so_far)),
+                    ) => last[key] = Value::String(format!("{so_far}{more}")),
+                    (_, Value::Null, _) => {}
+                    _ => last[key] = value.clone(),
+                }
+            }
+            return;
+        }
+    }
+    details.push(piece.clone());
+}
+
+/// A tool-call id for a call the provider sent without one: `call_` and 24 hex digits, unique
+/// across the steps and sessions of this process and (by its clock and pid) across processes.
+/// Letters, digits and `_` only, which strict servers accept.
+pub fn new_call_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static START: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = *START.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        nanos ^ (u64::from(std::process::id()) << 40)
+    });
+    let next = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("call_{start:016x}{:08x}", next as u32)
 }
 
 /// What went wrong with a request, classified by what the caller should do about it. Messages
@@ -262,6 +483,14 @@ pub enum ApiError {
     Connection(String),
     /// The conversation does not fit the model's context window.
     ContextOverflow(String),
+    /// The account has no credit left (OpenAI's 429 `insufficient_quota`): final, not a rate
+    /// limit.
+    Quota {
+        /// The HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
     /// Any other refusal (400, 404, …): the request itself is wrong; retrying will not help.
     BadRequest {
         /// The HTTP status.
@@ -292,6 +521,21 @@ impl ApiError {
         }
     }
 
+    /// Classifies an HTTP error answer by its `code` or `type` first (OpenAI's and llama.cpp's
+    /// `error.code` / `error.type`, Anthropic's `error.type`), then by its status and message.
+    pub fn from_answer(
+        status: u16,
+        retry_after: Option<Duration>,
+        message: String,
+        code: Option<&str>,
+    ) -> Self {
+        match code {
+            Some("insufficient_quota") => ApiError::Quota { status, message },
+            Some(code) if OVERFLOW_CODES.contains(&code) => ApiError::ContextOverflow(message),
+            _ => Self::from_status(status, retry_after, message),
+        }
+    }
+
     /// Classifies an HTTP error answer: `status`, the `Retry-After` header, the body's message.
     pub fn from_status(status: u16, retry_after: Option<Duration>, message: String) -> Self {
         match status {
@@ -312,13 +556,18 @@ impl ApiError {
 
     /// The same error with every occurrence of `secret` replaced.
     pub fn redact(self, secret: &str) -> Self {
-        let clean = |text: String| {
+        self.map_messages(|text| {
             if secret.is_empty() {
-                text
+                text.to_string()
             } else {
                 text.replace(secret, "[redacted]")
             }
-        };
+        })
+    }
+
+    /// The same error with its message passed through `clean`.
+    pub fn map_messages(self, clean: impl Fn(&str) -> String) -> Self {
+        let clean = |text: String| clean(&text);
         match self {
             ApiError::Auth { status, message } => ApiError::Auth {
                 status,
@@ -346,12 +595,24 @@ impl ApiError {
                 status,
                 message: clean(message),
             },
+            ApiError::Quota { status, message } => ApiError::Quota {
+                status,
+                message: clean(message),
+            },
             ApiError::Protocol(message) => ApiError::Protocol(clean(message)),
         }
     }
 }
 
-/// Whether a provider's error message says the conversation is too long for the model.
+/// The error codes and types that say the conversation is too long: OpenAI's (and vLLM's,
+/// LM Studio's where they give one) `context_length_exceeded`, llama.cpp's
+/// `exceed_context_size_error`.
+pub const OVERFLOW_CODES: &[&str] = &["context_length_exceeded", "exceed_context_size_error"];
+
+/// Whether a provider's error message says the conversation is too long for the model (for
+/// the servers that give no code): OpenAI and vLLM ("maximum context length"), Anthropic
+/// ("prompt is too long"), llama.cpp ("exceeds the available context size"), LM Studio
+/// ("context length of only"), Ollama ("prompt too long").
 pub fn is_context_overflow(message: &str) -> bool {
     let message = message.to_ascii_lowercase();
     [
@@ -359,8 +620,12 @@ pub fn is_context_overflow(message: &str) -> bool {
         "maximum context length",
         "context window",
         "prompt is too long",
+        "prompt too long",
         "too many tokens",
         "exceeds the context",
+        "exceeds the available context size",
+        "context length of only",
+        "longer than the model's context length",
     ]
     .iter()
     .any(|needle| message.contains(needle))
@@ -381,7 +646,9 @@ impl fmt::Display for ApiError {
             ApiError::ContextOverflow(message) => {
                 write!(f, "the conversation is too long for the model: {message}")
             }
-            ApiError::BadRequest { status, message } => write!(f, "HTTP {status}: {message}"),
+            ApiError::BadRequest { status, message } | ApiError::Quota { status, message } => {
+                write!(f, "HTTP {status}: {message}")
+            }
             ApiError::Protocol(message) => write!(f, "unreadable stream: {message}"),
         }
     }
@@ -435,6 +702,102 @@ mod tests {
             }
         );
         assert_eq!(reply.text, "Hi");
+    }
+
+    #[test]
+    fn reasoning_in_every_form_is_kept_with_the_reply() {
+        let mut reply = ReplyBuilder::default();
+        reply.push(&Delta::Thinking("a".into()));
+        reply.push(&Delta::Reasoning(ReasoningPiece::ContentField));
+        reply.push(&Delta::Thinking("b".into()));
+        let detail = |text: &str, signature: Value| {
+            Delta::Reasoning(ReasoningPiece::Detail(serde_json::json!({
+                "type": "reasoning.text", "index": 0, "format": "anthropic-claude-v1",
+                "text": text, "signature": signature,
+            })))
+        };
+        reply.push(&detail("x", Value::Null));
+        reply.push(&detail("y", "sig".into()));
+        reply.push(&Delta::ToolCall {
+            index: 0,
+            id: None,
+            name: Some("bash".into()),
+            arguments: "{}".into(),
+        });
+        reply.push(&Delta::Reasoning(ReasoningPiece::CallExtra {
+            index: 0,
+            extra: serde_json::json!({"google": {"thought_signature": "ts"}}),
+        }));
+        let reply = reply.finish();
+        let reasoning = reply.reasoning.unwrap();
+        assert_eq!(reasoning.text, "ab");
+        assert!(reasoning.content_field);
+        assert_eq!(
+            reasoning.details,
+            [serde_json::json!({"type": "reasoning.text", "index": 0,
+                "format": "anthropic-claude-v1", "text": "xy", "signature": "sig"})]
+        );
+        let id = &reply.tool_calls[0].id;
+        assert!(id.starts_with("call_") && id.len() == 29, "{id}");
+        assert_eq!(
+            reasoning.call_extra(id),
+            Some(&serde_json::json!({"google": {"thought_signature": "ts"}}))
+        );
+        // Ids of calls without one never repeat.
+        let ids: std::collections::HashSet<String> = (0..1000).map(|_| new_call_id()).collect();
+        assert_eq!(ids.len(), 1000);
+        assert!(ids
+            .iter()
+            .all(|id| id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')));
+    }
+
+    #[test]
+    fn a_switch_of_model_drops_the_other_models_reasoning() {
+        let with = |origin: &str| Message::Assistant {
+            text: "t".into(),
+            tool_calls: Vec::new(),
+            reasoning: Some(Reasoning {
+                origin: origin.into(),
+                text: "r".into(),
+                ..Reasoning::default()
+            }),
+        };
+        let mut messages = vec![
+            with("anthropic:a"),
+            with("openai:b"),
+            Message::assistant("t", vec![]),
+        ];
+        assert_eq!(drop_foreign_reasoning(&mut messages, "openai:b"), 1);
+        assert_eq!(messages[0], Message::assistant("t", vec![]));
+        assert_eq!(messages[1], with("openai:b"));
+    }
+
+    #[test]
+    fn codes_come_before_statuses() {
+        let quota = ApiError::from_answer(429, None, "over".into(), Some("insufficient_quota"));
+        assert!(matches!(quota, ApiError::Quota { status: 429, .. }));
+        assert!(!quota.is_retryable());
+        for code in OVERFLOW_CODES {
+            assert!(matches!(
+                ApiError::from_answer(400, None, "no".into(), Some(code)),
+                ApiError::ContextOverflow(_)
+            ));
+        }
+        for message in [
+            "the request exceeds the available context size, try increasing it",
+            "Trying to keep the first 40000 tokens when context the overflows. However, the model is loaded with context length of only 4096 tokens",
+            "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        ] {
+            assert!(matches!(
+                ApiError::from_answer(400, None, message.into(), Some("invalid_request_error")),
+                ApiError::ContextOverflow(_)
+            ), "{message}");
+        }
+        assert!(
+            ApiError::from_answer(429, None, "slow".into(), Some("rate_limit_exceeded"))
+                .is_retryable()
+        );
     }
 
     #[test]

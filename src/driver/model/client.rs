@@ -8,7 +8,7 @@
 //! connection is dropped). Must not touch: retries, the loop, ACP.
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use eventsource_stream::Eventsource;
@@ -121,21 +121,36 @@ pub struct ModelClient {
     provider: Provider,
     base_url: String,
     http: OnceLock<reqwest::Client>,
+    /// What an OpenAI-compatible body carries, as this server takes it (changed once when
+    /// its error asks for it, and kept for the next requests).
+    openai: Mutex<openai::Options>,
 }
 
 impl ModelClient {
     /// A client of `provider` at `base_url` (nothing is built or connected yet).
     pub fn new(provider: Provider, base_url: impl Into<String>) -> Self {
+        let base_url = base_url.into();
         ModelClient {
             provider,
-            base_url: base_url.into(),
+            openai: Mutex::new(openai::Options::for_base(&base_url)),
+            base_url,
             http: OnceLock::new(),
         }
+    }
+
+    /// The OpenAI-compatible options the next request is sent with.
+    pub fn openai_options(&self) -> openai::Options {
+        *self.openai.lock().unwrap()
     }
 
     /// The provider.
     pub fn provider(&self) -> Provider {
         self.provider
+    }
+
+    /// The endpoint as messages and logs show it: without credentials ([`redact_url`]).
+    pub fn shown_url(&self) -> String {
+        redact_url(&self.url())
     }
 
     /// The endpoint requests go to.
@@ -173,15 +188,41 @@ impl ModelClient {
         on_delta: &mut (dyn FnMut(&Delta) + Send),
         cancel: &CancellationToken,
     ) -> Result<Reply, ApiError> {
-        self.stream_inner(request, key, on_delta, cancel)
-            .await
-            .map_err(|error| error.redact(key.expose()))
+        let mut adapted = false;
+        loop {
+            let options = self.openai_options();
+            let error = match self
+                .stream_inner(request, key, options, on_delta, cancel)
+                .await
+            {
+                Ok(reply) => return Ok(reply),
+                Err(error) => error.redact(key.expose()).map_messages(redact_urls_in),
+            };
+            // One retry when the server's refusal names a field it does not take (OpenAI's
+            // reasoning models and `max_tokens`, gateways and `stream_options`).
+            let adapt = match self.provider {
+                Provider::OpenAi if !adapted => openai::adapt(options, &error),
+                _ => None,
+            };
+            let Some(options) = adapt else {
+                return Err(error);
+            };
+            tracing::warn!(
+                "the server refused a field ({error}); trying once more with \
+                 max_completion_tokens = {}, stream_options = {}",
+                options.max_completion_tokens,
+                options.stream_options
+            );
+            *self.openai.lock().unwrap() = options;
+            adapted = true;
+        }
     }
 
     async fn stream_inner(
         &self,
         request: &ModelRequest<'_>,
         key: &ApiKey,
+        options: openai::Options,
         on_delta: &mut (dyn FnMut(&Delta) + Send),
         cancel: &CancellationToken,
     ) -> Result<Reply, ApiError> {
@@ -193,7 +234,7 @@ impl ModelClient {
         let builder = match self.provider {
             Provider::OpenAi => builder
                 .bearer_auth(key.expose())
-                .body(openai::body(request).to_string()),
+                .body(openai::body(request, options).to_string()),
             Provider::Anthropic => builder
                 .header("x-api-key", key.expose())
                 .header("anthropic-version", anthropic::VERSION)
@@ -215,18 +256,27 @@ impl ModelClient {
                 body = response.text() => body.unwrap_or_default(),
                 () = cancel.cancelled() => return Ok(reply.finish()),
             };
-            let message = error_message(&body);
+            let (message, code) = error_fields(&body);
             let status = if status == 529 { 503 } else { status };
-            return Err(ApiError::from_status(status, retry_after, message));
+            return Err(ApiError::from_answer(
+                status,
+                retry_after,
+                message,
+                code.as_deref(),
+            ));
         }
         let mut events = response.bytes_stream().eventsource();
         let mut reader = anthropic::EventReader::default();
+        let mut chunks = openai::ChunkReader::default();
         loop {
             let event = tokio::select! {
                 event = events.next() => event,
                 () = cancel.cancelled() => return Ok(reply.finish()),
             };
             let event = match event {
+                // A server that ends the stream after the finish reason, without `[DONE]` or
+                // `message_stop`, has said all it will.
+                None if reply.has_finished() => return Ok(reply.finish()),
                 None => {
                     return Err(ApiError::Connection(
                         "the stream ended before the reply did".into(),
@@ -236,7 +286,7 @@ impl ModelClient {
                 Some(Ok(event)) => event,
             };
             let deltas = match self.provider {
-                Provider::OpenAi => openai::parse_event(&event.data)?,
+                Provider::OpenAi => chunks.read(&event.data)?,
                 Provider::Anthropic => reader.read(&event.event, &event.data)?,
             };
             let Some(deltas) = deltas else {
@@ -253,11 +303,98 @@ impl ModelClient {
 /// The message of a provider's error body. Both forms put it at `error.message` (OpenAI's
 /// `{error: {message}}`, Anthropic's `{type: "error", error: {message}}`); any other body is
 /// its own message.
+#[cfg(test)]
 fn error_message(body: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(body)
-        .ok()
-        .and_then(|value| value["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| body.trim().to_string())
+    error_fields(body).0
+}
+
+/// The message of a provider's error body and its code: `error.code` when it is a string
+/// (OpenAI's `insufficient_quota`, `context_length_exceeded`), else `error.type` (Anthropic's,
+/// llama.cpp's `exceed_context_size_error`). Gemini's OpenAI-compatible endpoint wraps the
+/// error in a list.
+fn error_fields(body: &str) -> (String, Option<String>) {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
+        return (body.trim().to_string(), None);
+    };
+    let value = value
+        .as_array()
+        .and_then(|list| list.first())
+        .unwrap_or(&value);
+    let error = &value["error"];
+    let message = match error["message"].as_str() {
+        Some(message) => message.to_string(),
+        None => body.trim().to_string(),
+    };
+    let code = error["code"]
+        .as_str()
+        .filter(|code| !code.is_empty())
+        .or(error["type"].as_str())
+        .map(str::to_string);
+    (message, code)
+}
+
+/// `url` without credentials: no `user:password@`, and every query value replaced
+/// (`?key=…`), for messages, logs and records.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let (authority, path) = match rest.find(['/', '?', '#']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("[redacted]@{host}"),
+        None => authority.to_string(),
+    };
+    let path = match path.split_once('?') {
+        Some((path, query)) => {
+            let (query, fragment) = query.split_once('#').unwrap_or((query, ""));
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((name, _)) => format!("{name}=[redacted]"),
+                    None => pair.to_string(),
+                })
+                .collect();
+            let fragment = if fragment.is_empty() {
+                String::new()
+            } else {
+                format!("#{fragment}")
+            };
+            format!("{path}?{}{fragment}", query.join("&"))
+        }
+        None => path.to_string(),
+    };
+    format!("{scheme}{authority}{path}")
+}
+
+/// `text` with every URL in it passed through [`redact_url`].
+pub fn redact_urls_in(text: &str) -> String {
+    if !text.contains("://") {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.contains("://") {
+            out.push_str(&redact_url(word));
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_whitespace() || matches!(c, '(' | ')' | '"' | '\'' | '<' | '>' | ',') {
+            flush(&mut word, &mut out);
+            out.push(c);
+        } else {
+            word.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 fn connection_error(error: reqwest::Error) -> ApiError {
@@ -274,7 +411,20 @@ fn connection_error(error: reqwest::Error) -> ApiError {
 
 #[cfg(test)]
 mod tests {
-    use super::error_message;
+    use super::{error_message, redact_url, redact_urls_in};
+
+    #[test]
+    fn credentials_in_urls_are_redacted() {
+        assert_eq!(
+            redact_url("https://user:tok3n@gw.example/v1?key=s3cret&x=1#f"),
+            "https://[redacted]@gw.example/v1?key=[redacted]&x=[redacted]#f"
+        );
+        assert_eq!(redact_url("http://127.0.0.1:8/v1"), "http://127.0.0.1:8/v1");
+        let text = "error sending request for url (https://a:b@h/v1/chat?key=k): refused";
+        let clean = redact_urls_in(text);
+        assert!(!clean.contains("a:b") && !clean.contains("=k"), "{clean}");
+        assert!(clean.ends_with("): refused"), "{clean}");
+    }
 
     #[test]
     fn an_error_body_gives_its_message_in_either_providers_form() {

@@ -66,10 +66,7 @@ pub fn conversation_from_record(record: &SessionRecord, budget: usize) -> Vec<Me
         }
         let last = said(calls.len());
         if !last.is_empty() {
-            conversation.push(Message::Assistant {
-                text: last,
-                tool_calls: Vec::new(),
-            });
+            conversation.push(Message::assistant(last, Vec::new()));
         }
     }
     conversation
@@ -95,10 +92,10 @@ fn push_call(conversation: &mut Vec<Message>, text: String, call: &CallRecord, b
     if let Some(description) = &call.description {
         arguments["description"] = json!(description);
     }
-    conversation.push(Message::Assistant {
+    conversation.push(Message::assistant(
         text,
-        tool_calls: vec![ToolCall::new(&call.call_id, "bash", arguments.to_string())],
-    });
+        vec![ToolCall::new(&call.call_id, "bash", arguments.to_string())],
+    ));
     conversation.push(Message::ToolResult {
         call_id: call.call_id.clone(),
         content: result_of(call, budget),
@@ -125,12 +122,25 @@ pub fn size(messages: &[Message]) -> usize {
         .iter()
         .map(|message| match message {
             Message::User(text) => text.len(),
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant {
+                text,
+                tool_calls,
+                reasoning,
+            } => {
                 text.len()
                     + tool_calls
                         .iter()
                         .map(|c| c.id.len() + c.name.len() + c.arguments.len())
                         .sum::<usize>()
+                    + reasoning.as_ref().map_or(0, |r| {
+                        r.text.len()
+                            + r.blocks
+                                .iter()
+                                .chain(&r.details)
+                                .chain(r.call_extras.iter().map(|(_, e)| e))
+                                .map(|v| v.to_string().len())
+                                .sum::<usize>()
+                    })
             }
             Message::ToolResult {
                 call_id, content, ..

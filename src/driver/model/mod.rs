@@ -29,7 +29,8 @@ pub mod system;
 pub mod tools;
 
 pub use api::{
-    ApiError, Delta, Finish, Message, ModelRequest, Reply, TokenUsage, ToolCall, ToolSpec,
+    ApiError, Delta, Effort, Finish, Message, ModelRequest, Reasoning, Reply, TokenUsage, ToolCall,
+    ToolSpec,
 };
 pub use client::{ApiKey, ModelClient, Provider};
 pub use retry::RetryPolicy;
@@ -225,7 +226,18 @@ impl ModelDriver {
         state: &mut Conversation,
     ) -> Result<StopReason, TurnError> {
         let (config, client) = self.chosen(turn.model().as_deref());
+        let origin = Self::model_id(config);
+        let effort = turn.thought_level().as_deref().and_then(Effort::parse);
         let conversation = &mut state.messages;
+        // Reasoning goes back to the model that wrote it only.
+        let dropped = api::drop_foreign_reasoning(conversation, &origin);
+        if dropped > 0 {
+            tracing::info!(
+                model = %origin,
+                messages = dropped,
+                "another model's reasoning dropped from the conversation"
+            );
+        }
         let text = prompt.text();
         // The user's own commands never reach the model.
         match commands::parse(&text) {
@@ -264,6 +276,8 @@ impl ModelDriver {
         let tools = tools::specs();
         let settings = agent_loop::LoopSettings {
             model: &config.model,
+            origin: &origin,
+            effort,
             system: &system,
             tools: &tools,
             max_steps: config.max_steps,
@@ -313,6 +327,24 @@ fn missing_key(config: &ModelConfig, problem: Option<&str>) -> String {
     )
 }
 
+/// The most bytes of one embedded resource (an @-mentioned file) sent to the model: 64 KiB,
+/// about 16 000 tokens; the rest is left for the model to read with bash, and the user is told.
+pub const MAX_RESOURCE_BYTES: usize = 64 * 1024;
+
+/// The first `max` bytes of `text` at a line end (else a character boundary) and whether
+/// anything was cut.
+fn bounded(text: &str, max: usize) -> (&str, bool) {
+    if text.len() <= max {
+        return (text, false);
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let cut = text[..cut].rfind('\n').map_or(cut, |at| at + 1);
+    (&text[..cut], true)
+}
+
 /// The prompt as the model reads it: its text, the text of embedded resources (@-mentioned
 /// files) with their URIs, and a line for each link. Parts that cannot be sent (images, a
 /// resource without text) are named to the user, never dropped silently.
@@ -325,7 +357,26 @@ fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> String {
                 uri,
                 text: Some(text),
                 ..
-            } => parts.push(format!("<resource uri=\"{uri}\">\n{text}\n</resource>")),
+            } => {
+                let (kept, cut) = bounded(text, MAX_RESOURCE_BYTES);
+                if cut {
+                    turn.say(&format!(
+                        "Sent to the model: the first {} KiB of {uri} ({} bytes in all); it \
+                         can read the rest with bash.\n\n",
+                        MAX_RESOURCE_BYTES / 1024,
+                        text.len()
+                    ));
+                    parts.push(format!(
+                        "<resource uri=\"{uri}\">\n{kept}\n[… cut here: the first {} of {} \
+                         bytes; read the rest with bash, e.g. `tail -c +{} FILE | head -c 65536`]\n</resource>",
+                        kept.len(),
+                        text.len(),
+                        kept.len() + 1
+                    ));
+                } else {
+                    parts.push(format!("<resource uri=\"{uri}\">\n{text}\n</resource>"));
+                }
+            }
             PromptBlock::Resource {
                 uri, text: None, ..
             } => {
@@ -419,7 +470,35 @@ impl Driver for ModelDriver {
         self.key().map(|_| ()).map_err(TurnError::AuthRequired)
     }
 
+    fn session_closed(&self, session_id: &str) {
+        self.conversations.lock().unwrap().remove(session_id);
+    }
+
+    fn thought_levels(&self) -> Vec<ModelChoice> {
+        let default = ModelChoice::new(THOUGHT_DEFAULT, "Default").description(
+            "The model's own default: OpenAI-compatible models get no reasoning_effort, \
+             Anthropic models no extended thinking",
+        );
+        std::iter::once(default)
+            .chain(Effort::ALL.into_iter().map(|effort| {
+                let name = match effort {
+                    Effort::Low => "Low",
+                    Effort::Medium => "Medium",
+                    _ => "High",
+                };
+                ModelChoice::new(effort.id(), name).description(format!(
+                    "reasoning_effort {:?}; Anthropic: extended thinking with {} tokens",
+                    effort.id(),
+                    effort.thinking_budget()
+                ))
+            }))
+            .collect()
+    }
+
     fn embedded_context(&self) -> bool {
         true
     }
 }
+
+/// The id of the reasoning level that leaves the model's default alone.
+pub const THOUGHT_DEFAULT: &str = "default";

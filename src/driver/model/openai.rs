@@ -8,20 +8,93 @@
 
 use serde_json::{json, Value};
 
-use super::api::{ApiError, Delta, Finish, Message, ModelRequest, TokenUsage};
+use super::api::{ApiError, Delta, Finish, Message, ModelRequest, ReasoningPiece, TokenUsage};
 
 /// The endpoint under `base` (which ends in `/v1`, as `OPENAI_BASE_URL` does).
 pub fn url(base: &str) -> String {
     format!("{}/chat/completions", base.trim_end_matches('/'))
 }
 
+/// What the body carries that not every OpenAI-compatible server takes: chosen per server,
+/// and changed once when a server's error asks for it ([`adapt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {
+    /// The reply's limit as `max_completion_tokens` (OpenAI's own API, which refuses
+    /// `max_tokens` for its reasoning models) rather than `max_tokens` (what other servers
+    /// know).
+    pub max_completion_tokens: bool,
+    /// Ask for usage with `stream_options.include_usage` (some gateways refuse the field).
+    pub stream_options: bool,
+}
+
+impl Options {
+    /// The options for the server at `base`: `max_completion_tokens` for OpenAI's own API
+    /// (and Azure's), `max_tokens` elsewhere; `stream_options` everywhere.
+    pub fn for_base(base: &str) -> Options {
+        let host = base
+            .split("://")
+            .nth(1)
+            .unwrap_or(base)
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or("")
+            .rsplit('@')
+            .next()
+            .unwrap_or("")
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        Options {
+            max_completion_tokens: host == "api.openai.com" || host.ends_with(".openai.azure.com"),
+            stream_options: true,
+        }
+    }
+}
+
+/// The options to try again with when `error` is a server's refusal of one of them (the
+/// message names the field, as OpenAI's "Unsupported parameter: 'max_tokens' … Use
+/// 'max_completion_tokens' instead" and gateways' "Unrecognized request argument supplied:
+/// stream_options" do); `None` for any other error.
+pub fn adapt(options: Options, error: &ApiError) -> Option<Options> {
+    let ApiError::BadRequest {
+        status: 400,
+        message,
+    } = error
+    else {
+        return None;
+    };
+    let message = message.to_ascii_lowercase();
+    let mut adapted = options;
+    if message.contains("stream_options") && options.stream_options {
+        adapted.stream_options = false;
+    } else if message.contains("max_completion_tokens") && !options.max_completion_tokens {
+        adapted.max_completion_tokens = true;
+    } else if message.contains("max_completion_tokens")
+        && options.max_completion_tokens
+        && (message.contains("unrecognized")
+            || message.contains("unsupported")
+            || message.contains("unknown"))
+    {
+        adapted.max_completion_tokens = false;
+    } else {
+        return None;
+    }
+    Some(adapted)
+}
+
 /// The JSON body of `request`.
-pub fn body(request: &ModelRequest<'_>) -> Value {
+pub fn body(request: &ModelRequest<'_>, options: Options) -> Value {
     let mut messages = vec![json!({"role": "system", "content": request.system})];
     for message in request.messages {
         messages.push(match message {
             Message::User(text) => json!({"role": "user", "content": text}),
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant {
+                text,
+                tool_calls,
+                reasoning,
+            } => {
                 let mut value = json!({
                     "role": "assistant",
                     "content": if text.is_empty() { Value::Null } else { json!(text) },
@@ -30,13 +103,30 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
                     value["tool_calls"] = tool_calls
                         .iter()
                         .map(|call| {
-                            json!({
+                            let mut call_value = json!({
                                 "id": call.id,
                                 "type": "function",
                                 "function": {"name": call.name, "arguments": call.arguments},
-                            })
+                            });
+                            // Gemini: the call's thought signature goes back with it.
+                            if let Some(extra) =
+                                reasoning.as_ref().and_then(|r| r.call_extra(&call.id))
+                            {
+                                call_value["extra_content"] = extra.clone();
+                            }
+                            call_value
                         })
                         .collect();
+                }
+                if let Some(reasoning) = reasoning {
+                    // DeepSeek's thinking mode refuses a tool loop without it.
+                    if reasoning.content_field && !tool_calls.is_empty() {
+                        value["reasoning_content"] = json!(reasoning.text);
+                    }
+                    // OpenRouter: the details go back unchanged.
+                    if !reasoning.details.is_empty() {
+                        value["reasoning_details"] = json!(reasoning.details);
+                    }
                 }
                 value
             }
@@ -59,76 +149,163 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
             })
         })
         .collect();
-    json!({
+    let mut body = json!({
         "model": request.model,
         "messages": messages,
         "tools": tools,
-        "max_tokens": request.max_tokens,
         "stream": true,
-        "stream_options": {"include_usage": true},
-    })
+    });
+    let limit = match options.max_completion_tokens {
+        true => "max_completion_tokens",
+        false => "max_tokens",
+    };
+    body[limit] = json!(request.max_tokens);
+    if options.stream_options {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    if let Some(effort) = request.effort {
+        body["reasoning_effort"] = json!(effort.id());
+    }
+    body
 }
 
-/// What one SSE event's `data` means: deltas, or the end (`[DONE]`).
-pub fn parse_event(data: &str) -> Result<Option<Vec<Delta>>, ApiError> {
-    let data = data.trim();
-    if data == "[DONE]" {
-        return Ok(None);
-    }
-    let chunk: Value = serde_json::from_str(data)
-        .map_err(|error| ApiError::Protocol(format!("a chunk is not JSON ({error}): {data}")))?;
-    if let Some(error) = chunk.get("error") {
-        let message = error["message"]
-            .as_str()
-            .unwrap_or("unknown error")
-            .to_string();
-        return Err(ApiError::Server {
-            status: 0,
-            retry_after: None,
-            message,
-        });
-    }
-    let mut deltas = Vec::new();
-    for choice in chunk["choices"].as_array().into_iter().flatten() {
-        let delta = &choice["delta"];
-        for key in ["reasoning_content", "reasoning"] {
-            if let Some(text) = delta[key].as_str().filter(|t| !t.is_empty()) {
-                deltas.push(Delta::Thinking(text.to_string()));
+/// Reads one reply's chunks; numbers its tool calls (servers that send a call's pieces
+/// without `index`, or every call as index 0 with its own id, included).
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ChunkReader {
+    /// Each call of the reply so far, by our index: the server's index and the call's id.
+    calls: Vec<(Option<u64>, String)>,
+}
+
+impl ChunkReader {
+    /// Our index of a call piece with the server's `index` and `id`.
+    fn call_index(&mut self, index: Option<u64>, id: Option<&str>) -> usize {
+        let id = id.filter(|id| !id.is_empty());
+        if let Some(id) = id {
+            if let Some(ours) = self.calls.iter().position(|(_, seen)| seen == id) {
+                return ours;
             }
+            // The first piece of a call whose id came late.
+            if let Some(ours) = self
+                .calls
+                .iter()
+                .position(|(at, seen)| index.is_some() && *at == index && seen.is_empty())
+            {
+                self.calls[ours].1 = id.to_string();
+                return ours;
+            }
+            self.calls.push((index, id.to_string()));
+            return self.calls.len() - 1;
         }
-        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-            deltas.push(Delta::Text(text.to_string()));
+        let found = match index {
+            Some(_) => self.calls.iter().rposition(|(at, _)| *at == index),
+            None => self.calls.len().checked_sub(1),
+        };
+        found.unwrap_or_else(|| {
+            self.calls.push((index, String::new()));
+            self.calls.len() - 1
+        })
+    }
+
+    /// What one SSE event's `data` means: deltas, or the end (`[DONE]`).
+    pub fn read(&mut self, data: &str) -> Result<Option<Vec<Delta>>, ApiError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(None);
         }
-        for call in delta["tool_calls"].as_array().into_iter().flatten() {
-            let function = &call["function"];
-            deltas.push(Delta::ToolCall {
-                index: call["index"].as_u64().unwrap_or(0) as usize,
-                id: call["id"].as_str().map(str::to_string),
-                name: function["name"].as_str().map(str::to_string),
-                arguments: function["arguments"].as_str().unwrap_or("").to_string(),
+        let chunk: Value = serde_json::from_str(data).map_err(|error| {
+            ApiError::Protocol(format!("a chunk is not JSON ({error}): {data}"))
+        })?;
+        if let Some(error) = chunk.get("error") {
+            let message = error["message"]
+                .as_str()
+                .unwrap_or("unknown error")
+                .to_string();
+            return Err(ApiError::Server {
+                status: 0,
+                retry_after: None,
+                message,
             });
         }
-        if let Some(reason) = choice["finish_reason"].as_str() {
-            deltas.push(Delta::Finish(match reason {
-                "stop" => Finish::Stop,
-                "tool_calls" | "function_call" => Finish::ToolCalls,
-                "length" => Finish::Length,
-                "content_filter" => Finish::Refused,
-                other => Finish::Other(other.to_string()),
+        let mut deltas = Vec::new();
+        for choice in chunk["choices"].as_array().into_iter().flatten() {
+            let delta = &choice["delta"];
+            // The thoughts are shown once, whichever fields carry them.
+            let details: Vec<&Value> = delta["reasoning_details"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .collect();
+            let thought = match (
+                delta["reasoning_content"].as_str(),
+                delta["reasoning"].as_str(),
+            ) {
+                (Some(text), _) => {
+                    deltas.push(Delta::Reasoning(ReasoningPiece::ContentField));
+                    text.to_string()
+                }
+                (None, Some(text)) => text.to_string(),
+                (None, None) => details
+                    .iter()
+                    .filter_map(|d| d["text"].as_str().or(d["summary"].as_str()))
+                    .collect(),
+            };
+            if !thought.is_empty() {
+                deltas.push(Delta::Thinking(thought));
+            }
+            for detail in details {
+                deltas.push(Delta::Reasoning(ReasoningPiece::Detail(detail.clone())));
+            }
+            if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+                deltas.push(Delta::Text(text.to_string()));
+            }
+            for call in delta["tool_calls"].as_array().into_iter().flatten() {
+                let function = &call["function"];
+                let index = self.call_index(call["index"].as_u64(), call["id"].as_str());
+                deltas.push(Delta::ToolCall {
+                    index,
+                    id: call["id"]
+                        .as_str()
+                        .filter(|id| !id.is_empty())
+                        .map(str::to_string),
+                    name: function["name"].as_str().map(str::to_string),
+                    arguments: function["arguments"].as_str().unwrap_or("").to_string(),
+                });
+                if let Some(extra) = call.get("extra_content").filter(|e| e.is_object()) {
+                    deltas.push(Delta::Reasoning(ReasoningPiece::CallExtra {
+                        index,
+                        extra: extra.clone(),
+                    }));
+                }
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                deltas.push(Delta::Finish(match reason {
+                    "stop" => Finish::Stop,
+                    "tool_calls" | "function_call" => Finish::ToolCalls,
+                    "length" => Finish::Length,
+                    "content_filter" => Finish::Refused,
+                    other => Finish::Other(other.to_string()),
+                }));
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            deltas.push(Delta::Usage(TokenUsage {
+                input: usage["prompt_tokens"].as_u64().unwrap_or(0),
+                output: usage["completion_tokens"].as_u64().unwrap_or(0),
+                // OpenRouter and some gateways: the request's cost in USD (credits).
+                cost: usage["cost"]
+                    .as_f64()
+                    .filter(|c| c.is_finite() && *c >= 0.0),
             }));
         }
+        Ok(Some(deltas))
     }
-    if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-        deltas.push(Delta::Usage(TokenUsage {
-            input: usage["prompt_tokens"].as_u64().unwrap_or(0),
-            output: usage["completion_tokens"].as_u64().unwrap_or(0),
-            // OpenRouter and some gateways: the request's cost in USD (credits).
-            cost: usage["cost"]
-                .as_f64()
-                .filter(|c| c.is_finite() && *c >= 0.0),
-        }));
-    }
-    Ok(Some(deltas))
+}
+
+/// [`ChunkReader::read`] of one chunk, with a reader of its own (a reply of one chunk).
+pub fn parse_event(data: &str) -> Result<Option<Vec<Delta>>, ApiError> {
+    ChunkReader::default().read(data)
 }
 
 #[cfg(test)]
@@ -140,10 +317,7 @@ mod tests {
     fn the_body_has_every_message_form() {
         let messages = [
             Message::User("list".into()),
-            Message::Assistant {
-                text: String::new(),
-                tool_calls: vec![ToolCall::new("c1", "bash", r#"{"command":"ls"}"#)],
-            },
+            Message::assistant("", vec![ToolCall::new("c1", "bash", r#"{"command":"ls"}"#)]),
             Message::ToolResult {
                 call_id: "c1".into(),
                 content: "a\n[exit code: 0]".into(),
@@ -161,8 +335,9 @@ mod tests {
             messages: &messages,
             tools: &tools,
             max_tokens: 100,
+            effort: None,
         };
-        let body = body(&request);
+        let body = body(&request, Options::for_base("http://h/v1"));
         assert_eq!(body["stream"], true);
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(
@@ -188,10 +363,11 @@ mod tests {
         assert_eq!(
             deltas,
             [
+                Delta::Reasoning(ReasoningPiece::ContentField),
                 Delta::Thinking("hm".into()),
                 Delta::Text("Hi".into()),
                 Delta::ToolCall {
-                    index: 1,
+                    index: 0,
                     id: Some("c".into()),
                     name: Some("bash".into()),
                     arguments: "{\"".into()

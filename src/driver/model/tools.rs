@@ -104,8 +104,11 @@ pub async fn run_tool_call(turn: &mut dyn TurnHost, call: &ToolCall, budget: usi
         Ok(value) => value,
         Err(error) => {
             return ToolAnswer::error(format!(
-                "Nothing ran: the arguments of `{}` are not JSON ({error}). Send a JSON object.",
-                call.name
+                "Nothing ran: the arguments of `{}` are not JSON ({error}). Send one JSON \
+                 object: {}. (Arguments cut off by the reply's token limit are not JSON: \
+                 write a long file in several smaller steps.)",
+                call.name,
+                expected_fields(&call.name)
             ))
         }
     };
@@ -126,6 +129,18 @@ pub async fn run_tool_call(turn: &mut dyn TurnHost, call: &ToolCall, budget: usi
             "Nothing ran: there is no tool `{other}`. The tools are `bash`, `{JOB_OUTPUT}` and \
              `{JOB_KILL}`."
         )),
+    }
+}
+
+/// The fields tool `name` takes, for an answer to arguments that are not JSON.
+fn expected_fields(name: &str) -> &'static str {
+    match name {
+        JOB_OUTPUT => "{\"id\": positive integer, \"lines\"?: positive integer}",
+        JOB_KILL => "{\"id\": positive integer}",
+        _ => {
+            "{\"command\": string, \"description\"?: string, \"timeout_ms\"?: positive \
+             integer, \"background\"?: boolean}"
+        }
     }
 }
 

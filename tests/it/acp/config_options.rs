@@ -389,6 +389,71 @@ async fn the_next_model_request_goes_to_the_chosen_model() {
     );
 }
 
+/// With `--model`: a `reasoning` select of category `thought_level` (`default` first); after
+/// `set_config_option` to `high` the next request carries `reasoning_effort: "high"`; an
+/// unknown level is refused with the valid ones.
+#[tokio::test]
+async fn the_reasoning_level_goes_to_the_next_model_request() {
+    let fake = FakeModel::start(vec![
+        openai::reply(&["plain"], &[]),
+        openai::reply(&["thought"], &[]),
+    ])
+    .await;
+    let (_tmp, dir) = temp_dir();
+    let base = format!("{}/v1", fake.base);
+    let client = acp_bash::acp::client::AcpClient::new(
+        binary(),
+        [
+            "serve",
+            "--sandbox",
+            "full",
+            "--no-history",
+            "--model",
+            "openai:fake-r",
+            "--base-url",
+            &base,
+        ],
+    )
+    .profile(ClientProfile::Zed)
+    .env("OPENAI_API_KEY", "sk-test-config");
+    let (_, transcript) = converse_with(client, "config reasoning", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "first").await?;
+        let answer = set_option(&c, &session, "reasoning", "high").await?;
+        assert_eq!(current(&json(&answer.config_options), "reasoning"), "high");
+        let error = set_option(&c, &session, "reasoning", "extreme")
+            .await
+            .unwrap_err();
+        assert!(
+            error
+                .message
+                .contains("unknown reasoning level \"extreme\"")
+                && error.message.contains("default, low, medium, high"),
+            "{error:?}"
+        );
+        c.prompt(&session, "second").await?;
+        Ok(())
+    })
+    .await;
+    let options = &response_to(&transcript.lines(), "session/new")["configOptions"];
+    assert_eq!(current(options, "reasoning"), "default");
+    assert_eq!(
+        values(options, "reasoning"),
+        ["default", "low", "medium", "high"]
+    );
+    let reasoning = options
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["id"] == "reasoning")
+        .unwrap();
+    assert_eq!(reasoning["category"], "thought_level");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(requests[0].body.get("reasoning_effort").is_none());
+    assert_eq!(requests[1].body["reasoning_effort"], "high");
+}
+
 /// The wire of a Zed-like client that sets a default right after `session/new`, then switches
 /// by `set_mode`: reviewed snapshot.
 #[tokio::test]

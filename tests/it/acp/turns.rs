@@ -396,3 +396,37 @@ async fn a_driver_turn_is_recorded_and_replayed_in_order_for_a_card_client() {
 async fn a_driver_turn_is_recorded_and_replayed_in_order_for_a_plain_client() {
     replayed_for(ClientProfile::Plain).await;
 }
+
+/// `session/close` frees what the model driver kept of the session: its conversation.
+#[tokio::test]
+async fn a_closed_session_frees_its_model_conversation() {
+    use acp_bash::driver::model::{ApiKey, ModelConfig, ModelDriver, Provider};
+    use agent_client_protocol::v1::schema::CloseSessionRequest;
+    let fake = crate::support::fake_model::FakeModel::start(vec![
+        crate::support::fake_model::openai::reply(&["hi"], &[]),
+    ])
+    .await;
+    let config = ModelConfig::new(
+        Provider::OpenAi,
+        "fake",
+        format!("{}/v1", fake.base),
+        Some(ApiKey::new("sk-close-test", "OPENAI_API_KEY")),
+        "OPENAI_API_KEY",
+    );
+    let driver = Arc::new(ModelDriver::new(config));
+    let (_tmp, dir) = temp_dir();
+    let seen = driver.clone();
+    let (id, before) = with_driver(driver.clone(), ClientProfile::Zed, async |mut c| {
+        let session = c.new_session(&dir).await?;
+        c.prompt(&session, "hello").await?;
+        let before = seen.conversation(&session.0).len();
+        c.connection()
+            .send_request(CloseSessionRequest::new(session.clone()))
+            .block_task()
+            .await?;
+        Ok((session, before))
+    })
+    .await;
+    assert_eq!(before, 2, "the prompt and the answer");
+    assert!(driver.conversation(&id.0).is_empty());
+}

@@ -159,12 +159,41 @@ impl Host {
             .await
     }
 
+    /// [`Host::turn`] with the session's choice of model and reasoning level.
+    pub async fn turn_choosing(
+        &self,
+        driver: &ModelDriver,
+        prompt: &Prompt,
+        model: Option<&str>,
+        level: Option<&str>,
+    ) -> Result<StopReason, TurnError> {
+        self.turn_full(
+            driver,
+            prompt,
+            CancellationToken::new(),
+            model.map(str::to_string),
+            level.map(str::to_string),
+        )
+        .await
+    }
+
     /// [`Host::turn`] with the turn's cancel token.
     pub async fn turn_with(
         &self,
         driver: &ModelDriver,
         prompt: &Prompt,
         cancel: CancellationToken,
+    ) -> Result<StopReason, TurnError> {
+        self.turn_full(driver, prompt, cancel, None, None).await
+    }
+
+    async fn turn_full(
+        &self,
+        driver: &ModelDriver,
+        prompt: &Prompt,
+        cancel: CancellationToken,
+        model: Option<String>,
+        level: Option<String>,
     ) -> Result<StopReason, TurnError> {
         let ids = std::sync::atomic::AtomicU64::new(0);
         let new_id = move || {
@@ -182,7 +211,9 @@ impl Host {
             cancel,
             &new_id,
             prompt.text(),
-        );
+        )
+        .model(model)
+        .thought_level(level);
         let ended = tokio::time::timeout(
             crate::support::engine::HANG_GUARD,
             run_turn(driver, prompt, turn),

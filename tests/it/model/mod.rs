@@ -8,14 +8,18 @@
 //! - [`harness`]: a `TurnPort` that runs calls on a real engine session and records events.
 //! - [`turns`]: text, thinking, tool calls (several per reply, arguments in pieces), step limit.
 //! - [`failures`]: retries with `Retry-After`, bounded retries, 401, context overflow, cancel.
+//! - [`errors`]: retries shown, quota final, overflow codes, URL credentials, bounds.
+//! - [`reasoning`]: reasoning models, each provider's form sent back, fakes that refuse.
 //! - [`control`]: slash commands and `!COMMAND` never reach the model; no key; the env scrub;
 //!   background jobs; embedded resources.
 
 mod binary;
 mod classified;
 mod control;
+mod errors;
 mod failures;
 mod harness;
 mod login;
+mod reasoning;
 mod turns;
 mod wire;

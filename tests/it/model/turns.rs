@@ -358,13 +358,7 @@ async fn a_long_session_stays_bounded_and_the_oldest_output_goes_first() {
     assert!(sizes[1][0] < 100 && sizes[1][1] > 3000, "{sizes:?}");
     let last = driver.conversation("s1");
     assert!(matches!(&last[0], Message::User(_)), "{last:?}");
-    assert_eq!(
-        last.last(),
-        Some(&Message::Assistant {
-            text: "ok".into(),
-            tool_calls: vec![]
-        })
-    );
+    assert_eq!(last.last(), Some(&Message::assistant("ok", vec![])));
     assert!(results(&last).last().unwrap() > &3000);
     assert!(
         !last

@@ -54,9 +54,19 @@ pub struct FakeModel {
     closed: tokio::sync::Mutex<mpsc::UnboundedReceiver<()>>,
 }
 
+/// What a real server refuses: given a request's body, the error it answers with instead of
+/// the next scripted answer (which then answers the next request).
+pub type Refusal = Arc<dyn Fn(&Value) -> Option<Answer> + Send + Sync>;
+
 impl FakeModel {
     /// Starts a server with `answers`.
     pub async fn start(answers: Vec<Answer>) -> FakeModel {
+        Self::start_refusing(answers, Arc::new(|_: &Value| None)).await
+    }
+
+    /// Starts a server with `answers` that first answers every request `refuse` refuses with
+    /// its error, as the real server would.
+    pub async fn start_refusing(answers: Vec<Answer>, refuse: Refusal) -> FakeModel {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -65,10 +75,14 @@ impl FakeModel {
         let recorded = requests.clone();
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                let (recorded, answers, closed) =
-                    (recorded.clone(), answers.clone(), closed_tx.clone());
+                let (recorded, answers, closed, refuse) = (
+                    recorded.clone(),
+                    answers.clone(),
+                    closed_tx.clone(),
+                    refuse.clone(),
+                );
                 tokio::spawn(async move {
-                    serve(socket, recorded, answers, closed).await;
+                    serve(socket, recorded, answers, closed, refuse).await;
                 });
             }
         });
@@ -95,6 +109,7 @@ async fn serve(
     recorded: Arc<Mutex<Vec<Recorded>>>,
     answers: Arc<Mutex<std::vec::IntoIter<Answer>>>,
     closed: mpsc::UnboundedSender<()>,
+    refuse: Refusal,
 ) {
     let mut data = Vec::new();
     let mut buf = [0u8; 8192];
@@ -130,19 +145,23 @@ async fn serve(
             Ok(n) => body.extend_from_slice(&buf[..n]),
         }
     }
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let refused = refuse(&body);
     recorded.lock().unwrap().push(Recorded {
         path,
         headers,
         body,
     });
-    let answer = answers.lock().unwrap().next().unwrap_or_else(|| {
-        Answer::Status(
-            500,
-            Vec::new(),
-            json!({"error": {"message": "the fake model has no scripted answer left"}}).to_string(),
-        )
-    });
+    let answer = refused
+        .or_else(|| answers.lock().unwrap().next())
+        .unwrap_or_else(|| {
+            Answer::Status(
+                500,
+                Vec::new(),
+                json!({"error": {"message": "the fake model has no scripted answer left"}})
+                    .to_string(),
+            )
+        });
     let sse_head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
     match answer {
         Answer::Status(code, extra, body) => {
@@ -237,6 +256,55 @@ pub mod openai {
         Answer::Sse(events(&[], text, calls))
     }
 
+    /// Gemini's OpenAI-compatible stream of tool calls: each call whole in one chunk, without
+    /// `index`, with its thought signature (`sig-ID`) in `extra_content`; then the finish
+    /// reason and `[DONE]`.
+    pub fn gemini_calls(calls: &[(&str, &str, &str)]) -> Vec<String> {
+        let mut events = Vec::new();
+        for (id, name, arguments) in calls {
+            events.push(chunk(
+                json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [{
+                "id": id, "type": "function",
+                "function": {"name": name, "arguments": arguments},
+                "extra_content": {"google": {"thought_signature": format!("sig-{id}")}}}]},
+                "finish_reason": null}]),
+            ));
+        }
+        events.push(chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
+        ));
+        events.push("data: [DONE]\n\n".to_string());
+        events
+    }
+
+    /// OpenRouter's stream of a reasoning model: each piece of reasoning both as `reasoning`
+    /// and as a `reasoning_details` item (index 0, the signature in the last piece), then one
+    /// tool call, the finish reason, usage with cost, `[DONE]`.
+    pub fn openrouter_events(reasoning: &[&str], call: Call<'_>) -> Vec<String> {
+        let mut events = Vec::new();
+        for (i, piece) in reasoning.iter().enumerate() {
+            let signature = if i + 1 == reasoning.len() {
+                json!("or-sig")
+            } else {
+                Value::Null
+            };
+            events.push(chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": "",
+                "reasoning": piece,
+                "reasoning_details": [{"type": "reasoning.text", "text": piece, "signature": signature,
+                                       "format": "anthropic-claude-v1", "index": 0}]},
+                "finish_reason": null}])));
+        }
+        let (id, name, pieces) = call;
+        events.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": pieces.concat()}}]}, "finish_reason": null}])));
+        events.push(chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
+        ));
+        events.push(format!("data: {}\n\n", json!({"id": "gen-1", "object": "chat.completion.chunk", "choices": [],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60, "cost": 0.001}})));
+        events.push("data: [DONE]\n\n".to_string());
+        events
+    }
+
     /// An error answer in OpenAI's shape.
     pub fn error(status: u16, headers: &[(&str, &str)], message: &str, code: &str) -> Answer {
         let body = json!({"error": {"message": message, "type": "error", "code": code}});
@@ -272,7 +340,11 @@ pub mod anthropic {
             for piece in thinking {
                 events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": piece}})));
             }
-            events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": "c2ln"}})));
+            let signed = signature(&thinking.concat());
+            let (first, second) = signed.split_at(signed.len() / 2);
+            for piece in [first, second] {
+                events.push(event("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": piece}})));
+            }
             events.push(event(
                 "content_block_stop",
                 json!({"type": "content_block_stop", "index": index}),
@@ -316,6 +388,13 @@ pub mod anthropic {
         Answer::Sse(events(&[], text, calls))
     }
 
+    /// The signature this server gives a thinking block of `thinking` (checked by
+    /// `refuse::anthropic_thinking`): the text's bytes in hex.
+    pub fn signature(thinking: &str) -> String {
+        let hex: String = thinking.bytes().map(|b| format!("{b:02x}")).collect();
+        format!("EqQBCkgI{hex}")
+    }
+
     /// An error answer in Anthropic's shape.
     pub fn error(status: u16, headers: &[(&str, &str)], kind: &str, message: &str) -> Answer {
         let body = json!({"type": "error", "error": {"type": kind, "message": message}});
@@ -324,5 +403,124 @@ pub mod anthropic {
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect();
         Answer::Status(status, headers, body.to_string())
+    }
+}
+
+/// What the real servers refuse, as they word it (`notes/2026-12-06-reasoning-message-model.md`
+/// gives each message's source).
+pub mod refuse {
+    use super::*;
+
+    fn bad_request(body: Value) -> Answer {
+        Answer::Status(400, Vec::new(), body.to_string())
+    }
+
+    /// OpenAI's reasoning models (o-series, gpt-5): `max_tokens` is refused.
+    pub fn openai_reasoning_model(body: &Value) -> Option<Answer> {
+        body.get("max_tokens")?;
+        Some(bad_request(json!({"error": {
+            "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+            "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}})))
+    }
+
+    /// A gateway that does not know `stream_options`.
+    pub fn no_stream_options(body: &Value) -> Option<Answer> {
+        body.get("stream_options")?;
+        Some(bad_request(json!({"error": {
+            "message": "Unrecognized request argument supplied: stream_options",
+            "type": "invalid_request_error", "param": null, "code": null}})))
+    }
+
+    fn assistants(body: &Value) -> impl Iterator<Item = (usize, &Value)> {
+        body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, m)| m["role"] == "assistant")
+    }
+
+    /// DeepSeek's thinking mode: an assistant message with tool calls needs its
+    /// `reasoning_content`.
+    pub fn deepseek_thinking(body: &Value) -> Option<Answer> {
+        let (index, _) = assistants(body)
+            .find(|(_, m)| m.get("tool_calls").is_some() && !m["reasoning_content"].is_string())?;
+        Some(bad_request(json!({"error": {
+            "message": format!("Missing `reasoning_content` field in the assistant message at message index {index}. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"),
+            "type": "invalid_request_error", "param": null, "code": "invalid_request_error"}})))
+    }
+
+    /// Gemini's OpenAI-compatible endpoint: each function call goes back with the thought
+    /// signature it came with (`sig-` and its id, as `openai::gemini_call` sends it).
+    pub fn gemini_signatures(body: &Value) -> Option<Answer> {
+        let missing = assistants(body)
+            .flat_map(|(_, m)| m["tool_calls"].as_array().cloned().unwrap_or_default())
+            .find(|call| {
+                call["extra_content"]["google"]["thought_signature"].as_str()
+                    != Some(format!("sig-{}", call["id"].as_str().unwrap_or("")).as_str())
+            })?;
+        let name = missing["function"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        Some(Answer::Status(400, Vec::new(), json!([{"error": {"code": 400,
+            "message": format!("Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:{name}` , position 2. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details."),
+            "status": "INVALID_ARGUMENT"}}]).to_string()))
+    }
+
+    /// Anthropic with extended thinking: `max_tokens` above the budget; every thinking block
+    /// signed by this server over its text, unchanged; and in a tool loop (the last user
+    /// message holds tool results) the last assistant message starts with thinking.
+    pub fn anthropic_thinking(body: &Value) -> Option<Answer> {
+        let error = |message: String| {
+            Some(bad_request(
+                json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
+            ))
+        };
+        let budget = body["thinking"]["budget_tokens"].as_u64();
+        if let Some(budget) = budget {
+            if body["max_tokens"].as_u64().unwrap_or(0) <= budget {
+                return error("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size".into());
+            }
+        }
+        let messages = body["messages"].as_array()?;
+        for (i, message) in messages.iter().enumerate() {
+            for (j, block) in message["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                if block["type"] == "thinking"
+                    && block["signature"].as_str()
+                        != Some(
+                            anthropic::signature(block["thinking"].as_str().unwrap_or("")).as_str(),
+                        )
+                {
+                    return error(format!(
+                        "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                    ));
+                }
+            }
+        }
+        budget?;
+        let in_loop = messages.last().is_some_and(|m| {
+            m["role"] == "user"
+                && m["content"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|b| b["type"] == "tool_result")
+        });
+        let (i, last) = messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, m)| m["role"] == "assistant")?;
+        let first = &last["content"][0]["type"];
+        if in_loop && first != "thinking" && first != "redacted_thinking" {
+            return error(format!("messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking", first.as_str().unwrap_or("")));
+        }
+        None
     }
 }
