@@ -414,7 +414,7 @@ mod tests {
     /// the script's first word), and the script's own flags still pass after its first word.
     #[test]
     fn run_refuses_an_unknown_flag_before_the_script() {
-        for flag in ["--require-sandbox", "--timout"] {
+        for flag in ["--require-sandboxes", "--timout"] {
             let error = invocation(&["acp-bash", "run", flag, "--", "echo hi"]).unwrap_err();
             let text = error.to_string();
             assert!(text.contains("unexpected argument"), "{text}");

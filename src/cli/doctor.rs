@@ -218,6 +218,7 @@ mod tests {
 
     /// Without Landlock but with the view, workspace is weakened (not missing: the view keeps
     /// writes confined), and no line says writes are not restricted.
+    #[cfg(target_os = "linux")]
     #[test]
     fn without_landlock_the_view_still_confines_writes() {
         let mut support = acp_bash::sandbox::Support::all(0);

@@ -200,6 +200,11 @@ fn zygote_key(plan: &ChildPlan) -> Vec<u8> {
 
 /// Starts a zygote and sends it `setup`; returns once its namespaces and view are built.
 fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<Zygote> {
+    // The zygote's commands join their cgroup v2 folders by a write to `cgroup.procs`, which
+    // an ordinary user may make only within the delegated subtree: so the agent moves into its
+    // scope first, and the zygote is forked there (a no-op where cgroup v1 serves the limits,
+    // or once the subtree is set up).
+    super::cgroup_v2_now();
     let program = cstring(program.as_os_str().as_bytes())?;
     let argv0 = cstring(ARGV0.as_bytes())?;
     let protocol = cstring(PROTOCOL.as_bytes())?;

@@ -41,7 +41,9 @@ async fn one_prompt(profile: ClientProfile) -> Vec<SessionUpdate> {
         "the example agent",
         client.run(async |mut c: acp_bash::acp::client::Conversation| {
             let session = c.new_session(&dir).await?;
-            c.prompt(&session, "cat a.txt").await
+            // Two actions, so a terminal card: a lone `cat a.txt` would be shown as a read
+            // (the model driver's calls are classified, `src/classify/`).
+            c.prompt(&session, "cat a.txt && true").await
         }),
     )
     .await
@@ -71,7 +73,7 @@ fn answer(updates: &[SessionUpdate]) -> String {
 fn assert_the_two_scripted_calls(updates: &[SessionUpdate]) {
     let calls = calls(updates);
     assert_eq!(calls.len(), 2, "{calls:?}");
-    assert_eq!(calls[0], "cat a.txt");
+    assert_eq!(calls[0], "cat a.txt && true");
     // 3 lines, plus any notice the sandbox gives on this machine.
     assert!(
         calls[1].starts_with("echo the first call printed "),

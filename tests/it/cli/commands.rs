@@ -188,7 +188,7 @@ fn bad_flags_are_refused_with_a_reason() {
 /// every other subcommand does, and runs nothing: bash never sees it as the script's start.
 #[test]
 fn run_refuses_an_unknown_flag_before_the_script() {
-    for flag in ["--require-sandbox", "--timout"] {
+    for flag in ["--require-sandboxes", "--timout"] {
         let output = acp_bash_full(&["run", flag, "--", "echo ran-anyway"]);
         assert_eq!(output.status.code(), Some(2), "{flag}: {output:?}");
         let said = stderr(&output);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::support::engine::{run, HANG_GUARD};
-use crate::support::sandbox::{as_root_and_nobody, require_namespaces};
+use crate::support::sandbox::{as_root_and_nobody, require_namespaces, session_folders};
 use crate::support::skip::skip_unless;
 use acp_bash::exec::{EngineConfig, Exit, Session};
 use acp_bash::sandbox::{self, Launch, Limits, Mode, Protection, Roots, Support};
@@ -121,14 +121,11 @@ fn cache_writes_stay_in_the_session_and_never_reach_the_host() {
             drop(second);
             // A poll on the condition; the deadline is only a hang guard.
             let deadline = Instant::now() + HANG_GUARD;
-            while std::fs::read_dir(&root).unwrap().next().is_some() {
+            while !session_folders(&root).is_empty() {
                 assert!(
                     Instant::now() < deadline,
                     "session folders left: {:?}",
-                    std::fs::read_dir(&root)
-                        .unwrap()
-                        .map(|e| e.unwrap().path())
-                        .collect::<Vec<_>>()
+                    session_folders(&root)
                 );
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -210,10 +207,7 @@ fn without_overlayfs_the_first_command_and_the_description_say_caches_are_read_o
 
 /// The one session folder under `root` (the session's first workspace command made it).
 fn session_folder(root: &Path) -> PathBuf {
-    let folders: Vec<PathBuf> = std::fs::read_dir(root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let folders = session_folders(root);
     assert_eq!(folders.len(), 1, "{folders:?}");
     folders.into_iter().next().unwrap()
 }

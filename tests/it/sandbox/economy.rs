@@ -234,11 +234,11 @@ fn a_thousand_sessions_keep_a_bounded_number_of_helpers_and_each_still_runs_comm
         let out = agent.prompt(&sessions[n], "echo again-$((40+2))");
         assert!(out.contains("again-42"), "session {n}: {out}");
     }
-    let (zygotes, _) = helpers(agent.pid());
-    assert!(
-        zygotes <= cap,
-        "{zygotes} zygotes after the old sessions ran again"
-    );
+    // The helpers those two commands pushed out end as the first ones did: waited for, since
+    // a zygote let go ends a moment after its socket closes (a hang guard only).
+    wait_until("the bound holds after the old sessions ran again", || {
+        helpers(agent.pid()).0 <= cap
+    });
     agent.finish();
 }
 

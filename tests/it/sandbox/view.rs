@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::support::engine::{run, HANG_GUARD};
-use crate::support::sandbox::{as_root_and_nobody, marker, require_namespaces};
+use crate::support::sandbox::{as_root_and_nobody, marker, require_namespaces, session_folders};
 use crate::support::skip::skip_unless;
 use acp_bash::exec::{Engine, EngineConfig, Exit, Session};
 use acp_bash::sandbox::{Mode, Protection, Support, HOME_CREDENTIALS};
@@ -316,10 +316,7 @@ fn a_sessions_temp_dir_is_its_own_kept_across_its_commands_and_removed_with_it()
             let other = session(&engine, ws.path(), Mode::Workspace);
             let (_, output) = run_in(&other, &read);
             assert!(output.contains("No such file"), "{output}");
-            let folders: Vec<PathBuf> = std::fs::read_dir(temps.path().join("root"))
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
+            let folders = session_folders(&temps.path().join("root"));
             assert_eq!(folders.len(), 2, "{folders:?}");
             let holder = folders
                 .iter()

@@ -444,3 +444,16 @@ fn which(name: &str) -> Result<PathBuf, ()> {
         .find(|p| p.exists())
         .ok_or(())
 }
+
+/// The session folders (`session-*`) under a session temp root, without the agents' lock files
+/// (`agent-<pid>.lock`) that sit beside them while an agent lives.
+pub fn session_folders(root: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("session-"))
+        })
+        .collect()
+}
