@@ -29,7 +29,18 @@ pub enum ScrubReason {
     Name(String),
     /// Its value looks like a credential (what kind, e.g. `GitHub token`).
     Value(&'static str),
+    /// Not a secret: with it, bash takes the command's shell for one that sshd started, and
+    /// (as Debian builds it) reads `~/.bashrc` instead of the engine's prelude (see
+    /// [`SSH_LOGIN_MARKERS`]). Removed even with the scrub off, unless kept by name.
+    SshLoginMarker,
 }
+
+/// Variables by which bash recognises a shell started by sshd (`SSH_CLIENT`, `SSH2_CLIENT`,
+/// with a shell level below 2). Debian's and Ubuntu's bash (`SSH_SOURCE_BASHRC`) then reads
+/// `~/.bashrc` and not `BASH_ENV`, so a command would run without the engine's prelude (its
+/// state report, its trap wrapper) and with the user's interactive setup. An agent started on
+/// a remote host over SSH (Zed's remote development) inherits them.
+pub const SSH_LOGIN_MARKERS: &[&str] = &["SSH_CLIENT", "SSH2_CLIENT"];
 
 /// One variable the scrub removed: its name and why. Never its value. Made by [`prepare`];
 /// callers only read it.
@@ -312,6 +323,13 @@ pub fn prepare(
             continue;
         }
         let kept = policy.keep.iter().any(|keep| *keep == name_text);
+        if !kept && SSH_LOGIN_MARKERS.contains(&&*name_text) {
+            prepared.removed.push(Scrubbed {
+                name: name_text.into_owned(),
+                reason: ScrubReason::SshLoginMarker,
+            });
+            continue;
+        }
         if policy.scrub && !kept {
             let reason = secret_name_match(&name_text)
                 .map(ScrubReason::Name)
@@ -344,6 +362,10 @@ impl std::fmt::Display for ScrubReason {
         match self {
             ScrubReason::Name(word) => write!(f, "its name holds `{word}`"),
             ScrubReason::Value(kind) => write!(f, "its value looks like a {kind}"),
+            ScrubReason::SshLoginMarker => write!(
+                f,
+                "bash would take commands for an ssh login and skip acp-bash's prelude"
+            ),
         }
     }
 }

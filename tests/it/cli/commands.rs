@@ -289,3 +289,30 @@ async fn ctrl_c_on_run_cancels_the_command() {
     );
     assert!(wait_until_no_process(&name).await, "{name} still runs");
 }
+
+/// An agent started with an ssh login's variables (Zed's remote development starts it over
+/// SSH) still runs its prelude in every command, and never the user's `~/.bashrc`: Debian's
+/// bash takes a shell that sees `SSH_CLIENT` (at a shell level below 2) for sshd's, reads
+/// `~/.bashrc` and skips `BASH_ENV`. The prelude unsets `BASH_ENV`, so a command that still
+/// sees it ran without the prelude. Planted "SSH_CLIENT passed on": `BASH_ENV=/dev/fd/3`.
+#[test]
+fn an_agent_started_over_ssh_still_runs_its_prelude_and_no_bashrc() {
+    let (_home_tmp, home) = temp_dir();
+    std::fs::write(home.join(".bashrc"), "echo BASHRC-RAN\n").unwrap();
+    let home = home.to_str().unwrap();
+    for marker in ["SSH_CLIENT", "SSH2_CLIENT"] {
+        let script = format!("cd /; echo \"env=${{BASH_ENV-unset}} {marker}=${{{marker}-unset}}\"");
+        let output = acp_bash_env(
+            &["run", "--", &script],
+            &[
+                (marker, "192.0.2.1 50000 22"),
+                ("HOME", home),
+                ("SHLVL", "0"),
+            ],
+        );
+        let out = stdout(&output);
+        assert!(out.contains("env=unset"), "{marker}: {out}");
+        assert!(out.contains(&format!("{marker}=unset")), "{marker}: {out}");
+        assert!(!out.contains("BASHRC-RAN"), "{marker}: {out}");
+    }
+}
