@@ -17,10 +17,11 @@ const MESSAGE: &str = "acp-bash: no terminal here, so no editor can run; pass th
                        command line instead (git commit -m MESSAGE";
 
 /// A repository in a fresh temp dir (writable in every mode, read-only's private one too) with
-/// two commits and a staged change; then `git commit` without `-m`, `git rebase -i`, and a bash
+/// two commits and a staged change (removed at the end: in `full` and `off` that temp dir is the
+/// host's); then `git commit` without `-m`, `git rebase -i`, and a bash
 /// script's unquoted `$EDITOR file`.
 const SCRIPT: &str = r#"set -e
-cd "$(mktemp -d)"
+t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT && cd "$t"
 git init -q repo && cd repo
 git config user.email test@example.com && git config user.name test
 echo a > f && git add f && git commit -qm one
@@ -75,7 +76,7 @@ fn git_commit_and_rebase_i_end_with_the_no_editor_message_in_every_mode() {
 
 fn repo_script(then: &str) -> String {
     format!(
-        "set -e; cd \"$(mktemp -d)\"; git init -q repo; cd repo; \
+        "set -e; t=$(mktemp -d); trap 'rm -rf \"$t\"' EXIT; cd \"$t\"; git init -q repo; cd repo; \
          git config user.email test@example.com; git config user.name test; \
          echo a > f; git add f; {then}"
     )
