@@ -515,8 +515,9 @@ wait -n"#;
 /// Where the agent may make cgroups (root here), a command's processes (the shell, and a child
 /// it starts) are in the command's own pids and memory cgroups, `…/acp-bash-<agent pid>/run-N`:
 /// joined through `tasks` (one thread, the whole single-threaded process), not `cgroup.procs`
-/// (issue 24: that write waits for an RCU grace period, 7–15 ms). Where the agent may not
-/// (nobody here), the command runs without one.
+/// (issue 24: that write waits for an RCU grace period, 7–15 ms). On cgroup v2 (the lab's VM)
+/// both are one folder, `<the agent's delegated subtree>/run-N/…`, the `0::` line. Where the
+/// agent may not (nobody here), the command runs without one.
 #[test]
 fn a_commands_processes_are_all_in_its_own_cgroups() {
     as_root_and_nobody(
@@ -532,8 +533,8 @@ fn a_commands_processes_are_all_in_its_own_cgroups() {
             );
             let ws = outside();
             let session = engine.session(ws.path()).unwrap();
-            let script = "grep -E '^[0-9]+:(pids|memory):' /proc/self/cgroup | sed 's/^/shell /'; \
-                          sh -c \"grep -E '^[0-9]+:(pids|memory):' /proc/self/cgroup | sed 's/^/child /'\"";
+            let script = "grep -E '^([0-9]+:(pids|memory):|0::)' /proc/self/cgroup | sed 's/^/shell /'; \
+                          sh -c \"grep -E '^([0-9]+:(pids|memory):|0::)' /proc/self/cgroup | sed 's/^/child /'\"";
             for mode in [Mode::Workspace, Mode::ReadOnly, Mode::Full] {
                 session.set_mode(mode);
                 let outcome = block_on(run(&session, script));
@@ -549,7 +550,39 @@ fn a_commands_processes_are_all_in_its_own_cgroups() {
                         .unwrap()
                 };
                 let pids = layer("resource limits").is_ok_and(|how| how.contains("cgroup v1 pids"));
-                let memory = layer("memory cgroup").is_ok();
+                let memory = layer("memory cgroup").is_ok_and(|how| !how.contains("cgroup v2"));
+                // cgroup v2: "cgroup v2 pids.max per command in <subtree>/run-N (…)".
+                let v2_subtree = ["resource limits", "memory cgroup"].iter().find_map(|name| {
+                    let how = layer(name).ok()?;
+                    let rest = how.split("cgroup v2 ").nth(1)?.split(" per command in ").nth(1)?;
+                    Some(rest.split("/run-N").next()?.to_string())
+                });
+                for who in ["shell", "child"] {
+                    let line = outcome
+                        .output
+                        .lines()
+                        .find(|l| l.starts_with(&format!("{who} 0::")));
+                    // The path as this cgroup namespace shows it, up to the run's own folder.
+                    let in_run = line.and_then(|l| {
+                        let path = l.split_once("0::")?.1;
+                        let at = path.find("/run-")?;
+                        let run = path[at + "/run-".len()..].split('/').next()?;
+                        run.parse::<u64>().ok()?;
+                        Some(path[..at].to_string())
+                    });
+                    let inside = match (&in_run, &v2_subtree) {
+                        (Some(prefix), Some(subtree)) => subtree.ends_with(prefix.as_str()),
+                        (Some(_), None) => true,
+                        (None, _) => false,
+                    };
+                    assert_eq!(
+                        inside,
+                        v2_subtree.is_some(),
+                        "{mode:?}, uid {}: the {who}'s cgroup v2 folder: {line:?} (subtree {v2_subtree:?})\n{}",
+                        unsafe { libc::geteuid() },
+                        outcome.output
+                    );
+                }
                 for who in ["shell", "child"] {
                     for (controller, may_make) in [("pids", pids), ("memory", memory)] {
                         let line = outcome
