@@ -552,11 +552,17 @@ fn a_commands_processes_are_all_in_its_own_cgroups() {
                 let pids = layer("resource limits").is_ok_and(|how| how.contains("cgroup v1 pids"));
                 let memory = layer("memory cgroup").is_ok_and(|how| !how.contains("cgroup v2"));
                 // cgroup v2: "cgroup v2 pids.max per command in <subtree>/run-N (…)".
-                let v2_subtree = ["resource limits", "memory cgroup"].iter().find_map(|name| {
-                    let how = layer(name).ok()?;
-                    let rest = how.split("cgroup v2 ").nth(1)?.split(" per command in ").nth(1)?;
-                    Some(rest.split("/run-N").next()?.to_string())
-                });
+                let v2_subtree = ["resource limits", "memory cgroup"]
+                    .iter()
+                    .find_map(|name| {
+                        let how = layer(name).ok()?;
+                        let rest = how
+                            .split("cgroup v2 ")
+                            .nth(1)?
+                            .split(" per command in ")
+                            .nth(1)?;
+                        Some(rest.split("/run-N").next()?.to_string())
+                    });
                 for who in ["shell", "child"] {
                     let line = outcome
                         .output
@@ -672,5 +678,58 @@ fn cgroups_made_ahead_are_each_one_commands_with_its_limit() {
         }
         assert!(!seen.contains(&path), "{mode:?}: {path} again in {seen:?}");
         seen.push(path);
+    }
+}
+
+/// The agent is multithreaded: its other threads start processes (`posix_spawn`, `fork`) while
+/// it forks a command. Since glibc 2.41 (Debian 13) those hold a lock that glibc's `sigaction`
+/// takes for SIGABRT, and a command's child, made by a raw `clone` while another thread held it,
+/// waited on it forever when it reset its signals that way: commands hung in Debian 13 containers
+/// (the platform lab's `docker-root`, 6 Dec). Here two threads start processes without pause
+/// while commands run in each mode; each must end. Planted (glibc's `sigaction` back in
+/// `child::sys::reset_signals`): hangs on glibc 2.41 (the lab); this host's glibc 2.36 has no
+/// such lock, so here it holds either way.
+#[test]
+fn commands_start_while_other_threads_start_processes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let starters: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::process::Command::new("true").status();
+                }
+            })
+        })
+        .collect();
+    const EACH: usize = 15;
+    let modes = [Mode::Workspace, Mode::ReadOnly, Mode::Full];
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let ws = outside();
+        for mode in modes {
+            let session = session(ws.path(), mode);
+            for i in 0..EACH {
+                let outcome = block_on(run(&session, &format!("echo ran-{i}")));
+                if tx.send((mode, i, outcome.output)).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    for mode in modes {
+        for i in 0..EACH {
+            let (got_mode, n, output) = rx.recv_timeout(HANG_GUARD).unwrap_or_else(|_| {
+                panic!("{mode:?}: command {i} did not end within {HANG_GUARD:?} while other threads started processes")
+            });
+            assert_eq!((got_mode, n), (mode, i));
+            assert!(output.contains(&format!("ran-{i}")), "{mode:?}: {output}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for starter in starters {
+        starter.join().unwrap();
     }
 }
