@@ -515,8 +515,9 @@ wait -n"#;
 /// Where the agent may make cgroups (root here), a command's processes (the shell, and a child
 /// it starts) are in the command's own pids and memory cgroups, `…/acp-bash-<agent pid>/run-N`:
 /// joined through `tasks` (one thread, the whole single-threaded process), not `cgroup.procs`
-/// (issue 24: that write waits for an RCU grace period, 7–15 ms). Where the agent may not
-/// (nobody here), the command runs without one.
+/// (issue 24: that write waits for an RCU grace period, 7–15 ms). On cgroup v2 (the lab's VM)
+/// both are one folder, `<the agent's delegated subtree>/run-N/…`, the `0::` line. Where the
+/// agent may not (nobody here), the command runs without one.
 #[test]
 fn a_commands_processes_are_all_in_its_own_cgroups() {
     as_root_and_nobody(
@@ -532,8 +533,8 @@ fn a_commands_processes_are_all_in_its_own_cgroups() {
             );
             let ws = outside();
             let session = engine.session(ws.path()).unwrap();
-            let script = "grep -E '^[0-9]+:(pids|memory):' /proc/self/cgroup | sed 's/^/shell /'; \
-                          sh -c \"grep -E '^[0-9]+:(pids|memory):' /proc/self/cgroup | sed 's/^/child /'\"";
+            let script = "grep -E '^([0-9]+:(pids|memory):|0::)' /proc/self/cgroup | sed 's/^/shell /'; \
+                          sh -c \"grep -E '^([0-9]+:(pids|memory):|0::)' /proc/self/cgroup | sed 's/^/child /'\"";
             for mode in [Mode::Workspace, Mode::ReadOnly, Mode::Full] {
                 session.set_mode(mode);
                 let outcome = block_on(run(&session, script));
@@ -549,7 +550,45 @@ fn a_commands_processes_are_all_in_its_own_cgroups() {
                         .unwrap()
                 };
                 let pids = layer("resource limits").is_ok_and(|how| how.contains("cgroup v1 pids"));
-                let memory = layer("memory cgroup").is_ok();
+                let memory = layer("memory cgroup").is_ok_and(|how| !how.contains("cgroup v2"));
+                // cgroup v2: "cgroup v2 pids.max per command in <subtree>/run-N (…)".
+                let v2_subtree = ["resource limits", "memory cgroup"]
+                    .iter()
+                    .find_map(|name| {
+                        let how = layer(name).ok()?;
+                        let rest = how
+                            .split("cgroup v2 ")
+                            .nth(1)?
+                            .split(" per command in ")
+                            .nth(1)?;
+                        Some(rest.split("/run-N").next()?.to_string())
+                    });
+                for who in ["shell", "child"] {
+                    let line = outcome
+                        .output
+                        .lines()
+                        .find(|l| l.starts_with(&format!("{who} 0::")));
+                    // The path as this cgroup namespace shows it, up to the run's own folder.
+                    let in_run = line.and_then(|l| {
+                        let path = l.split_once("0::")?.1;
+                        let at = path.find("/run-")?;
+                        let run = path[at + "/run-".len()..].split('/').next()?;
+                        run.parse::<u64>().ok()?;
+                        Some(path[..at].to_string())
+                    });
+                    let inside = match (&in_run, &v2_subtree) {
+                        (Some(prefix), Some(subtree)) => subtree.ends_with(prefix.as_str()),
+                        (Some(_), None) => true,
+                        (None, _) => false,
+                    };
+                    assert_eq!(
+                        inside,
+                        v2_subtree.is_some(),
+                        "{mode:?}, uid {}: the {who}'s cgroup v2 folder: {line:?} (subtree {v2_subtree:?})\n{}",
+                        unsafe { libc::geteuid() },
+                        outcome.output
+                    );
+                }
                 for who in ["shell", "child"] {
                     for (controller, may_make) in [("pids", pids), ("memory", memory)] {
                         let line = outcome
@@ -639,5 +678,58 @@ fn cgroups_made_ahead_are_each_one_commands_with_its_limit() {
         }
         assert!(!seen.contains(&path), "{mode:?}: {path} again in {seen:?}");
         seen.push(path);
+    }
+}
+
+/// The agent is multithreaded: its other threads start processes (`posix_spawn`, `fork`) while
+/// it forks a command. Since glibc 2.41 (Debian 13) those hold a lock that glibc's `sigaction`
+/// takes for SIGABRT, and a command's child, made by a raw `clone` while another thread held it,
+/// waited on it forever when it reset its signals that way: commands hung in Debian 13 containers
+/// (the platform lab's `docker-root`, 6 Dec). Here two threads start processes without pause
+/// while commands run in each mode; each must end. Planted (glibc's `sigaction` back in
+/// `child::sys::reset_signals`): hangs on glibc 2.41 (the lab); this host's glibc 2.36 has no
+/// such lock, so here it holds either way.
+#[test]
+fn commands_start_while_other_threads_start_processes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let starters: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::process::Command::new("true").status();
+                }
+            })
+        })
+        .collect();
+    const EACH: usize = 15;
+    let modes = [Mode::Workspace, Mode::ReadOnly, Mode::Full];
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let ws = outside();
+        for mode in modes {
+            let session = session(ws.path(), mode);
+            for i in 0..EACH {
+                let outcome = block_on(run(&session, &format!("echo ran-{i}")));
+                if tx.send((mode, i, outcome.output)).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    for mode in modes {
+        for i in 0..EACH {
+            let (got_mode, n, output) = rx.recv_timeout(HANG_GUARD).unwrap_or_else(|_| {
+                panic!("{mode:?}: command {i} did not end within {HANG_GUARD:?} while other threads started processes")
+            });
+            assert_eq!((got_mode, n), (mode, i));
+            assert!(output.contains(&format!("ran-{i}")), "{mode:?}: {output}");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for starter in starters {
+        starter.join().unwrap();
     }
 }

@@ -173,7 +173,8 @@ pub(crate) fn fork_shell(error_fd: RawFd) {
         for fd in 0..3 {
             libc::close(fd);
         }
-        // No SA_RESTART: a signal interrupts the wait below. The engine sends SIGTERM twice
+        // No SA_RESTART: a signal interrupts the wait below. (glibc's sigaction is safe here only
+        // because none of these is SIGABRT: see `sys::set_disposition`.) The engine sends SIGTERM twice
         // before its SIGKILL (which would end W before it cleans up): at the second, W kills
         // everything itself.
         let mut action: libc::sigaction = std::mem::zeroed();

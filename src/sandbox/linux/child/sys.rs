@@ -215,18 +215,59 @@ pub(crate) fn close_all_except(keep: &mut [RawFd]) {
     close_from(next as u32, true);
 }
 
+/// Sets `signal`'s disposition to `SIG_DFL` or `SIG_IGN` (`how`) by the raw `rt_sigaction`
+/// system call. Not glibc's `sigaction`/`signal`: since glibc 2.41 (Debian 13) they take a lock
+/// (`__abort_lock`, for SIGABRT) that `fork` and `posix_spawn` hold in other threads, and a
+/// child made by a raw `clone` while another thread held it (the agent is multithreaded; glibc's
+/// fork handlers, which reset it, do not run) waits on it forever: every command of the agent
+/// hung in Debian 13 containers (the platform lab, `docker-root`).
+pub(crate) fn set_disposition(signal: c_int, how: libc::sighandler_t) -> c_int {
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    {
+        /// The kernel's `struct sigaction` on these architectures (both have `sa_restorer`).
+        #[repr(C)]
+        struct KernelSigaction {
+            handler: libc::sighandler_t,
+            flags: libc::c_ulong,
+            restorer: usize,
+            mask: u64,
+        }
+        let action = KernelSigaction {
+            handler: how,
+            flags: 0,
+            restorer: 0,
+            mask: 0,
+        };
+        // SAFETY: a valid kernel sigaction (no handler, so no restorer needed), no old action.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                &action as *const KernelSigaction,
+                std::ptr::null_mut::<KernelSigaction>(),
+                std::mem::size_of::<u64>(),
+            ) as c_int
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    // SAFETY: sigaction on this process (elsewhere glibc's wrapper: see above).
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = how;
+        libc::sigaction(signal, &action, std::ptr::null_mut())
+    }
+}
+
 /// Every signal back to its default action and an empty mask: the agent's handlers must not run
 /// in the helpers, and exec keeps an ignored signal ignored.
 pub(crate) fn reset_signals() {
-    // SAFETY: sigaction/sigprocmask on this process.
+    // SAFETY: sigprocmask on this process.
     unsafe {
         for signal in 1..=libc::SIGRTMAX() {
             if signal == libc::SIGKILL || signal == libc::SIGSTOP {
                 continue;
             }
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(signal, &action, std::ptr::null_mut());
+            set_disposition(signal, libc::SIG_DFL);
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
@@ -238,11 +279,9 @@ pub(crate) fn reset_signals() {
 /// it started (`zygote.rs: zygote_main`) and has changed only `SIGCHLD` (ignored) since, so
 /// that one and the mask are what is left to restore (2 system calls instead of 65).
 pub(crate) fn reset_signals_in_zygote_fork() {
-    // SAFETY: sigaction/sigprocmask on this process.
+    set_disposition(libc::SIGCHLD, libc::SIG_DFL);
+    // SAFETY: sigprocmask on this process.
     unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(libc::SIGCHLD, &action, std::ptr::null_mut());
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -355,7 +394,7 @@ pub(crate) fn exit_like(status: c_int) -> ! {
                 rlim_max: 0,
             };
             libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-            libc::signal(sig, libc::SIG_DFL);
+            set_disposition(sig, libc::SIG_DFL);
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);
             libc::sigaddset(&mut set, sig);

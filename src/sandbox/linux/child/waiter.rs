@@ -38,7 +38,7 @@ pub(crate) fn run(init: libc::pid_t, status_read: RawFd, report: RawFd) -> ! {
     // SAFETY: raw syscalls only.
     unsafe {
         for sig in GROUP_SIGNALS {
-            libc::signal(sig, libc::SIG_IGN);
+            super::sys::set_disposition(sig, libc::SIG_IGN);
         }
         // The shell's own status, written by PID 1 when the shell ends (PID 1 may outlive it
         // briefly, see LINGER, and cannot die of most signals itself).
