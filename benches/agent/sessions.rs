@@ -132,6 +132,15 @@ fn zygote_memory(zygote: u32) -> Option<(u64, u64, u64)> {
     Some(total)
 }
 
+/// The median of `values`, 0 for none.
+fn median_or_zero(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        0.0
+    } else {
+        median(values)
+    }
+}
+
 /// `Pss:`, `Rss:` and the private pages (USS) of `pid`, in KiB, from `smaps_rollup`.
 fn pss_rss_uss(pid: u32) -> Option<(u64, u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
@@ -318,8 +327,8 @@ pub fn concurrency_modes(bench: &Bench) -> Result<Vec<Row>> {
 }
 
 /// `warm-sessions` (issue 48): 1,000 workspace sessions that each ran one `true`, in one agent
-/// with `--max-warm-sessions 8`: how many helper processes are left (zygotes, and zygotes with
-/// their spares), whether the oldest session's next command runs (its helpers started again:
+/// with `--max-warm-sessions 8`: how many helper processes are left (zygotes, and the spares of
+/// the two sessions used last), what a warm session's command costs without a spare, whether the oldest session's next command runs (its helpers started again:
 /// its time against a warm session's `true`), what an idle session costs the agent once its
 /// helpers are gone (RSS growth from the 100th to the 1,000th session, per session), and what
 /// a warm one costs besides (the PSS of its Z and spare).
@@ -341,7 +350,7 @@ pub fn warm_sessions(bench: &Bench) -> Result<Vec<Row>> {
     };
     let pid = ready.agent.pid;
     let mut ids = Vec::new();
-    let mut rss_at_100 = 0;
+    let (mut rss_at_100, mut pss_at_100) = (0, 0);
     for n in 0..sessions {
         ready.session = ready.agent.new_session(bench.session_dir())?;
         let turn = prompt(&mut ready, "true", Duration::from_secs(30))?;
@@ -349,9 +358,11 @@ pub fn warm_sessions(bench: &Bench) -> Result<Vec<Row>> {
         ids.push(ready.session.clone());
         if n + 1 == 100 {
             rss_at_100 = rss_kib(pid).map_or(0, |(rss, _)| rss);
+            pss_at_100 = pss_rss_uss(pid).map_or(0, |m| m.0);
         }
     }
     let rss_after = rss_kib(pid).map_or(0, |(rss, _)| rss);
+    let pss_after = pss_rss_uss(pid).map_or(0, |m| m.0);
     // Helpers let go end on their own once their socket closes: give them a moment.
     let deadline = Instant::now() + Duration::from_secs(5);
     let (mut zygotes, mut helpers);
@@ -365,6 +376,32 @@ pub fn warm_sessions(bench: &Bench) -> Result<Vec<Row>> {
     }
     let memory: Vec<(u64, u64, u64)> = zygotes.iter().filter_map(|&z| zygote_memory(z)).collect();
     let warm_pss = memory.iter().map(|m| m.0).sum::<u64>() as f64 / memory.len().max(1) as f64;
+    // Z alone, and each spare PID 1 alone (PSS, KiB).
+    let z_pss: Vec<f64> = zygotes
+        .iter()
+        .filter_map(|&z| Some(pss_rss_uss(z)?.0 as f64))
+        .collect();
+    let spare_pss: Vec<f64> = zygotes
+        .iter()
+        .flat_map(|&z| children_of(z))
+        .filter_map(|p| Some(pss_rss_uss(p)?.0 as f64))
+        .collect();
+    // Warm sessions beyond the two used last have a zygote but no spare PID 1: one of them
+    // runs `true` (its zygote clones the command's PID 1 fresh), then again right away (from
+    // the spare its zygote made after the first), in turn over the last three sessions, so
+    // that each round starts with the least recent one.
+    let (mut no_spare, mut with_spare, mut spare_delta) = (vec![], vec![], vec![]);
+    let rounds = if bench.quick { 6 } else { 30 };
+    for round in 0..rounds {
+        ready.session = ids[ids.len() - 3 + round % 3].clone();
+        let turn = prompt(&mut ready, "true", Duration::from_secs(30))?;
+        check_completed(&turn, "true")?;
+        let again = prompt(&mut ready, "true", Duration::from_secs(30))?;
+        check_completed(&again, "true")?;
+        no_spare.push(ms(turn.elapsed));
+        with_spare.push(ms(again.elapsed));
+        spare_delta.push(ms(turn.elapsed) - ms(again.elapsed));
+    }
     // A warm session's `true`, then the oldest session's (its helpers started again).
     let mut warm = Vec::new();
     let mut cold = Vec::new();
@@ -382,15 +419,29 @@ pub fn warm_sessions(bench: &Bench) -> Result<Vec<Row>> {
     let zygotes_after = zygotes_of(pid).len();
     ready.agent.shutdown(Duration::from_secs(2));
     let idle_kib = rss_after.saturating_sub(rss_at_100) as f64 / (sessions - 100) as f64;
+    let idle_pss_kib = pss_after.saturating_sub(pss_at_100) as f64 / (sessions - 100) as f64;
     Ok(vec![
         Row {
             case: "warm-sessions".into(),
-            metric: format!("{label}: helper processes left (zygotes {}, each with its spare PID 1)", zygotes.len()),
+            metric: format!("{label}: helper processes left (zygotes {}, spare PID 1s {})", zygotes.len(), helpers - zygotes.len()),
             median: format!("{helpers}"),
             baseline: format!("cap {CAP} warm sessions"),
             ratio: "-".into(),
-            target: format!("zygotes ≤ cap; processes ≤ 2 × cap + 2 = {}", 2 * CAP + 2),
-            met: Some(zygotes.len() <= CAP && helpers <= 2 * CAP + 2),
+            target: format!("zygotes ≤ cap; processes ≤ cap + 2 = {}", CAP + 2),
+            met: Some(zygotes.len() <= CAP && helpers <= CAP + 2),
+        },
+        Row {
+            case: "warm-sessions".into(),
+            metric: format!("{label}: a warm session's `true` without a spare PID 1 (its zygote clones one), interleaved with the same session's next `true` (from the spare)"),
+            median: spread(&no_spare, "ms", 2),
+            baseline: format!("from the spare: {}", spread(&with_spare, "ms", 2)),
+            ratio: format!(
+                "{}; paired Δ {:+.2} ms",
+                ratio(median(&no_spare), median(&with_spare)),
+                median(&spare_delta)
+            ),
+            target: "(context: the price of keeping spares for 2 sessions only)".into(),
+            met: None,
         },
         Row {
             case: "warm-sessions".into(),
@@ -406,7 +457,7 @@ pub fn warm_sessions(bench: &Bench) -> Result<Vec<Row>> {
             metric: format!("{label}: an idle session without helpers, agent RSS growth per session (sessions 100 → {sessions})"),
             median: format!("{idle_kib:.1} KiB"),
             baseline: format!(
-                "agent RSS {:.1} MiB after 100, {:.1} MiB after {sessions}",
+                "agent RSS {:.1} MiB after 100, {:.1} MiB after {sessions}; PSS growth per session {idle_pss_kib:.1} KiB",
                 mib(rss_at_100),
                 mib(rss_after)
             ),
@@ -416,9 +467,15 @@ pub fn warm_sessions(bench: &Bench) -> Result<Vec<Row>> {
         },
         Row {
             case: "warm-sessions".into(),
-            metric: format!("{label}: a warm session's helpers (Z and its spare), PSS"),
+            metric: format!("{label}: a warm session's helpers (Z, and its spare where it keeps one), PSS"),
             median: format!("{:.2} MiB", warm_pss / 1024.0),
-            baseline: format!("{} warm sessions measured", memory.len()),
+            baseline: format!(
+                "{} warm sessions measured; Z alone: PSS {:.2} MiB; a spare PID 1 ({} kept): PSS {:.2} MiB",
+                memory.len(),
+                median_or_zero(&z_pss) / 1024.0,
+                spare_pss.len(),
+                median_or_zero(&spare_pss) / 1024.0
+            ),
             ratio: "-".into(),
             target: "(context)".into(),
             met: None,

@@ -168,10 +168,11 @@ pub struct EngineArgs {
     /// process of the command), and as RLIMIT_DATA per process everywhere (see `acp-bash doctor`).
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_limit)]
     max_memory: Option<Limit>,
-    /// How many sessions keep their sandbox helpers between commands (default 8): a zygote and
-    /// a spare PID 1 per mode, two processes that make the next command 1–2 ms faster. The
-    /// sessions used most recently keep theirs; another session's next command starts them
-    /// again, as its first did. `0` keeps none.
+    /// How many sessions keep their sandbox helpers between commands (default 8): a zygote per
+    /// mode, which makes the next command 1–2 ms faster. The sessions used most recently keep
+    /// theirs, and only the two used last also keep a spare PID 1 (at most N + 2 helper
+    /// processes per mode); another session's next command starts them again, as its first
+    /// did. `0` keeps none.
     #[arg(long, value_name = "N")]
     max_warm_sessions: Option<usize>,
     /// How long a session keeps its sandbox helpers after its last command, e.g. `5m` (the

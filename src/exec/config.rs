@@ -65,10 +65,11 @@ pub struct EngineConfig {
     /// the runtime shuts down (the `acp-bash` binary sets it); a `spawn_blocking` thread does
     /// not (it exits when idle, and its commands with it). Default `false`.
     pub fork_bare_commands_in_place: bool,
-    /// How many sessions keep their sandbox helpers (a zygote and its spare PID 1 per mode,
-    /// two processes) between commands: the ones that ran a command most recently. The others'
-    /// helpers end, and their next command starts them again as a first command does
-    /// (`notes/2026-12-06-economy.md`). Default 8.
+    /// How many sessions keep their sandbox helpers (a zygote per mode) between commands: the
+    /// ones that ran a command most recently; of those, only the two used last also keep a
+    /// spare PID 1, so at most this + 2 helper processes per mode. The others' helpers end,
+    /// and their next command starts them again as a first command does
+    /// (`notes/2026-12-06-economy.md`, `notes/2026-12-06-economy-spares.md`). Default 8.
     pub max_warm_sessions: usize,
     /// How long a session keeps its helpers after its last command. Default 5 minutes.
     pub warm_idle: Duration,

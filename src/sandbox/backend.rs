@@ -123,6 +123,11 @@ pub(crate) trait Backend {
     /// them again. Nothing by default.
     fn end_helpers(_zygotes: &mut Self::Zygotes) {}
 
+    /// Lets a session's spare helpers go but keeps the ones that hold its sandbox (Linux: the
+    /// spare PID 1 of each zygote; the zygotes stay); its next command makes them again.
+    /// Nothing by default.
+    fn let_spares_go(_zygotes: &mut Self::Zygotes) {}
+
     /// A command ended: what the backend made for it alone (Linux: its cgroup folders) goes
     /// once its processes are gone.
     fn command_ended() {}

@@ -511,6 +511,15 @@ impl SessionSandbox {
         }
     }
 
+    /// Lets this session's spares go (its zygotes stay), unless a command of it is being
+    /// started (it then puts itself back at the head of the list). A running command does not
+    /// need its zygote's spare: that one is for the next command.
+    fn let_spares_go(&self) {
+        if let Ok(mut zygotes) = self.zygotes.try_lock() {
+            Platform::let_spares_go(&mut zygotes);
+        }
+    }
+
     /// A command of this session is about to start: its helpers stay until the returned
     /// guard drops (when the command has ended, or did not start).
     pub(crate) fn in_use(self: &std::sync::Arc<Self>) -> InUse {

@@ -1,7 +1,7 @@
-//! Which sessions keep their helpers (Linux: a zygote and its spare PID 1 per mode) between
-//! commands (`notes/2026-12-06-economy.md`). At most [`WarmSessions::cap`] sessions do, the
-//! ones that ran a command most recently; a session idle for [`WarmSessions::idle`] lets its
-//! helpers go as well. A session without helpers loses nothing: its next command starts them
+//! Which sessions keep their helpers (Linux: a zygote per mode, and its spare PID 1) between
+//! commands (`notes/2026-12-06-economy.md`). At most `cap` sessions keep their zygotes, the
+//! ones that ran a command most recently, and only the [`SPARES_KEPT`] most recent of those
+//! keep a spare; a session idle for `idle` lets its helpers go as well. A session without helpers loses nothing: its next command starts them
 //! again, exactly as its first command did (the same path, the same guarantees; only the
 //! namespaces and the view are built again, as the first command's were).
 //!
@@ -13,6 +13,12 @@ use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use super::SessionSandbox;
+
+/// How many of the warm sessions (the most recently used) also keep their spare helpers
+/// (Linux: a zygote's spare PID 1): at most `cap` zygotes and this many spares, so 1,000
+/// sessions leave at most `cap + 2` helper processes. The others' next command is cloned
+/// fresh by their zygote (`notes/2026-12-06-economy-spares.md`: what that costs).
+pub(crate) const SPARES_KEPT: usize = 2;
 
 /// The sessions with helpers, shared by an engine's sessions. Dropped with the engine: its
 /// timer thread then ends.
@@ -69,7 +75,8 @@ pub(crate) struct WarmHandle(Arc<Shared>);
 
 impl WarmHandle {
     /// `session` has just started a command (or its helpers): it goes to the head of the list,
-    /// and the helpers of the sessions beyond the cap end.
+    /// the helpers of the sessions beyond the cap end, and the spares of those beyond the
+    /// [`SPARES_KEPT`] most recent.
     pub(crate) fn used(&self, session: &Arc<SessionSandbox>) {
         let shared = &self.0;
         let id = session.id;
@@ -77,7 +84,7 @@ impl WarmHandle {
             self.forget(id);
             return;
         }
-        let victims = {
+        let (victims, cooling) = {
             let Ok(mut state) = shared.state.lock() else {
                 return;
             };
@@ -90,13 +97,26 @@ impl WarmHandle {
                 .push((id, Arc::downgrade(session), Instant::now()));
             let over = state.sessions.len().saturating_sub(shared.cap);
             let victims: Vec<_> = state.sessions.drain(..over).collect();
+            // The warm sessions but the most recent [`SPARES_KEPT`]: their spares go.
+            let cooling: Vec<_> = {
+                let beyond = state.sessions.len().saturating_sub(SPARES_KEPT);
+                state.sessions[..beyond]
+                    .iter()
+                    .map(|(_, session, _)| session.clone())
+                    .collect()
+            };
             if !state.timer && shared.idle < Duration::MAX {
                 state.timer = start_timer(shared.clone());
             }
-            victims
+            (victims, cooling)
         };
         shared.wake.notify_one();
         end_helpers(victims);
+        for session in cooling {
+            if let Some(session) = session.upgrade() {
+                session.let_spares_go();
+            }
+        }
     }
 
     /// The session ended, or has no helpers.

@@ -209,6 +209,10 @@ impl Backend for Linux {
         zygotes.end()
     }
 
+    fn let_spares_go(zygotes: &mut zygote::Zygotes) {
+        zygotes.let_spares_go()
+    }
+
     fn zygote_main_if_asked() {
         zygote::main_if_asked()
     }

@@ -285,7 +285,9 @@ pub(crate) fn per_session_sandbox(support: &Support) -> Result<String, String> {
             "workspace and read-only: a zygote per session and mode holds the user, mount, UTS \
              and IPC namespaces (and read-only's network one) with the view built once; each \
              command gets its own PID namespace and its own copy of the mount view; full mode \
-             builds per command"
+             builds per command. Only the sessions used most recently keep their zygotes \
+             between commands (--max-warm-sessions, default 8), and only the two used last \
+             also keep a spare PID 1: at most N + 2 helper processes in one mode"
                 .to_string(),
         ),
         Err(why) => Err(format!("{per_command}: {why}")),

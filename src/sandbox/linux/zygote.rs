@@ -23,7 +23,10 @@
 //! and the strings and arrays written into a page they share), not a clone and the spare's
 //! mounts. A spare serves one command only; one that failed a step, died, or was cloned with
 //! another `/proc` or filter state than the command needs is let go (its socket closes: it
-//! exits), and the command is cloned fresh, which reports what fails.
+//! exits), and the command is cloned fresh, which reports what fails. Only the sessions used
+//! most recently keep a spare (`sandbox::warm`): the agent tells the others' Z to let theirs
+//! go (a one-byte message, no answer); their next command is cloned fresh, and Z makes a spare
+//! again once it is handed over.
 //!
 //! Z is a fresh exec of this binary (`/proc/self/exe` when `main` called
 //! [`main_if_asked`], or `EngineConfig::zygote_program`) under the hidden
@@ -63,7 +66,7 @@ use super::child::spare::{Handoff, SpareArgs, REGION};
 use super::child::{self, ChildPlan, ExecArgs};
 use super::spawn::{cstring, null_terminated, pipe, read_full, Request};
 use super::step::{Step, StepError};
-use super::zygote_wire::{self as wire, Reader, Writer, MAX_MESSAGE, PROTOCOL};
+use super::zygote_wire::{self as wire, Reader, Writer, LET_SPARE_GO, MAX_MESSAGE, PROTOCOL};
 use super::Prepared;
 use crate::sandbox::Mode;
 
@@ -135,12 +138,34 @@ impl Zygotes {
     pub(crate) fn end(&mut self) {
         self.entries.clear();
     }
+
+    /// Tells every zygote of the session that keeps a spare PID 1 to let it go (its socket
+    /// closes: the spare exits) and to make none until its next command, which Z then clones
+    /// fresh, as when a spare was used up (`sandbox::warm`). The zygotes stay.
+    pub(crate) fn let_spares_go(&mut self) {
+        for zygote in self.entries.iter_mut().filter_map(|(_, _, z)| z.as_mut()) {
+            if !zygote.spare {
+                continue;
+            }
+            let Some(socket) = zygote.socket.as_ref() else {
+                continue;
+            };
+            match wire::send(socket.as_fd(), LET_SPARE_GO, &[]) {
+                Ok(()) => zygote.spare = false,
+                // Z is gone: the next command finds out and starts a new one.
+                Err(error) => tracing::debug!(%error, "the session's zygote is gone"),
+            }
+        }
+    }
 }
 
 /// One running zygote: the agent's end of its socket, and its pid (reaped once it ends).
 struct Zygote {
     socket: Option<OwnedFd>,
     pid: libc::pid_t,
+    /// Whether Z keeps (or is making) a spare PID 1: from its setup and after each command,
+    /// until it is told [`LET_SPARE_GO`].
+    spare: bool,
 }
 
 impl Drop for Zygote {
@@ -256,6 +281,7 @@ fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<Zygote> {
     let zygote = Zygote {
         socket: Some(ours),
         pid,
+        spare: true,
     };
     let socket = zygote
         .socket
@@ -289,9 +315,13 @@ pub(crate) fn spawn(
     request: &Request,
 ) -> Option<io::Result<(libc::pid_t, OwnedFd)>> {
     let index = ready(zygotes, program, prepared)?;
-    let zygote = zygotes.entries[index].2.as_ref()?;
+    let zygote = zygotes.entries[index].2.as_mut()?;
     match command(zygote, request, &prepared.plan) {
-        Some(result) => Some(result),
+        Some(result) => {
+            // Z makes its next command's spare once this one is handed over.
+            zygote.spare = true;
+            Some(result)
+        }
         None => {
             // Z is gone (killed, or it failed): the next command starts a new one.
             zygotes.entries.remove(index);
@@ -474,8 +504,9 @@ fn zygote_main() -> i32 {
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
     let null = 0; // stdin, /dev/null since the exec
     let mut spare: Option<Spare> = None;
+    let mut want_spare = true;
     loop {
-        if spare.is_none() {
+        if spare.is_none() && want_spare {
             // The next command's PID 1, made while this session waits or its last command
             // runs (`child/spare.rs`).
             spare = Spare::start(&mut plan, own_pidfd.as_raw_fd(), state);
@@ -485,6 +516,14 @@ fn zygote_main() -> i32 {
             Ok(got) => got,
             Err(_) => return 1,
         };
+        if &buf[..n] == LET_SPARE_GO {
+            // Other sessions were used since: the spare goes (its socket closes, it exits),
+            // and the next command is cloned fresh. No answer.
+            spare = None;
+            want_spare = false;
+            continue;
+        }
+        want_spare = true;
         let served = serve_one(
             &mut plan,
             &buf[..n],

@@ -10,7 +10,12 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use super::child::view::{Overlay, View};
 
 /// The protocol's name, the zygote's `argv[1]`: a binary of another build refuses to serve.
-pub(crate) const PROTOCOL: &str = concat!("acp-bash-zygote/", env!("CARGO_PKG_VERSION"), "/2");
+pub(crate) const PROTOCOL: &str = concat!("acp-bash-zygote/", env!("CARGO_PKG_VERSION"), "/3");
+
+/// The message that tells a zygote to let its spare PID 1 go and to make none until its next
+/// command (`sandbox::warm`: only the sessions used most recently keep a spare). No answer:
+/// a command message is always longer than this one byte.
+pub(crate) const LET_SPARE_GO: &[u8] = b"S";
 
 /// The largest message either side sends (a setup with many masks and Git repositories, a
 /// command with a large environment). Bigger: the command takes the per-command path.

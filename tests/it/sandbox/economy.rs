@@ -200,9 +200,10 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// 1,000 sessions that each ran one workspace command leave at most `--max-warm-sessions`
-/// zygotes (each with its spare PID 1: 2 processes a warm session, plus a helper ending at
-/// most), and a command in the first of them, whose helpers ended long ago, still runs, from
-/// a zygote started again. Planted "never end a session's helpers": 1,000 zygotes, caught.
+/// zygotes and cap + 2 helper processes in all (only the two sessions used last keep a spare
+/// PID 1), and a command in the first of them, whose helpers ended long ago, still runs, from
+/// a zygote started again. Planted "never end a session's helpers": 1,000 zygotes, caught;
+/// planted "every warm session keeps its spare" (the bound was 2 × cap): 16 > 10, caught.
 #[test]
 fn a_thousand_sessions_keep_a_bounded_number_of_helpers_and_each_still_runs_commands() {
     if !require_view() {
@@ -224,11 +225,30 @@ fn a_thousand_sessions_keep_a_bounded_number_of_helpers_and_each_still_runs_comm
     // Helpers let go end at once (their socket closes); a hang guard only.
     wait_until("the helpers beyond the bound end", || {
         let (zygotes, all) = helpers(agent.pid());
-        zygotes <= cap && all <= 2 * cap + 2
+        zygotes <= cap && all <= cap + 2
     });
     let (zygotes, all) = helpers(agent.pid());
     assert!(zygotes <= cap, "{zygotes} zygotes");
-    assert!(all <= 2 * cap + 2, "{all} helper processes");
+    assert!(all <= cap + 2, "{all} helper processes");
+    // A warm session beyond the two most recent: its zygote stays (the same pids before and
+    // after) and serves its next command without a spare.
+    let zygote_pids = |pid: i32| -> Vec<i32> {
+        let mut pids: Vec<i32> = descendants(pid)
+            .into_iter()
+            .filter(|(_, parent, name)| *parent == pid && name == "__acp-bash-sandbox-zygote")
+            .map(|(z, _, _)| z)
+            .collect();
+        pids.sort_unstable();
+        pids
+    };
+    let before = zygote_pids(agent.pid());
+    let out = agent.prompt(&sessions[996], "echo warm-$((40+2))");
+    assert!(out.contains("warm-42"), "{out}");
+    assert_eq!(
+        zygote_pids(agent.pid()),
+        before,
+        "a warm session without a spare keeps its zygote"
+    );
     // The oldest session, long without helpers, and one in the middle.
     for n in [0, 500] {
         let out = agent.prompt(&sessions[n], "echo again-$((40+2))");
@@ -237,7 +257,8 @@ fn a_thousand_sessions_keep_a_bounded_number_of_helpers_and_each_still_runs_comm
     // The helpers those two commands pushed out end as the first ones did: waited for, since
     // a zygote let go ends a moment after its socket closes (a hang guard only).
     wait_until("the bound holds after the old sessions ran again", || {
-        helpers(agent.pid()).0 <= cap
+        let (zygotes, all) = helpers(agent.pid());
+        zygotes <= cap && all <= cap + 2
     });
     agent.finish();
 }
