@@ -22,6 +22,7 @@ mod floor_zygote;
 mod raw;
 mod sessions;
 mod stats;
+mod tokens;
 mod wire;
 
 use std::ffi::OsStr;
@@ -139,6 +140,7 @@ const CASES: &[(&str, Case)] = &[
     ("engine-view", |b| Ok(engine::view(b))),
     ("engine-limits", |b| Ok(engine::limits(b))),
     ("floor", |b| Ok(floor::floor(b))),
+    ("tokens", tokens::economy),
 ];
 
 fn machine() -> String {

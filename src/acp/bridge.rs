@@ -36,6 +36,9 @@ pub struct ClientFeatures {
     /// `clientCapabilities.terminal`: the client can run `terminal/create` itself. Remembered, but
     /// acp-bash never asks the client to run commands, so it changes nothing on the wire.
     pub terminal: bool,
+    /// `clientCapabilities.session.compaction`: the client shows `compaction_update`s (else a
+    /// compaction is told as the agent's text).
+    pub compaction: bool,
 }
 
 impl ClientFeatures {
@@ -43,11 +46,13 @@ impl ClientFeatures {
     pub const CARD: ClientFeatures = ClientFeatures {
         terminal_output: true,
         terminal: true,
+        compaction: false,
     };
     /// A client without the card: it gets the console block.
     pub const PLAIN: ClientFeatures = ClientFeatures {
         terminal_output: false,
         terminal: false,
+        compaction: false,
     };
 
     /// Reads the features from an `initialize` request's capabilities.
@@ -60,6 +65,10 @@ impl ClientFeatures {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             terminal: caps.terminal,
+            compaction: caps
+                .session
+                .as_ref()
+                .is_some_and(|session| session.compaction.is_some()),
         }
     }
 

@@ -31,6 +31,9 @@ pub enum ClientProfile {
     /// A client with only `terminal: true` (it could run `terminal/create` itself): still the
     /// console fallback, since only `_meta.terminal_output` turns the card on.
     TerminalOnly,
+    /// A client that shows context compactions (`session.compaction`, schema 1.17) and
+    /// advertises nothing else.
+    Compaction,
 }
 
 impl ClientProfile {
@@ -45,6 +48,7 @@ impl ClientProfile {
             }),
             ClientProfile::Plain => json!({}),
             ClientProfile::TerminalOnly => json!({"terminal": true}),
+            ClientProfile::Compaction => json!({"session": {"compaction": {}}}),
         };
         serde_json::from_value(value).expect("client capabilities are valid")
     }
@@ -55,6 +59,7 @@ impl ClientProfile {
             ClientProfile::Zed => Implementation::new("zed", "0.215.0"),
             ClientProfile::Plain => Implementation::new("plain-client", "1.0.0"),
             ClientProfile::TerminalOnly => Implementation::new("terminal-client", "1.0.0"),
+            ClientProfile::Compaction => Implementation::new("compaction-client", "1.0.0"),
         }
     }
 }

@@ -42,6 +42,15 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", requires = "model",
           value_parser = clap::value_parser!(u32).range(1..))]
     max_steps: Option<u32>,
+    /// The model's context window, in tokens (default 200000 for anthropic, 128000 for
+    /// openai). The conversation is compacted (the model summarises it) at 80% of it.
+    #[arg(long, value_name = "TOKENS", requires = "model",
+          value_parser = clap::value_parser!(u64).range(1024..))]
+    context_window: Option<u64>,
+    /// Send no prompt-cache hints (Anthropic `cache_control`, OpenAI `prompt_cache_key`), for
+    /// a gateway that refuses them.
+    #[arg(long, requires = "model")]
+    no_prompt_cache: bool,
 }
 
 fn parse_model(spec: &str) -> Result<String, String> {
@@ -113,6 +122,10 @@ impl ModelArgs {
         if let Some(max_steps) = self.max_steps {
             config.max_steps = max_steps;
         }
+        if let Some(window) = self.context_window {
+            config.context_window = window;
+        }
+        config.prompt_cache = !self.no_prompt_cache;
         if config.key.is_none() {
             tracing::info!(
                 "no API key in ${}: the key file {:?} is read at each prompt",
@@ -149,12 +162,19 @@ impl ModelArgs {
             ("--base-url", self.base_url.clone()),
             ("--api-key-env", self.api_key_env.clone()),
             ("--max-steps", self.max_steps.map(|n| n.to_string())),
+            (
+                "--context-window",
+                self.context_window.map(|n| n.to_string()),
+            ),
         ];
         for (flag, value) in pairs {
             if let Some(value) = value {
                 args.push(flag.to_string());
                 args.push(value);
             }
+        }
+        if self.no_prompt_cache {
+            args.push("--no-prompt-cache".to_string());
         }
         args
     }

@@ -20,6 +20,7 @@ pub use seam::{
     AuthMethod, Cost, Driver, ModelChoice, Prompt, PromptBlock, StopReason, TurnError, TurnHost,
     Usage,
 };
+pub use seam::{Compaction, CompactionStatus};
 pub use shell::ShellDriver;
 
 use std::fmt;

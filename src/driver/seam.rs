@@ -138,6 +138,13 @@ pub trait TurnHost: Send {
     /// Event "usage": the tokens in context (and the cost so far), after a model reply.
     fn usage(&mut self, usage: Usage);
 
+    /// Event "the context was compacted" (or a compaction started, failed): shown as a
+    /// `compaction_update` to clients that advertise `session.compaction`, as the agent's
+    /// text ([`Compaction::notice`]) to others. The default says the notice.
+    fn compaction(&mut self, compaction: Compaction) {
+        self.say(&compaction.notice);
+    }
+
     /// Event "run this bash call": runs `call` in the session's current directory (a `cd`
     /// carries over to the next call), through the same card or console block as a typed
     /// command, recorded with its end. Resolves when the call has ended and the client has got
@@ -289,6 +296,51 @@ impl std::fmt::Display for TurnError {
 
 impl std::error::Error for TurnError {}
 
+/// A context compaction's state (`compaction_update`): the model summarised the conversation
+/// so far, and the summary replaced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Compaction {
+    /// Unique within the session; the same for a compaction's updates.
+    pub id: String,
+    /// Where it is.
+    pub status: CompactionStatus,
+    /// The summary, once written.
+    pub summary: Option<String>,
+    /// What a client without compaction updates is told (the agent's text; may be empty).
+    pub notice: String,
+}
+
+impl Compaction {
+    /// Compaction `id` at `status`, with `notice` for clients without compaction updates.
+    pub fn new(id: impl Into<String>, status: CompactionStatus, notice: impl Into<String>) -> Self {
+        Compaction {
+            id: id.into(),
+            status,
+            summary: None,
+            notice: notice.into(),
+        }
+    }
+
+    /// Sets [`Compaction::summary`].
+    pub fn summary(mut self, summary: impl Into<String>) -> Self {
+        self.summary = Some(summary.into());
+        self
+    }
+}
+
+/// Where a [`Compaction`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompactionStatus {
+    /// The summary is being written.
+    InProgress,
+    /// The summary replaced the conversation.
+    Completed,
+    /// It failed; the conversation is as it was.
+    Failed,
+}
+
 /// Token use after a model reply (`usage_update`).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -299,6 +351,10 @@ pub struct Usage {
     pub size: u64,
     /// The session's cost so far, when the provider says.
     pub cost: Option<Cost>,
+    /// Of the last request's input, the tokens read from the provider's prompt cache and
+    /// written to it, when the provider says (sent as `_meta.cachedReadTokens` /
+    /// `_meta.cachedWriteTokens`: `usage_update` has no field for them).
+    pub cached: Option<(u64, u64)>,
 }
 
 impl Usage {
@@ -308,7 +364,14 @@ impl Usage {
             used,
             size,
             cost: None,
+            cached: None,
         }
+    }
+
+    /// Sets [`Usage::cached`]: `read` tokens came from the cache, `written` went into it.
+    pub fn cached(mut self, read: u64, written: u64) -> Self {
+        self.cached = Some((read, written));
+        self
     }
 
     /// Sets [`Usage::cost`].

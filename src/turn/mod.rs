@@ -13,7 +13,7 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::driver::commands::SlashCommand;
-use crate::driver::{Driver, Prompt, StopReason, TurnError, TurnHost, Usage};
+use crate::driver::{Compaction, Driver, Prompt, StopReason, TurnError, TurnHost, Usage};
 use crate::exec::Session;
 use crate::jobs::JobRegistry;
 use crate::store::{SessionLog, SessionRecord};
@@ -30,6 +30,13 @@ pub trait TurnPort: Send + Sync {
 
     /// Token use.
     fn usage(&self, usage: &Usage);
+
+    /// A context compaction's state. The default shows its notice as the agent's text.
+    fn compaction(&self, compaction: &Compaction) {
+        if !compaction.notice.is_empty() {
+            self.message(&compaction.notice);
+        }
+    }
 
     /// The session got its title (from its first call).
     fn title(&self, title: &str);
@@ -146,6 +153,14 @@ impl TurnHost for Turn<'_> {
 
     fn usage(&mut self, usage: Usage) {
         self.port.usage(&usage);
+    }
+
+    fn compaction(&mut self, compaction: Compaction) {
+        // The notice is recorded as the agent's text (as `say` does), whatever the client shows.
+        if self.unrecorded_text.len() < crate::store::record::KEEP_TURN_TEXT {
+            self.unrecorded_text.push_str(&compaction.notice);
+        }
+        self.port.compaction(&compaction);
     }
 
     fn run_bash<'b>(&'b mut self, call: BashCall) -> BoxFuture<'b, BashResult> {

@@ -312,9 +312,51 @@ impl TurnPort for AcpTurn<'_> {
             if let Some(cost) = &usage.cost {
                 update = update.cost(Cost::new(cost.amount, cost.currency.clone()));
             }
+            if let Some((read, written)) = usage.cached {
+                // `usage_update` has no field for the prompt cache: the names of ACP's
+                // (unstable) end-of-turn `Usage`, under `_meta`.
+                let mut meta = serde_json::Map::new();
+                meta.insert("cachedReadTokens".into(), read.into());
+                meta.insert("cachedWriteTokens".into(), written.into());
+                update = update.meta(meta);
+            }
             SessionUpdate::UsageUpdate(update)
         };
         self.face.send(|_| update(), |_| to_v2(update()));
+    }
+
+    fn compaction(&self, compaction: &crate::driver::Compaction) {
+        use crate::driver::CompactionStatus;
+        use agent_client_protocol::v1::schema::{
+            CompactionStatus as Status, CompactionUpdate, ContentBlock as Block,
+        };
+        let status = match compaction.status {
+            CompactionStatus::InProgress => Status::InProgress,
+            CompactionStatus::Completed => Status::Completed,
+            _ => Status::Failed,
+        };
+        let update = |features: ClientFeatures| {
+            if !features.compaction {
+                return bridge::agent_message(&compaction.notice);
+            }
+            let mut update = CompactionUpdate::new(compaction.id.clone(), status);
+            if let Some(summary) = &compaction.summary {
+                update = update.summary(vec![Block::from(summary.clone())]);
+            }
+            if compaction.status == CompactionStatus::Failed {
+                update = update.error(compaction.notice.trim().to_string());
+            }
+            SessionUpdate::CompactionUpdate(update)
+        };
+        if compaction.notice.is_empty() && compaction.summary.is_none() {
+            return;
+        }
+        self.face.send(update, |face| {
+            Some(v2::SessionUpdate::AgentMessageChunk(v2::ContentChunk::new(
+                compaction.notice.clone().into(),
+                face.message_id("agent"),
+            )))
+        });
     }
 
     fn title(&self, title: &str) {

@@ -38,6 +38,7 @@ commands! {
     jobs,
     kill,
     logs,
+    compact,
     help,
 }
 

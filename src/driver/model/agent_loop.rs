@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::api::{ApiError, Delta, Effort, Finish, Message, ModelRequest, ToolSpec};
 use super::client::{ApiKey, ModelClient};
+use super::compaction;
 use super::retry::RetryPolicy;
 use super::tools::run_tool_call;
 use crate::driver::{StopReason, TurnHost, Usage};
@@ -43,6 +44,8 @@ pub struct LoopSettings<'a> {
     pub context_window: u64,
     /// Retries.
     pub retry: RetryPolicy,
+    /// The session's prompt-cache key; `None`: no cache hints ([`ModelRequest::cache_key`]).
+    pub cache_key: Option<&'a str>,
 }
 
 /// Runs the turn for the conversation whose last message is the user's prompt. `cost` is the
@@ -56,7 +59,28 @@ pub async fn run_loop(
     turn: &mut dyn TurnHost,
 ) -> StopReason {
     let cancel = turn.cancellation();
+    // The tokens the last request reported, and the conversation's length then.
+    let mut reported: Option<(u64, usize)> = None;
     for _step in 0..settings.max_steps {
+        // Near the window, the model summarises first (`compaction`).
+        let tokens = match reported {
+            Some((tokens, len)) if len <= conversation.len() => {
+                tokens + compaction::estimate_tokens(&conversation[len..], "")
+            }
+            _ => compaction::estimate_tokens(conversation, settings.system),
+        };
+        if compaction::due(tokens, settings.context_window) {
+            let why = compaction::Why::Threshold { tokens };
+            if compaction::compact(client, key, settings, conversation, why, turn)
+                .await
+                .is_ok()
+            {
+                reported = None;
+            }
+            if cancel.is_cancelled() {
+                return StopReason::Cancelled;
+            }
+        }
         let reply = match request(client, key, settings, conversation, turn).await {
             Ok(reply) => reply,
             Err(message) => {
@@ -71,7 +95,11 @@ pub async fn run_loop(
         }
         let used = reply.usage.input + reply.usage.output;
         if used > 0 {
-            let usage = Usage::new(used, settings.context_window);
+            reported = Some((used, conversation.len()));
+            let mut usage = Usage::new(used, settings.context_window);
+            if reply.usage.cache_read > 0 || reply.usage.cache_write > 0 {
+                usage = usage.cached(reply.usage.cache_read, reply.usage.cache_write);
+            }
             turn.usage(match cost {
                 Some(total) => usage.cost(*total, "USD"),
                 None => usage,
@@ -134,12 +162,13 @@ async fn request(
     client: &ModelClient,
     key: &ApiKey,
     settings: &LoopSettings<'_>,
-    conversation: &mut [Message],
+    conversation: &mut Vec<Message>,
     turn: &mut dyn TurnHost,
 ) -> Result<super::api::Reply, String> {
     let cancel = turn.cancellation();
     let mut retry = 0;
     let mut trimmed = false;
+    let mut compacted = false;
     loop {
         let request = ModelRequest {
             model: settings.model,
@@ -148,6 +177,7 @@ async fn request(
             tools: settings.tools,
             max_tokens: settings.max_tokens,
             effort: settings.effort,
+            cache_key: settings.cache_key,
         };
         let mut on_delta = |delta: &Delta| match delta {
             Delta::Text(text) => turn.say(text),
@@ -159,7 +189,26 @@ async fn request(
             Err(error) => error,
         };
         if let ApiError::ContextOverflow(_) = error {
+            // Summarise first; if that fails too, old output goes (and the user is told).
+            if !compacted {
+                compacted = true;
+                let why = compaction::Why::Overflow;
+                if compaction::compact(client, key, settings, conversation, why, turn)
+                    .await
+                    .is_ok()
+                {
+                    continue;
+                }
+                if cancel.is_cancelled() {
+                    return Err(String::new());
+                }
+            }
             if !trimmed && trim_old_output(conversation) {
+                turn.say(
+                    "\n\n[The conversation did not fit the model's context window: the output \
+                     of old commands was removed from what the model reads (the record keeps \
+                     it).]\n\n",
+                );
                 trimmed = true;
                 tracing::warn!(
                     "the conversation overflowed the context window: old tool output trimmed"

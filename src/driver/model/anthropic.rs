@@ -106,6 +106,9 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
         body["max_tokens"] = json!(request.max_tokens.saturating_add(budget));
     }
+    if request.cache_key.is_some() {
+        super::cache::mark_anthropic(&mut body);
+    }
     body
 }
 
@@ -138,6 +141,8 @@ impl EventReader {
                     input: input_tokens(usage),
                     output: usage["output_tokens"].as_u64().unwrap_or(0),
                     cost: None,
+                    cache_read: usage["cache_read_input_tokens"].as_u64().unwrap_or(0),
+                    cache_write: usage["cache_creation_input_tokens"].as_u64().unwrap_or(0),
                 }));
             }
             "content_block_start" => {
@@ -235,6 +240,8 @@ impl EventReader {
                     input: input_tokens(usage),
                     output: usage["output_tokens"].as_u64().unwrap_or(0),
                     cost: None,
+                    cache_read: usage["cache_read_input_tokens"].as_u64().unwrap_or(0),
+                    cache_write: usage["cache_creation_input_tokens"].as_u64().unwrap_or(0),
                 }));
             }
             "message_stop" => return Ok(None),
@@ -310,6 +317,7 @@ mod tests {
             tools: &[],
             max_tokens: 64,
             effort: None,
+            cache_key: None,
         };
         let body = body(&request);
         assert_eq!(body["system"], "sys");
@@ -392,6 +400,7 @@ mod tests {
                 input: 12,
                 output: 9,
                 cost: None,
+                ..TokenUsage::default()
             }
         );
         assert_eq!(reply.finish, Some(Finish::ToolCalls));

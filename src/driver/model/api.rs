@@ -203,6 +203,38 @@ pub struct ModelRequest<'a> {
     /// The reasoning effort the session chose; `None`: the model's default (Anthropic: no
     /// extended thinking).
     pub effort: Option<Effort>,
+    /// The session's prompt-cache key ([`super::cache::cache_key`]): Anthropic gets its
+    /// `cache_control` breakpoints, OpenAI-compatible servers a `prompt_cache_key`. `None`:
+    /// no cache hints (as before caching was built; `--no-prompt-cache`).
+    pub cache_key: Option<&'a str>,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// A request of `model` with `system`, `messages` and `tools`, at most `max_tokens` per
+    /// reply; no reasoning effort, no cache hints.
+    pub fn new(
+        model: &'a str,
+        system: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolSpec],
+        max_tokens: u32,
+    ) -> Self {
+        ModelRequest {
+            model,
+            system,
+            messages,
+            tools,
+            max_tokens,
+            effort: None,
+            cache_key: None,
+        }
+    }
+
+    /// Sets [`ModelRequest::cache_key`].
+    pub fn cache_key(mut self, key: Option<&'a str>) -> Self {
+        self.cache_key = key;
+        self
+    }
 }
 
 /// Why a reply ended.
@@ -232,6 +264,12 @@ pub struct TokenUsage {
     /// What this request cost, in USD, when the provider says (OpenRouter's `usage.cost`;
     /// OpenAI and Anthropic do not).
     pub cost: Option<f64>,
+    /// Of `input`, the tokens read from the provider's prompt cache (Anthropic's
+    /// `cache_read_input_tokens`, OpenAI's `prompt_tokens_details.cached_tokens`).
+    pub cache_read: u64,
+    /// Of `input`, the tokens written to the cache (Anthropic's
+    /// `cache_creation_input_tokens`; OpenAI does not say).
+    pub cache_write: u64,
 }
 
 /// A piece of a streamed reply.
@@ -355,6 +393,12 @@ impl ReplyBuilder {
                 }
                 if usage.cost.is_some() {
                     self.usage.cost = usage.cost;
+                }
+                if usage.cache_read > 0 {
+                    self.usage.cache_read = usage.cache_read;
+                }
+                if usage.cache_write > 0 {
+                    self.usage.cache_write = usage.cache_write;
                 }
             }
             Delta::Finish(finish) => self.finish = Some(finish.clone()),
@@ -679,11 +723,14 @@ mod tests {
             input: 10,
             output: 0,
             cost: None,
+            cache_read: 4,
+            cache_write: 0,
         }));
         reply.push(&Delta::Usage(TokenUsage {
             input: 0,
             output: 3,
             cost: Some(0.5),
+            ..TokenUsage::default()
         }));
         let reply = reply.finish();
         assert_eq!(
@@ -699,6 +746,8 @@ mod tests {
                 input: 10,
                 output: 3,
                 cost: Some(0.5),
+                cache_read: 4,
+                cache_write: 0,
             }
         );
         assert_eq!(reply.text, "Hi");

@@ -149,32 +149,39 @@ pub fn size(messages: &[Message]) -> usize {
         .sum()
 }
 
-/// Keeps `messages` within `max_bytes`: the oldest tool results are replaced by a note first,
-/// oldest first; then whole turns (from one user prompt to the next) are dropped, oldest first.
-/// The last turn (from the last user prompt on) is never touched. Returns whether anything
-/// was trimmed.
-pub fn bound(messages: &mut Vec<Message>, max_bytes: usize) -> bool {
+/// Keeps `messages` within `max_bytes`, with hysteresis: once past it, old tool output is
+/// trimmed down to [`low_water`] (three quarters of it), so that the trimmed prefix then stays
+/// unchanged — and cached by the provider — for the many turns it takes to grow back. The
+/// oldest tool results are replaced by a note first, oldest first; then, only while still past
+/// `max_bytes`, whole turns (from one user prompt to the next) are dropped, oldest first. The
+/// last turn (from the last user prompt on) is never
+/// touched. Returns what was done, for the user (`None`: nothing).
+pub fn bound(messages: &mut Vec<Message>, max_bytes: usize) -> Option<Trimmed> {
     let mut total = size(messages);
     if total <= max_bytes {
-        return false;
+        return None;
     }
+    let target = low_water(max_bytes);
+    let mut trimmed = Trimmed::default();
     let last_turn = messages
         .iter()
         .rposition(|m| matches!(m, Message::User(_)))
         .unwrap_or(0);
     for message in &mut messages[..last_turn] {
-        if total <= max_bytes {
-            return true;
+        if total <= target {
+            return Some(trimmed);
         }
         if let Message::ToolResult { content, .. } = message {
             if content.len() > TRIMMED.len() {
                 total -= content.len() - TRIMMED.len();
                 *content = TRIMMED.to_string();
+                trimmed.outputs += 1;
             }
         }
     }
-    // Drop whole turns: a turn starts at a user message, so what stays starts with one and no
-    // tool result is left without its call.
+    // Drop whole turns (only as many as needed: prompts are worth more than the cache): a
+    // turn starts at a user message, so what stays starts with one and no tool result is left
+    // without its call.
     let mut start = 0;
     while total > max_bytes && start < last_turn {
         let next = messages[start + 1..last_turn]
@@ -183,7 +190,92 @@ pub fn bound(messages: &mut Vec<Message>, max_bytes: usize) -> bool {
             .map_or(last_turn, |i| start + 1 + i);
         total -= size(&messages[start..next]);
         start = next;
+        trimmed.turns += 1;
     }
     messages.drain(..start);
-    true
+    Some(trimmed)
+}
+
+/// The size [`bound`] trims to once past `max_bytes`: three quarters of it.
+pub fn low_water(max_bytes: usize) -> usize {
+    max_bytes / 4 * 3
+}
+
+/// What [`bound`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Trimmed {
+    /// Tool results whose output was replaced by a note.
+    pub outputs: usize,
+    /// Whole turns dropped.
+    pub turns: usize,
+}
+
+impl Trimmed {
+    /// What the user is told.
+    pub fn notice(&self, max_bytes: usize) -> String {
+        let mut parts = Vec::new();
+        if self.outputs > 0 {
+            parts.push(format!("the output of {} old command(s)", self.outputs));
+        }
+        if self.turns > 0 {
+            parts.push(format!("the {} oldest turn(s)", self.turns));
+        }
+        format!(
+            "\n\n[The conversation passed its bound ({} KiB): {} removed from what the model \
+             reads; the record keeps everything. `/compact` summarises instead.]\n",
+            max_bytes / 1024,
+            parts.join(" and ")
+        )
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    fn turn(n: usize, output: usize) -> Vec<Message> {
+        vec![
+            Message::User(format!("prompt {n}")),
+            Message::assistant("", vec![ToolCall::new(format!("c{n}"), "bash", "{}")]),
+            Message::ToolResult {
+                call_id: format!("c{n}"),
+                content: "x".repeat(output),
+                is_error: false,
+            },
+        ]
+    }
+
+    #[test]
+    fn trimming_goes_down_to_the_low_water_mark_and_then_leaves_the_prefix_alone() {
+        let max = 10_000;
+        let mut messages: Vec<Message> = (0..12).flat_map(|n| turn(n, 1000)).collect();
+        let trimmed = bound(&mut messages, max).unwrap();
+        assert!(size(&messages) <= low_water(max), "{}", size(&messages));
+        assert!(trimmed.outputs > 0);
+        assert!(trimmed.notice(max).contains("old command"));
+        // The next turns grow the conversation again; until it passes the bound again, the
+        // messages already there are not touched (the cached prefix holds).
+        let kept = messages.clone();
+        let mut turns = 0;
+        for n in 12.. {
+            messages.extend(turn(n, 300));
+            if size(&messages) > max {
+                break;
+            }
+            assert_eq!(bound(&mut messages, max), None);
+            assert_eq!(messages[..kept.len()], kept[..]);
+            turns += 1;
+        }
+        assert!(turns >= 3, "only {turns} turns before the next trim");
+    }
+
+    #[test]
+    fn whole_turns_go_when_outputs_are_not_enough_and_the_last_turn_stays() {
+        let mut messages: Vec<Message> = (0..5).flat_map(|n| turn(n, 10)).collect();
+        messages.push(Message::User("y".repeat(2000)));
+        let trimmed = bound(&mut messages, 1000).unwrap();
+        assert_eq!(trimmed.turns, 5);
+        assert_eq!(messages, [Message::User("y".repeat(2000))]);
+    }
 }

@@ -4,7 +4,10 @@
 //! one provider (OpenAI chat completions, [`openai`]; Anthropic messages, [`anthropic`]) behind
 //! one provider-neutral interface ([`api`]: messages, tools, a stream of deltas, classified
 //! errors), over HTTP ([`client`], with retries from [`retry`]). Tool calls run through the
-//! turn like typed commands ([`tools`]); the model is told its environment ([`system`]).
+//! turn like typed commands ([`tools`]); the model is told its environment ([`system`], then
+//! what changed, [`turn_note`]). Requests carry prompt-cache hints ([`cache`]); near the
+//! context window, on an overflow or on `/compact`, the model summarises the conversation
+//! ([`compaction`]).
 //!
 //! The user stays in control: slash commands run as with the shell driver and never reach the
 //! model; `!COMMAND` runs COMMAND directly, without a model request, and enters the
@@ -20,13 +23,16 @@
 pub mod agent_loop;
 pub mod anthropic;
 pub mod api;
+pub mod cache;
 pub mod client;
+pub mod compaction;
 pub mod history;
 pub mod keyfile;
 pub mod openai;
 pub mod retry;
 pub mod system;
 pub mod tools;
+pub mod turn_note;
 
 pub use api::{
     ApiError, Delta, Effort, Finish, Message, ModelRequest, Reasoning, Reply, TokenUsage, ToolCall,
@@ -83,6 +89,10 @@ pub struct ModelConfig {
     /// tokens); past it the oldest tool output is trimmed first, then the oldest turns
     /// ([`history::bound`]).
     pub max_conversation_bytes: usize,
+    /// Whether requests carry prompt-cache hints (default on): Anthropic `cache_control`
+    /// breakpoints, OpenAI's `prompt_cache_key` ([`cache`]). Off: requests as before caching
+    /// was built (`--no-prompt-cache`).
+    pub prompt_cache: bool,
 }
 
 /// The default [`ModelConfig::max_conversation_bytes`].
@@ -116,6 +126,7 @@ impl ModelConfig {
             },
             retry: RetryPolicy::default(),
             max_conversation_bytes: DEFAULT_MAX_CONVERSATION_BYTES,
+            prompt_cache: true,
         }
     }
 
@@ -159,6 +170,31 @@ pub struct ModelDriver {
 struct Conversation {
     messages: Vec<Message>,
     cost: Option<f64>,
+    /// The system prompt, made at the session's first model prompt (for the model whose id
+    /// is the first field) and then sent unchanged: a provider's prompt cache matches it.
+    system: Option<(String, String)>,
+    /// The environment the conversation last told the model of ([`turn_note`]).
+    noted: Option<turn_note::Told>,
+}
+
+impl Conversation {
+    /// The session's system prompt for `origin` (made once; a new model gets a new one).
+    fn system_prompt(
+        &mut self,
+        origin: &str,
+        session: &crate::exec::Session,
+        budget: usize,
+    ) -> String {
+        match &self.system {
+            Some((made_for, system)) if made_for == origin => system.clone(),
+            _ => {
+                let system = system::system_prompt(session, budget);
+                self.system = Some((origin.to_string(), system.clone()));
+                self.noted = Some(turn_note::now(session));
+                system
+            }
+        }
+    }
 }
 
 impl ModelDriver {
@@ -241,6 +277,10 @@ impl ModelDriver {
         let text = prompt.text();
         // The user's own commands never reach the model.
         match commands::parse(&text) {
+            // The model driver compacts its own conversation.
+            Some(Ok(command)) if command.spec().name == commands::compact::SPEC.name => {
+                return self.compact_now(config, client, &origin, state, turn).await;
+            }
             Some(Ok(command)) => {
                 turn.run_command(command).await;
                 return Ok(StopReason::EndTurn);
@@ -271,8 +311,16 @@ impl ModelDriver {
             turn.say("The prompt is empty: write what you want done.");
             return Ok(StopReason::EndTurn);
         }
+        // The system prompt stays the same for the session's life; what changed since it (or
+        // the last note) was made — directory, mode, date — goes with this prompt.
+        let system = state.system_prompt(&origin, turn.session(), config.budget);
+        let content = match turn_note::note_if_changed(turn.session(), &mut state.noted) {
+            Some(note) => format!("{note}\n\n{content}"),
+            None => content,
+        };
+        let conversation = &mut state.messages;
         conversation.push(Message::User(content));
-        let system = system::system_prompt(turn.session(), config.budget);
+        let cache_key = cache::cache_key(turn.session_id());
         let tools = tools::specs();
         let settings = agent_loop::LoopSettings {
             model: &config.model,
@@ -285,9 +333,48 @@ impl ModelDriver {
             budget: config.budget,
             context_window: config.context_window,
             retry: config.retry,
+            cache_key: config.prompt_cache.then_some(cache_key.as_str()),
         };
         let cost = &mut state.cost;
         Ok(agent_loop::run_loop(client, key, &settings, conversation, cost, turn).await)
+    }
+}
+
+impl ModelDriver {
+    /// `/compact`: the model summarises the conversation now.
+    async fn compact_now(
+        &self,
+        config: &ModelConfig,
+        client: &ModelClient,
+        origin: &str,
+        state: &mut Conversation,
+        turn: &mut dyn TurnHost,
+    ) -> Result<StopReason, TurnError> {
+        if state.messages.is_empty() {
+            turn.say("Nothing to compact yet: the conversation is empty.");
+            return Ok(StopReason::EndTurn);
+        }
+        let key = key_of(config).map_err(TurnError::AuthRequired)?;
+        let system = state.system_prompt(origin, turn.session(), config.budget);
+        let tools = tools::specs();
+        let cache_key = cache::cache_key(turn.session_id());
+        let settings = agent_loop::LoopSettings {
+            model: &config.model,
+            origin,
+            effort: None,
+            system: &system,
+            tools: &tools,
+            max_steps: config.max_steps,
+            max_tokens: config.max_tokens,
+            budget: config.budget,
+            context_window: config.context_window,
+            retry: config.retry,
+            cache_key: config.prompt_cache.then_some(cache_key.as_str()),
+        };
+        let why = compaction::Why::Asked;
+        // Told to the client either way (a failure leaves the conversation as it was).
+        let _ = compaction::compact(client, &key, &settings, &mut state.messages, why, turn).await;
+        Ok(StopReason::EndTurn)
     }
 }
 
@@ -418,16 +505,19 @@ impl Driver for ModelDriver {
                 .unwrap_or_else(|| Conversation {
                     messages: history::conversation_from_record(&turn.record(), self.config.budget),
                     cost: None,
+                    system: None,
+                    noted: None,
                 });
             let ended = self.drive_turn(prompt, turn, &mut conversation).await;
-            if history::bound(
-                &mut conversation.messages,
-                self.config.max_conversation_bytes,
-            ) {
+            let max = self.config.max_conversation_bytes;
+            if let Some(trimmed) = history::bound(&mut conversation.messages, max) {
                 tracing::info!(
                     bytes = history::size(&conversation.messages),
-                    "the conversation reached its bound: old tool output trimmed"
+                    ?trimmed,
+                    "the conversation reached its bound: trimmed"
                 );
+                // Nothing is dropped silently.
+                turn.say(&trimmed.notice(max));
             }
             self.conversations.lock().unwrap().insert(id, conversation);
             ended

@@ -26,6 +26,9 @@ pub struct Options {
     pub max_completion_tokens: bool,
     /// Ask for usage with `stream_options.include_usage` (some gateways refuse the field).
     pub stream_options: bool,
+    /// Send the session's `prompt_cache_key` (a server that refuses the field is asked
+    /// again without it).
+    pub prompt_cache_key: bool,
 }
 
 impl Options {
@@ -49,6 +52,7 @@ impl Options {
         Options {
             max_completion_tokens: host == "api.openai.com" || host.ends_with(".openai.azure.com"),
             stream_options: true,
+            prompt_cache_key: true,
         }
     }
 }
@@ -69,6 +73,8 @@ pub fn adapt(options: Options, error: &ApiError) -> Option<Options> {
     let mut adapted = options;
     if message.contains("stream_options") && options.stream_options {
         adapted.stream_options = false;
+    } else if message.contains("prompt_cache_key") && options.prompt_cache_key {
+        adapted.prompt_cache_key = false;
     } else if message.contains("max_completion_tokens") && !options.max_completion_tokens {
         adapted.max_completion_tokens = true;
     } else if message.contains("max_completion_tokens")
@@ -165,6 +171,9 @@ pub fn body(request: &ModelRequest<'_>, options: Options) -> Value {
     }
     if let Some(effort) = request.effort {
         body["reasoning_effort"] = json!(effort.id());
+    }
+    if let Some(key) = request.cache_key.filter(|_| options.prompt_cache_key) {
+        body["prompt_cache_key"] = json!(key);
     }
     body
 }
@@ -297,6 +306,11 @@ impl ChunkReader {
                 cost: usage["cost"]
                     .as_f64()
                     .filter(|c| c.is_finite() && *c >= 0.0),
+                // Included in `prompt_tokens`.
+                cache_read: usage["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .unwrap_or(0),
+                cache_write: 0,
             }));
         }
         Ok(Some(deltas))
@@ -336,6 +350,7 @@ mod tests {
             tools: &tools,
             max_tokens: 100,
             effort: None,
+            cache_key: None,
         };
         let body = body(&request, Options::for_base("http://h/v1"));
         assert_eq!(body["stream"], true);
@@ -383,6 +398,7 @@ mod tests {
                 input: 5,
                 output: 2,
                 cost: None,
+                ..TokenUsage::default()
             })]
         );
         assert_eq!(parse_event("[DONE]").unwrap(), None);

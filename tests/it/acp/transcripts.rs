@@ -97,6 +97,7 @@ fn profile_name(profile: ClientProfile) -> &'static str {
         ClientProfile::Zed => "zed",
         ClientProfile::Plain => "plain",
         ClientProfile::TerminalOnly => "terminal_only",
+        ClientProfile::Compaction => "compaction",
     }
 }
 

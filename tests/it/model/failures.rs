@@ -140,8 +140,9 @@ async fn a_refused_key_names_the_status_and_the_variable_never_the_key() {
     assert_eq!(fake.requests().len(), 2, "auth errors are not retried");
 }
 
-/// An overflow trims old tool output and tries again; an overflow that trimming cannot cure
-/// says so clearly, and ends the turn.
+/// An overflow asks the model for a summary first (`model::compaction`); when even that
+/// overflows, old tool output is trimmed and the request tried again, and the user is told; an
+/// overflow that trimming cannot cure says so clearly, and ends the turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_context_overflow_trims_old_output_then_says_so() {
     let call = |id| openai::reply(&[], &[(id, "bash", &["{\"command\":\"seq 1 200\"}"])]);
@@ -158,7 +159,10 @@ async fn a_context_overflow_trims_old_output_then_says_so() {
         call("c2"),
         call("c3"),
         overflow(),
+        // The summary request overflows too.
+        overflow(),
         openai::reply(&["Fits now."], &[]),
+        overflow(),
         overflow(),
         overflow(),
     ])
@@ -170,8 +174,8 @@ async fn a_context_overflow_trims_old_output_then_says_so() {
         Ok(StopReason::EndTurn)
     );
     let requests = fake.requests();
-    assert_eq!(requests.len(), 5);
-    let retried = &requests[4].body["messages"];
+    assert_eq!(requests.len(), 6);
+    let retried = &requests[5].body["messages"];
     assert_eq!(
         retried[3]["content"],
         "[output removed to fit the context window]"
@@ -183,7 +187,13 @@ async fn a_context_overflow_trims_old_output_then_says_so() {
             .unwrap()
             .starts_with("1\n2\n"));
     }
-    assert!(said(&host.take_events()).ends_with("Fits now."));
+    let told = said(&host.take_events());
+    assert!(told.contains("[Compaction failed"), "{told}");
+    assert!(
+        told.contains("the output of old commands was removed"),
+        "{told}"
+    );
+    assert!(told.ends_with("Fits now."), "{told}");
     // Nothing left to trim the next time: a clear message, no hang.
     assert_eq!(
         host.turn(&driver, &prompt("more")).await,

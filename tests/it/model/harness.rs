@@ -26,6 +26,8 @@ pub enum Event {
     Message(String),
     Thought(String),
     Usage(u64, u64),
+    /// The tokens a usage read from the prompt cache and wrote to it (after its `Usage`).
+    Cached(u64, u64),
     Call(String),
     CallEnd(String),
     Command(String),
@@ -56,6 +58,9 @@ impl TurnPort for Port {
 
     fn usage(&self, usage: &Usage) {
         self.push(Event::Usage(usage.used, usage.size));
+        if let Some((read, written)) = usage.cached {
+            self.push(Event::Cached(read, written));
+        }
     }
 
     fn title(&self, _title: &str) {}

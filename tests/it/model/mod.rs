@@ -3,6 +3,8 @@
 //! on the engine: the loop, both wire formats, tool calls, failures, cancel, the key.
 //!
 //! - [`binary`]: the same through the built binary (`serve --model`): transcripts, key, auth, cancel.
+//! - [`cache`]: prompt caching over a 30-step turn against fakes that count cache reads.
+//! - [`compaction`]: compaction near the window, on overflow and by `/compact`.
 //! - [`login`]: `acp-bash login`, the key file, the terminal auth method, the file masked.
 //! - [`wire`]: cost, thoughts, embedded context, `$/cancel_request`, base URLs, on the wire.
 //! - [`harness`]: a `TurnPort` that runs calls on a real engine session and records events.
@@ -14,7 +16,9 @@
 //!   background jobs; embedded resources.
 
 mod binary;
+mod cache;
 mod classified;
+mod compaction;
 mod control;
 mod errors;
 mod failures;

@@ -163,7 +163,10 @@ async fn anthropic_streams_thinking_text_and_tool_use_in_its_format() {
     assert_eq!(first.header("authorization"), None);
     assert_eq!(first.body["stream"], true);
     assert_eq!(first.body["max_tokens"], 8192);
-    assert!(first.body["system"].as_str().unwrap().contains("bash"));
+    assert!(first.body["system"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("bash"));
     assert_eq!(first.body["tools"][0]["name"], "bash");
     assert!(first.body["tools"][0]["input_schema"]["properties"]["background"].is_object());
     let messages = &requests[1].body["messages"];
@@ -303,7 +306,7 @@ async fn the_next_prompt_sends_the_earlier_conversation() {
     );
     assert_eq!(
         messages[4]["content"],
-        json!([{"type": "text", "text": "two"}])
+        json!([{"type": "text", "text": "two", "cache_control": {"type": "ephemeral"}}])
     );
     let _: &Value = &messages;
 }

@@ -58,6 +58,18 @@ pub struct FakeModel {
 /// the next scripted answer (which then answers the next request).
 pub type Refusal = Arc<dyn Fn(&Value) -> Option<Answer> + Send + Sync>;
 
+/// What a metered server does to a scripted answer's events, given the request's body
+/// (`start_metered`: the usage counted by a `cache_meter`).
+pub type Rewrite = Arc<dyn Fn(&Value, Vec<String>) -> Vec<String> + Send + Sync>;
+
+/// Which API's cache a metered server counts.
+pub enum Meter {
+    /// Anthropic's: `message_start`'s usage.
+    Anthropic(Arc<Mutex<super::cache_meter::AnthropicMeter>>),
+    /// OpenAI's: the last chunk's usage.
+    OpenAi(Arc<Mutex<super::cache_meter::OpenAiMeter>>),
+}
+
 impl FakeModel {
     /// Starts a server with `answers`.
     pub async fn start(answers: Vec<Answer>) -> FakeModel {
@@ -67,6 +79,47 @@ impl FakeModel {
     /// Starts a server with `answers` that first answers every request `refuse` refuses with
     /// its error, as the real server would.
     pub async fn start_refusing(answers: Vec<Answer>, refuse: Refusal) -> FakeModel {
+        Self::start_with(answers, refuse, Arc::new(|_: &Value, events| events)).await
+    }
+
+    /// Starts a server with `answers` whose usage is what `meter` counts for each request: the
+    /// cache reads and writes as the real API would report them.
+    pub async fn start_metered(answers: Vec<Answer>, meter: Meter) -> FakeModel {
+        let rewrite: Rewrite = Arc::new(move |body: &Value, events: Vec<String>| {
+            let usage = match &meter {
+                Meter::Anthropic(m) => {
+                    super::cache_meter::AnthropicMeter::usage(&m.lock().unwrap().count(body))
+                }
+                Meter::OpenAi(m) => {
+                    super::cache_meter::OpenAiMeter::usage(&m.lock().unwrap().count(body))
+                }
+            };
+            events
+                .into_iter()
+                .map(|event| {
+                    let Some((head, data)) = event.split_once("data: ") else {
+                        return event;
+                    };
+                    let Ok(mut value) = serde_json::from_str::<Value>(data.trim()) else {
+                        return event;
+                    };
+                    if value["type"] == "message_start" {
+                        value["message"]["usage"] = usage.clone();
+                    } else if value.get("usage").is_some_and(Value::is_object) {
+                        value["usage"] = usage.clone();
+                    } else {
+                        return event;
+                    }
+                    format!("{head}data: {value}\n\n")
+                })
+                .collect()
+        });
+        Self::start_with(answers, Arc::new(|_: &Value| None), rewrite).await
+    }
+
+    /// Starts a server with `answers`, refusing what `refuse` refuses, each answer's events
+    /// passed through `rewrite` first.
+    pub async fn start_with(answers: Vec<Answer>, refuse: Refusal, rewrite: Rewrite) -> FakeModel {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -75,14 +128,15 @@ impl FakeModel {
         let recorded = requests.clone();
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                let (recorded, answers, closed, refuse) = (
+                let (recorded, answers, closed, refuse, rewrite) = (
                     recorded.clone(),
                     answers.clone(),
                     closed_tx.clone(),
                     refuse.clone(),
+                    rewrite.clone(),
                 );
                 tokio::spawn(async move {
-                    serve(socket, recorded, answers, closed, refuse).await;
+                    serve(socket, recorded, answers, closed, refuse, rewrite).await;
                 });
             }
         });
@@ -110,6 +164,7 @@ async fn serve(
     answers: Arc<Mutex<std::vec::IntoIter<Answer>>>,
     closed: mpsc::UnboundedSender<()>,
     refuse: Refusal,
+    rewrite: Rewrite,
 ) {
     let mut data = Vec::new();
     let mut buf = [0u8; 8192];
@@ -147,6 +202,7 @@ async fn serve(
     }
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let refused = refuse(&body);
+    let request_body = body.clone();
     recorded.lock().unwrap().push(Recorded {
         path,
         headers,
@@ -177,6 +233,7 @@ async fn serve(
             let _ = socket.write_all(body.as_bytes()).await;
         }
         Answer::Sse(events) | Answer::Drop(events) => {
+            let events = rewrite(&request_body, events);
             let _ = socket.write_all(sse_head.as_bytes()).await;
             for event in events {
                 let _ = socket.write_all(event.as_bytes()).await;

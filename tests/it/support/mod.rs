@@ -1,6 +1,7 @@
 //! What the integration tests of several layers share.
 //!
 //! - [`acp`]: a client for the real binary, hang guards, readers for a turn's updates.
+//! - [`cache_meter`]: counts prompt-cache reads as Anthropic and OpenAI do (metered fakes).
 //! - [`engine`]: runs scripts through the engine's `Session::run`.
 //! - [`fake_model`]: a fake OpenAI / Anthropic provider on 127.0.0.1 streaming scripted SSE.
 //! - [`sandbox`]: spawns confined commands and watches for processes that escape.
@@ -14,6 +15,7 @@
 //! - [`zed_replay`]: replays `session/update`s the way Zed does, to see the card it would show.
 
 pub mod acp;
+pub mod cache_meter;
 pub mod engine;
 pub mod fake_model;
 pub mod sandbox;
