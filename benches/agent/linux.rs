@@ -14,6 +14,7 @@
 // Prints a Markdown table: per case, the median (min–max, n) of several runs, the baseline, the
 // ratio, the target and whether it is met. Never asserts on timings: it reports them.
 
+mod changes;
 mod client;
 mod engine;
 mod floor;
@@ -139,6 +140,7 @@ const CASES: &[(&str, Case)] = &[
     ("engine-view", |b| Ok(engine::view(b))),
     ("engine-limits", |b| Ok(engine::limits(b))),
     ("floor", |b| Ok(floor::floor(b))),
+    ("changes", changes::changes),
 ];
 
 fn machine() -> String {

@@ -14,6 +14,7 @@
 //! Linux only (inotify); elsewhere [`ChangeTracker::start`] says it is not available.
 
 mod read;
+mod undo;
 #[cfg(target_os = "linux")]
 mod watch;
 
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub use read::Content;
+pub use undo::{UndoError, Which};
 
 /// Files larger than this are named with their sizes, not diffed.
 pub const MAX_DIFF_BYTES: u64 = 1024 * 1024;
@@ -97,6 +99,7 @@ impl Changes {
 
 /// Why a folder's changes are not tracked.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Unavailable(pub String);
 
 impl std::fmt::Display for Unavailable {
@@ -118,6 +121,7 @@ pub struct Recorded {
 }
 
 /// The tracker of one session folder: see the module docs.
+#[non_exhaustive]
 pub struct ChangeTracker {
     root: PathBuf,
     #[cfg(target_os = "linux")]
@@ -211,9 +215,7 @@ impl ChangeTracker {
             changes: changes.clone(),
         });
         undo.bytes += bytes;
-        while undo.kept.len() > UNDO_COMMANDS
-            || (undo.bytes > UNDO_BYTES && undo.kept.len() > 1)
-        {
+        while undo.kept.len() > UNDO_COMMANDS || (undo.bytes > UNDO_BYTES && undo.kept.len() > 1) {
             if let Some(old) = undo.kept.pop_front() {
                 undo.bytes -= changes_bytes(&old.changes);
             }

@@ -333,7 +333,11 @@ impl Shared {
                         ));
                     } else {
                         let _ = stat;
-                        created.push(change(ChangeKind::Created, Content::Absent, content.clone()));
+                        created.push(change(
+                            ChangeKind::Created,
+                            Content::Absent,
+                            content.clone(),
+                        ));
                     }
                 }
                 (Some((stat, old)), None) => {

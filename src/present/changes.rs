@@ -193,7 +193,9 @@ pub fn present_changes(changes: &Changes, verb: &str) -> ChangeView {
                 let root = strip_suffix(&change.absolute, &change.path);
                 (
                     FileOp::Move,
-                    Some(PathBuf::from(root.join(from).to_string_lossy().into_owned())),
+                    Some(PathBuf::from(
+                        root.join(from).to_string_lossy().into_owned(),
+                    )),
                 )
             }
         };
@@ -313,10 +315,7 @@ pub fn present_changes(changes: &Changes, verb: &str) -> ChangeView {
         )
         .collect();
     let total = changes.count();
-    let title = format!(
-        "{verb} {total} file{}",
-        if total == 1 { "" } else { "s" }
-    );
+    let title = format!("{verb} {total} file{}", if total == 1 { "" } else { "s" });
     let summary = summary_line(&files, &counted, verb);
     ChangeView {
         title,
@@ -382,8 +381,18 @@ mod tests {
                 Content::Text("a\nb\nc\n".into()),
                 Content::Text("a\nB\nc\nd\ne\n".into()),
             ),
-            change("b.txt", ChangeKind::Created, Content::Absent, Content::Text("x\n".into())),
-            change("c.txt", ChangeKind::Deleted, Content::Text("y\n".into()), Content::Absent),
+            change(
+                "b.txt",
+                ChangeKind::Created,
+                Content::Absent,
+                Content::Text("x\n".into()),
+            ),
+            change(
+                "c.txt",
+                ChangeKind::Deleted,
+                Content::Text("y\n".into()),
+                Content::Absent,
+            ),
         ]);
         let view = present_changes(&changes, "Changed");
         assert_eq!(view.title, "Changed 3 files");
@@ -391,9 +400,15 @@ mod tests {
             view.summary,
             "[changed: src/a.rs +3 −1, b.txt new, c.txt deleted]"
         );
-        assert!(view.unified.contains("--- a/src/a.rs\n+++ b/src/a.rs\n"), "{}", view.unified);
+        assert!(
+            view.unified.contains("--- a/src/a.rs\n+++ b/src/a.rs\n"),
+            "{}",
+            view.unified
+        );
         assert!(view.unified.contains("--- /dev/null\n+++ b/b.txt\n"));
-        assert!(view.patch.contains("diff --git /w/src/a.rs /w/src/a.rs\n--- /w/src/a.rs\n"));
+        assert!(view
+            .patch
+            .contains("diff --git /w/src/a.rs /w/src/a.rs\n--- /w/src/a.rs\n"));
         assert_eq!(view.files[1].old_text, None);
         assert_eq!(view.files[2].new_text.as_deref(), Some(""));
     }
@@ -401,19 +416,38 @@ mod tests {
     #[test]
     fn binaries_and_large_files_are_named_with_sizes() {
         let changes = Changes::for_tests(vec![
-            change("a.bin", ChangeKind::Modified, Content::Binary { size: 10 }, Content::Binary { size: 2048 }),
-            change("big.log", ChangeKind::Created, Content::Absent, Content::Large { size: 3 << 20 }),
+            change(
+                "a.bin",
+                ChangeKind::Modified,
+                Content::Binary { size: 10 },
+                Content::Binary { size: 2048 },
+            ),
+            change(
+                "big.log",
+                ChangeKind::Created,
+                Content::Absent,
+                Content::Large { size: 3 << 20 },
+            ),
         ]);
         let view = present_changes(&changes, "Changed");
-        assert_eq!(view.files[0].note.as_deref(), Some("(binary, 10 B → 2.0 KiB)"));
-        assert_eq!(view.files[1].note.as_deref(), Some("(over 1 MiB, none → 3.0 MiB)"));
+        assert_eq!(
+            view.files[0].note.as_deref(),
+            Some("(binary, 10 B → 2.0 KiB)")
+        );
+        assert_eq!(
+            view.files[1].note.as_deref(),
+            Some("(over 1 MiB, none → 3.0 MiB)")
+        );
         assert!(!view.files[0].diffed());
         assert!(view.unified.is_empty());
     }
 
     #[test]
     fn hostile_names_stay_on_one_line_and_the_fence_holds() {
-        assert_eq!(printable(Path::new("a\nb\u{1b}[31m`c`")), "a\\nb\\x1b[31m`c`");
+        assert_eq!(
+            printable(Path::new("a\nb\u{1b}[31m`c`")),
+            "a\\nb\\x1b[31m`c`"
+        );
         let changes = Changes::for_tests(vec![change(
             "f",
             ChangeKind::Created,
