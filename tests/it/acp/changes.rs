@@ -368,3 +368,60 @@ async fn the_model_reads_a_summary_line() {
         "{text}"
     );
 }
+
+/// Snapshot transcripts of what a client gets for each kind of change: a read, a search and a
+/// listing (no edit call), a `sed -i` edit, a new file, a delete, then `/undo`. Only the edit
+/// calls and the agent's messages are kept: the command cards are pinned by the other
+/// transcripts, and workspace mode's first output depends on the machine's sandbox support.
+async fn changes_transcript(profile: ClientProfile) -> Vec<String> {
+    let (_tmp, dir) = temp_dir();
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(dir.join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    std::fs::write(dir.join("old.txt"), "old\n").unwrap();
+    let prompts = [
+        "cat notes.txt",
+        "grep -n beta notes.txt",
+        "ls",
+        "sed -i 's/beta/BETA/' notes.txt",
+        "printf 'fresh\\n' > new.txt",
+        "rm old.txt",
+        "/undo",
+    ];
+    let work = dir.clone();
+    let (_, transcript) = converse_with(
+        workspace_client(profile, &[]),
+        "changes transcript",
+        async move |mut c: Conversation| {
+            let session = c.new_session(&work).await?;
+            for prompt in prompts {
+                c.prompt(&session, prompt).await?;
+            }
+            Ok(())
+        },
+    )
+    .await;
+    let kept: Vec<String> = transcript
+        .lines()
+        .into_iter()
+        .filter(|line| {
+            line.contains("\"kind\":\"edit\"") || line.contains("\"agent_message_chunk\"")
+        })
+        .collect();
+    normalize_transcript(&kept, &dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transcript_zed() {
+    let lines = changes_transcript(ClientProfile::Zed).await;
+    insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("changes__zed", lines.join("\n"));
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transcript_plain() {
+    let lines = changes_transcript(ClientProfile::Plain).await;
+    insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("changes__plain", lines.join("\n"));
+    });
+}
