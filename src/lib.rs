@@ -28,6 +28,7 @@
 
 #[cfg(feature = "acp")]
 pub mod acp;
+pub mod changes;
 pub mod classify;
 pub mod driver;
 pub mod exec;

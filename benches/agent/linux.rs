@@ -14,6 +14,7 @@
 // Prints a Markdown table: per case, the median (min–max, n) of several runs, the baseline, the
 // ratio, the target and whether it is met. Never asserts on timings: it reports them.
 
+mod changes;
 mod client;
 mod engine;
 mod floor;
@@ -141,6 +142,7 @@ const CASES: &[(&str, Case)] = &[
     ("engine-limits", |b| Ok(engine::limits(b))),
     ("floor", |b| Ok(floor::floor(b))),
     ("tokens", tokens::economy),
+    ("changes", changes::changes),
 ];
 
 fn machine() -> String {

@@ -213,6 +213,27 @@ impl CommandHost for Host<'_> {
         }
         .boxed()
     }
+
+    fn changes(&self) -> Option<Arc<crate::changes::ChangeTracker>> {
+        match self.turn.session.engine().config().track_changes {
+            true => self.turn.session.changes(),
+            false => None,
+        }
+    }
+
+    fn show_changes(&self, changes: &crate::changes::Changes, verb: &str) {
+        let view = crate::present::changes::present_changes(changes, verb);
+        let id = (self.turn.new_call_id)();
+        let mut sink = (self.turn.sink)();
+        match self.turn.v2 {
+            true => sink.send_v2(super::changes_card::changes_call_v2(&id, &view)),
+            false => sink.send(super::changes_card::changes_call(
+                &id,
+                &view,
+                self.turn.features,
+            )),
+        }
+    }
 }
 
 /// A background job's tool call, from after the turn that started it until the job ends.

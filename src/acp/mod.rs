@@ -100,6 +100,7 @@
 mod agent;
 pub mod bridge;
 pub mod call_wire;
+pub mod changes_card;
 #[cfg(feature = "cli")]
 pub mod client;
 pub mod commands;

@@ -12,8 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::bridge::{self, ClientFeatures};
 use super::call_wire::CallWire;
+use super::changes_card;
 use crate::exec::Session;
-use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
+use crate::present::changes::present_changes;
+use crate::present::model::{model_text, DEFAULT_MODEL_BUDGET};
 use crate::present::stream::{Live, StreamLimits};
 use crate::present::{present_call, present_run};
 use crate::tool::{BashArgs, BashCall, BashResult};
@@ -85,7 +87,7 @@ impl ToolCallRunner {
     /// returns what the model reads back.
     ///
     /// Valid arguments ([`BashArgs`]) run as [`ToolCallRunner::run`] does (the same updates);
-    /// the model then reads [`model_result`]: the plain output within
+    /// the model then reads [`model_text`]: the plain output within
     /// [`ToolCallRunner::model_budget`], then the status markers. Invalid arguments run nothing
     /// and send no update; the model reads what is wrong and what is expected
     /// ([`ArgsError`](crate::tool::ArgsError)), so that it can try again.
@@ -101,7 +103,7 @@ impl ToolCallRunner {
             Ok(args) => {
                 let call = args.into_call();
                 let result = self.run(session, call_id, &call, sink, cancel).await;
-                model_result(&result.outcome, self.model_budget)
+                model_text(&result, self.model_budget)
             }
             Err(error) => error.to_string(),
         }
@@ -152,6 +154,24 @@ impl ToolCallRunner {
         if wanted != usize::MAX {
             request = request.live_limit(wanted);
         }
+        // What the command changes in the session folder ([`crate::changes`]): whatever
+        // changed before it (the editor, a job) goes into the baseline first.
+        let tracker = match session.engine().config().track_changes {
+            true => {
+                let session = session.clone();
+                tokio::task::spawn_blocking(move || {
+                    let tracker = session.changes();
+                    if let Some(tracker) = &tracker {
+                        tracker.begin();
+                    }
+                    tracker
+                })
+                .await
+                .ok()
+                .flatten()
+            }
+            false => None,
+        };
         let mut handle = session.start(request);
         let view = present_call(call, handle.cwd());
         // The card says which process to stop from outside (Zed has no stop of its own for one
@@ -177,11 +197,34 @@ impl ToolCallRunner {
         let control = handle.cancellation_token();
         wire.follow(&mut handle, sink, cancel, move || control.cancel())
             .await;
-        let result = BashResult::of(handle.wait().await);
+        let mut result = BashResult::of(handle.wait().await);
+        let changes = match tracker {
+            Some(tracker) => {
+                let id = call_id.0.to_string();
+                tokio::task::spawn_blocking(move || {
+                    let changes = tracker.finish();
+                    (!changes.is_empty()).then(|| {
+                        tracker.keep(&id, &changes);
+                        present_changes(&changes, "Changed")
+                    })
+                })
+                .await
+                .ok()
+                .flatten()
+            }
+            None => None,
+        };
+        result.changed = changes.as_ref().map(|view| view.summary.clone());
         let presented = present_run(wire.view(), &result);
         let status = bridge::final_status(&presented);
         before_end();
         wire.end(sink, Some(&result.outcome.status), &presented, false);
+        if let Some(view) = &changes {
+            match self.v2 {
+                true => sink.send_v2(changes_card::changes_call_v2(call_id, view)),
+                false => sink.send(changes_card::changes_call(call_id, view, self.features)),
+            }
+        }
         tracing::info!(call = %call_id.0, ?status, "call finished");
         result
     }

@@ -190,6 +190,12 @@ pub struct EngineArgs {
     /// a terminal card. Display only: the command runs the same.
     #[arg(long)]
     classify_typed: bool,
+    /// Do not show what each workspace-mode command changed in the session folder (an edit
+    /// card with a diff per file after the command's card, and a `[changed: …]` line for the
+    /// model). On by default; it watches the folder with inotify and keeps the earlier
+    /// versions of its text files in the agent's memory (bounded).
+    #[arg(long)]
+    no_changes: bool,
     /// What commands' environment keeps and gets.
     #[command(flatten)]
     pub env: EnvArgs,
@@ -236,6 +242,7 @@ impl EngineArgs {
             config.warm_idle = idle;
         }
         config.require_sandbox = self.require_sandbox;
+        config.track_changes = !self.no_changes;
         self.protection.apply(&mut config);
         config
     }
@@ -332,6 +339,9 @@ impl EngineArgs {
         }
         if self.classify_typed {
             args.push("--classify-typed".into());
+        }
+        if self.no_changes {
+            args.push("--no-changes".into());
         }
         args.extend(self.protection.to_args());
         args

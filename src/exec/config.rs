@@ -49,6 +49,9 @@ pub struct EngineConfig {
     /// commands see as the temp dir and `/tmp`, removed when the session ends (`None`: the
     /// host's temp dir, shared with every process).
     pub session_temp_root: Option<PathBuf>,
+    /// Track what each workspace-mode command changed in the session folder
+    /// ([`crate::changes`]): the agent turns it on unless started with `--no-changes`.
+    pub track_changes: bool,
     /// The program each session's sandbox zygote is started from (it holds the session's
     /// namespaces and view; `notes/2026-12-01-session-zygote.md`): an `acp-bash` binary of
     /// this very build. `None`: this program itself, when its `main` calls
@@ -156,6 +159,12 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::track_changes`].
+    pub fn track_changes(mut self, on: bool) -> Self {
+        self.track_changes = on;
+        self
+    }
+
     /// Sets [`EngineConfig::session_temp_root`].
     pub fn session_temp_root(mut self, root: Option<PathBuf>) -> Self {
         self.session_temp_root = root;
@@ -200,6 +209,7 @@ impl Default for EngineConfig {
             limits: sandbox::Limits::default(),
             protection: sandbox::Protection::default(),
             session_temp_root: Some(super::default_session_temp_root()),
+            track_changes: false,
             zygote_program: None,
             fork_bare_commands_in_place: false,
             max_warm_sessions: 8,

@@ -205,6 +205,7 @@ impl Engine {
                     Some(self.inner.warm.handle()),
                 )),
                 sandbox_early: std::sync::atomic::AtomicBool::new(false),
+                changes: OnceLock::new(),
             }),
         })
     }

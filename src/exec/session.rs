@@ -46,6 +46,8 @@ pub(super) struct SessionInner {
     /// [`Session::prepare_sandbox`] was called: each mode [`Session::set_mode`] changes to gets
     /// its sandbox built in the background too.
     pub(super) sandbox_early: std::sync::atomic::AtomicBool,
+    /// The session folder's change tracker, started once ([`Session::changes`]).
+    pub(super) changes: OnceLock<Option<Arc<crate::changes::ChangeTracker>>>,
 }
 
 impl Drop for SessionInner {
@@ -423,6 +425,11 @@ impl Session {
             .sandbox_early
             .store(true, std::sync::atomic::Ordering::Relaxed);
         start_sandbox_early(&self.inner);
+        // The change tracker's watches and baseline, before the first command too.
+        if self.inner.engine.inner.config.track_changes {
+            let session = self.clone();
+            std::thread::spawn(move || drop(session.changes()));
+        }
     }
 
     /// The pids of the session's sandbox zygotes now running (at most one per mode it ran
@@ -430,6 +437,27 @@ impl Session {
     /// namespaces): for diagnostics and tests.
     pub fn zygote_pids(&self) -> Vec<i32> {
         self.inner.sandbox.zygote_pids()
+    }
+
+    /// The tracker of what the session's commands change in its folder, when the engine tracks
+    /// changes ([`super::EngineConfig::track_changes`]) and the session's mode is workspace;
+    /// started on first use (blocking: it watches every folder and reads the baseline), `None`
+    /// where it cannot start (said once in the log).
+    pub fn changes(&self) -> Option<Arc<crate::changes::ChangeTracker>> {
+        let inner = &self.inner;
+        if !inner.engine.inner.config.track_changes || self.mode() != sandbox::Mode::Workspace {
+            return None;
+        }
+        inner
+            .changes
+            .get_or_init(|| match crate::changes::ChangeTracker::start(&inner.root) {
+                Ok(tracker) => Some(Arc::new(tracker)),
+                Err(error) => {
+                    tracing::warn!(%error, "what commands change is not tracked");
+                    None
+                }
+            })
+            .clone()
     }
 
     /// The engine this session runs on.

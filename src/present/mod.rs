@@ -9,6 +9,7 @@
 //! running commands, the marker format (it only calls [`crate::tool::markers`]), ACP.
 
 pub mod ansi;
+pub mod changes;
 pub mod live;
 pub mod model;
 pub mod script;

@@ -18,6 +18,17 @@ pub fn model_result(outcome: &RunOutcome, budget: usize) -> String {
     render_result(&within_budget(&plain, budget), &outcome.status)
 }
 
+/// What the model reads for a finished bash call: [`model_result`], then the line that says
+/// what the command changed in the session folder ([`crate::tool::BashResult::changed`]).
+pub fn model_text(result: &crate::tool::BashResult, budget: usize) -> String {
+    let mut text = model_result(&result.outcome, budget);
+    if let Some(changed) = &result.changed {
+        text.push('\n');
+        text.push_str(changed);
+    }
+    text
+}
+
 /// `text` whole when it fits in `budget` bytes, else its first and last `budget / 2` bytes (cut
 /// at character boundaries) around a line that says how many bytes were left out.
 fn within_budget(text: &str, budget: usize) -> String {

@@ -92,13 +92,20 @@ pub struct BashResult {
     pub text: String,
     /// Everything the engine reported, for callers that want more than the text.
     pub outcome: RunOutcome,
+    /// What the command changed in the session folder, in one line for the model
+    /// (`[changed: src/a.rs +3 −1, b.txt new]`), when changes are tracked and it changed any.
+    pub changed: Option<String>,
 }
 
 impl BashResult {
     /// The result of a finished run.
     pub fn of(outcome: RunOutcome) -> Self {
         let text = render_result(&outcome.output, &outcome.status);
-        BashResult { text, outcome }
+        BashResult {
+            text,
+            outcome,
+            changed: None,
+        }
     }
 
     /// The result of a call that could not run at all (its task failed): `message` as its

@@ -39,6 +39,7 @@ commands! {
     kill,
     logs,
     compact,
+    undo,
     help,
 }
 
@@ -103,6 +104,16 @@ pub trait CommandHost: Send + Sync {
 
     /// Resolves once `job` has ended and the client has been shown its end.
     fn job_shown_ended<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, ()>;
+
+    /// The session's change tracker ([`crate::changes`]), when what commands change is tracked.
+    fn changes(&self) -> Option<std::sync::Arc<crate::changes::ChangeTracker>> {
+        None
+    }
+
+    /// Shows `changes` to the client as an edit card titled with `verb` (`Reverted 2 files`).
+    fn show_changes(&self, changes: &crate::changes::Changes, verb: &str) {
+        let _ = (changes, verb);
+    }
 }
 
 /// A recognised slash command with its arguments, ready to run.

@@ -51,7 +51,7 @@ use super::commands;
 use super::{
     AuthMethod, Driver, ModelChoice, Prompt, PromptBlock, StopReason, TurnError, TurnHost,
 };
-use crate::present::model::{model_result, DEFAULT_MODEL_BUDGET};
+use crate::present::model::{model_text, DEFAULT_MODEL_BUDGET};
 use crate::tool::BashCall;
 
 /// The id of the auth method advertised when no key is found: a terminal method, the client
@@ -300,7 +300,7 @@ impl ModelDriver {
             conversation.push(Message::User(format!(
                 "I ran this command myself:\n$ {}\n{}",
                 command.trim(),
-                model_result(&result.outcome, config.budget)
+                model_text(&result, config.budget)
             )));
             return Ok(StopReason::EndTurn);
         }

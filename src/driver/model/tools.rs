@@ -12,7 +12,7 @@ use super::api::{ToolCall, ToolSpec};
 use crate::driver::commands::{bg, kill, SlashCommand};
 use crate::driver::TurnHost;
 use crate::jobs::{JobId, JobState};
-use crate::present::model::model_result;
+use crate::present::model::model_text;
 use crate::tool::{BashArgs, ToolDefinition};
 
 /// The `job_output` tool's name.
@@ -170,7 +170,7 @@ async fn bash(turn: &mut dyn TurnHost, mut value: Value, budget: usize) -> ToolA
         );
     }
     let result = turn.run_bash(args.into_call()).await;
-    ToolAnswer::ok(model_result(&result.outcome, budget))
+    ToolAnswer::ok(model_text(&result, budget))
 }
 
 /// `(id, lines)` of a job tool's arguments.

@@ -2,6 +2,7 @@
 
 mod acpx;
 mod card_process;
+mod changes;
 mod classified_calls;
 mod config_options;
 mod embed_example;
