@@ -32,7 +32,6 @@ pub mod classify;
 pub mod driver;
 pub mod exec;
 pub mod jobs;
-#[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod present;
 mod random;

@@ -95,6 +95,11 @@ pub struct McpResult {
 }
 
 impl McpResult {
+    /// A failed call: `text` says why.
+    pub fn failed(text: impl Into<String>) -> Self {
+        Self::error(text)
+    }
+
     fn error(text: impl Into<String>) -> Self {
         McpResult {
             text: text.into(),
@@ -222,6 +227,11 @@ impl McpServers {
             timeout,
             news,
         }
+    }
+
+    /// Adds `sentence` to what the user is told (a server that was not started).
+    pub fn note(&self, sentence: String) {
+        self.news.lock().unwrap().push(sentence);
     }
 
     /// Whether the session was given any server.

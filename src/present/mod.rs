@@ -10,6 +10,7 @@
 
 pub mod ansi;
 pub mod live;
+pub mod mcp;
 pub mod model;
 pub mod script;
 pub mod stream;
