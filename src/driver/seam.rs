@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::driver::commands::SlashCommand;
 use crate::exec::Session;
-use crate::mcp::{McpResult, McpTool};
 use crate::jobs::JobRegistry;
+use crate::mcp::{McpResult, McpTool};
 use crate::store::SessionRecord;
 use crate::tool::{BashCall, BashResult};
 
@@ -199,7 +199,10 @@ pub trait TurnHost: Send {
     ) -> BoxFuture<'a, McpResult> {
         let _ = arguments;
         Box::pin(async move {
-            McpResult::failed(format!("There is no MCP server here to call {}.", tool.qualified))
+            McpResult::failed(format!(
+                "There is no MCP server here to call {}.",
+                tool.qualified
+            ))
         })
     }
 }

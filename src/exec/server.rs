@@ -103,7 +103,9 @@ impl Session {
         let confined =
             tokio::task::spawn_blocking(move || sandbox::confine(launch, mode, &roots, limits))
                 .await
-                .map_err(|error| std::io::Error::other(format!("the sandbox setup failed: {error}")))?;
+                .map_err(|error| {
+                    std::io::Error::other(format!("the sandbox setup failed: {error}"))
+                })?;
         // The program reads `server_in` as fd 3 (its stdin) and writes `server_out` as fd 4
         // (its stdout); our ends are the others.
         let (server_in, to_server) = std::io::pipe()?;

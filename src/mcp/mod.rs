@@ -156,7 +156,11 @@ impl std::fmt::Debug for McpServers {
         f.debug_struct("McpServers")
             .field(
                 "servers",
-                &self.servers.iter().map(|s| &s.config.name).collect::<Vec<_>>(),
+                &self
+                    .servers
+                    .iter()
+                    .map(|s| &s.config.name)
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -432,10 +436,7 @@ async fn connect(
             server: name.clone(),
             qualified: qualified_name(&name, &tool.name),
             name: tool.name.to_string(),
-            description: tool
-                .description
-                .map(|d| d.to_string())
-                .unwrap_or_default(),
+            description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
             input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
         })
         .collect();

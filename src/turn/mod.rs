@@ -64,7 +64,10 @@ pub trait TurnPort: Send + Sync {
     ) -> BoxFuture<'a, McpResult> {
         let _ = (call_id, arguments, cancel);
         Box::pin(async move {
-            McpResult::failed(format!("There is no MCP server here to call {}.", tool.qualified))
+            McpResult::failed(format!(
+                "There is no MCP server here to call {}.",
+                tool.qualified
+            ))
         })
     }
 }

@@ -23,6 +23,7 @@ pub mod api;
 pub mod client;
 pub mod history;
 pub mod keyfile;
+pub mod mcp_tools;
 pub mod openai;
 pub mod retry;
 pub mod system;
@@ -273,7 +274,8 @@ impl ModelDriver {
         }
         conversation.push(Message::User(content));
         let system = system::system_prompt(turn.session(), config.budget);
-        let tools = tools::specs();
+        let mut tools = tools::specs();
+        tools.extend(mcp_tools::specs(&turn.mcp_tools().await));
         let settings = agent_loop::LoopSettings {
             model: &config.model,
             origin: &origin,
