@@ -47,13 +47,44 @@ fn server_script(dir: &Path) -> PathBuf {
     path
 }
 
-/// A stdio server `name` running `server.py MODE`, its process named `process` (found by
-/// [`processes_named`]).
+/// A stdio server `name` running `server.py MODE` (its process named `process` where python3
+/// is not a shim).
 fn stdio(name: &str, script: &Path, mode: &str, process: &str) -> McpServer {
     McpServer::Stdio(McpServerStdio::new(name, "/bin/bash").args(vec![
         "-c".into(),
         format!("exec -a {process} python3 {} {mode}", script.display()),
     ]))
+}
+
+/// Live processes (zombies excluded) whose command line holds `marker` (the server script's
+/// path, unique to a test: python3 may be a shim that re-executes, so `exec -a` names are lost).
+fn processes_with(marker: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+                cmdline.contains(marker) && !cmdline.contains("exec -a")
+            })
+        })
+        .filter(|pid| process_alive(*pid))
+        .collect()
+}
+
+/// Waits until no process holding `marker` is left; false if one still runs after
+/// [`HANG_GUARD`] (a hang guard, not a timing assertion).
+async fn wait_until_none_with(marker: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    while !processes_with(marker).is_empty() {
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    true
 }
 
 /// A model call of `tool` with `arguments`.
@@ -117,7 +148,13 @@ async fn a_model_calls_an_mcp_tool_through_its_own_card() {
         let request = NewSessionRequest::new(&dir)
             .mcp_servers(vec![stdio("files", &script, "normal", &name)]);
         let session = c.new_session_with(request).await?;
-        c.prompt(&session, "echo hi there").await
+        let turn = c.prompt(&session, "echo hi there").await?;
+        let marker = script.display().to_string();
+        assert!(
+            !processes_with(&marker).is_empty(),
+            "the server is not running"
+        );
+        Ok(turn)
     })
     .await;
     assert_eq!(turn.stop_reason, StopReason::EndTurn);
@@ -142,7 +179,7 @@ async fn a_model_calls_an_mcp_tool_through_its_own_card() {
     assert_eq!(said(&turn.updates), "It echoed.");
     // The agent has exited: its server with it.
     assert!(
-        wait_until_no_process(&name).await,
+        wait_until_none_with(&script.display().to_string()).await,
         "the MCP server outlived the agent"
     );
 }
@@ -153,10 +190,10 @@ async fn a_model_calls_an_mcp_tool_through_its_own_card() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_is_confined_like_a_command() {
     let (_tmp, dir) = temp_dir();
-    let (_secret_tmp, secret_dir) = temp_dir();
-    let secret = secret_dir.join("credentials");
+    // In the session's own folder, which the server may write: the mask holds there too.
+    let secret = dir.join("credentials");
     std::fs::write(&secret, "SECRET-VALUE\n").unwrap();
-    let plain = secret_dir.join("plain.txt");
+    let plain = dir.join("plain.txt");
     std::fs::write(&plain, "PLAIN-VALUE\n").unwrap();
     let read = |path: &Path| format!("{{\"path\": \"{}\"}}", path.display());
     let fake = FakeModel::start(vec![
@@ -267,7 +304,7 @@ async fn a_server_that_dies_gives_the_model_an_error() {
     let end = final_update(&turns.0.updates);
     assert_eq!(end.fields.status, Some(ToolCallStatus::Failed));
     assert!(said(&turns.1.updates).ends_with("Still here."));
-    assert!(wait_until_no_process(&name).await);
+    assert!(wait_until_none_with(&script.display().to_string()).await);
 }
 
 /// A server that never answers a call: the call ends with an error after `--mcp-timeout`, and
@@ -302,7 +339,7 @@ async fn a_server_that_never_answers_times_out() {
     );
     assert_eq!(turns.1.stop_reason, StopReason::EndTurn);
     assert_eq!(card_output(&turns.1.updates), "still-works\n");
-    assert!(wait_until_no_process(&name).await);
+    assert!(wait_until_none_with(&script.display().to_string()).await);
 }
 
 /// Lines that are not JSON-RPC, an overlong line and a flood on stderr: the calls still work.
@@ -331,7 +368,10 @@ async fn garbage_and_floods_do_not_break_the_session() {
             vec!["echo: through".to_string()],
             "{mode}"
         );
-        assert!(wait_until_no_process(&name).await, "{mode}");
+        assert!(
+            wait_until_none_with(&script.display().to_string()).await,
+            "{mode}"
+        );
     }
 }
 
@@ -348,8 +388,9 @@ async fn closing_the_session_ends_its_server() {
             NewSessionRequest::new(&dir).mcp_servers(vec![stdio("c", &script, "normal", &name)]);
         let session = c.new_session_with(request).await?;
         c.prompt(&session, "hi").await?;
+        let marker = script.display().to_string();
         assert!(
-            !processes_named(&name).is_empty(),
+            !processes_with(&marker).is_empty(),
             "the server is not running"
         );
         c.connection()
@@ -358,7 +399,7 @@ async fn closing_the_session_ends_its_server() {
             ))
             .block_task()
             .await?;
-        Ok(wait_until_no_process(&name).await)
+        Ok(wait_until_none_with(&marker).await)
     })
     .await
     .0;
