@@ -186,14 +186,15 @@ async fn a_model_calls_an_mcp_tool_through_its_own_card() {
 
 /// The server runs like a command of the session: in its folder, with the scrubbed
 /// environment (the model's key is not there) plus the variables the client gave it, and
-/// behind the sandbox's masks (a `--mask`ed file cannot be read; a plain one can).
+/// behind the sandbox's masks (a `--mask`ed file reads as empty; a plain one beside it does not).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_is_confined_like_a_command() {
     let (_tmp, dir) = temp_dir();
-    // In the session's own folder, which the server may write: the mask holds there too.
-    let secret = dir.join("credentials");
+    // Outside the session folder and the temp dir (which a workspace command sees as its own).
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    let secret = outside.path().join("credentials");
     std::fs::write(&secret, "SECRET-VALUE\n").unwrap();
-    let plain = dir.join("plain.txt");
+    let plain = outside.path().join("plain.txt");
     std::fs::write(&plain, "PLAIN-VALUE\n").unwrap();
     let read = |path: &Path| format!("{{\"path\": \"{}\"}}", path.display());
     let fake = FakeModel::start(vec![
@@ -224,7 +225,8 @@ async fn the_server_is_confined_like_a_command() {
     assert_eq!(turn.stop_reason, StopReason::EndTurn);
     let last = tool_results(&fake, 5);
     assert_eq!(last.len(), 5, "{last:?}");
-    assert!(last[0].starts_with("cannot read"), "{last:?}");
+    // A masked file reads as empty, as it does for a command.
+    assert_eq!(last[0], "(no output)", "{last:?}");
     assert!(!last.join("\n").contains("SECRET-VALUE"), "{last:?}");
     assert_eq!(last[1], "PLAIN-VALUE\n");
     assert_eq!(last[2], "None");
@@ -233,13 +235,6 @@ async fn the_server_is_confined_like_a_command() {
         std::fs::canonicalize(&last[4]).unwrap(),
         std::fs::canonicalize(&dir).unwrap()
     );
-    // The masked read is a failed call on the card.
-    let ends = tool_call_updates(&turn.updates);
-    let failed = ends
-        .iter()
-        .filter(|u| u.fields.status == Some(ToolCallStatus::Failed))
-        .count();
-    assert_eq!(failed, 1);
 }
 
 /// A server that cannot start: the session works (the model is offered bash only), the user is
@@ -269,7 +264,7 @@ async fn a_server_that_fails_to_start_is_told_once() {
         first.contains("MCP server \"broken\" is not available"),
         "{first}"
     );
-    assert!(first.contains("no configuration found"), "{first}");
+    // (What it printed on stderr is added when read before the handshake fails: not always.)
     assert!(first.ends_with("First."), "{first}");
     assert_eq!(said(&turns.1.updates), "Second.");
     assert_eq!(offered(&fake, 0), vec!["bash", "job_output", "job_kill"]);
