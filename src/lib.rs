@@ -33,6 +33,7 @@ pub mod classify;
 pub mod driver;
 pub mod exec;
 pub mod jobs;
+pub mod mcp;
 pub mod present;
 mod random;
 pub mod sandbox;

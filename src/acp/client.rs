@@ -238,12 +238,15 @@ impl Conversation {
     /// right after its answer), so that what the conversation does next always crosses the pipes
     /// after it; the update is kept for [`Self::next_update`]. Other agents may send none.
     pub async fn new_session(&mut self, cwd: &Path) -> agent_client_protocol::Result<SessionId> {
-        let session = self
-            .cx
-            .send_request(NewSessionRequest::new(cwd))
-            .block_task()
-            .await?
-            .session_id;
+        self.new_session_with(NewSessionRequest::new(cwd)).await
+    }
+
+    /// Like [`Self::new_session`], for the whole `request` (with its `mcpServers`, say).
+    pub async fn new_session_with(
+        &mut self,
+        request: NewSessionRequest,
+    ) -> agent_client_protocol::Result<SessionId> {
+        let session = self.cx.send_request(request).block_task().await?.session_id;
         let acp_bash = self
             .init
             .agent_info

@@ -135,6 +135,11 @@ pub struct EngineArgs {
     /// `--timeout` is for commands and does not apply to jobs).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     job_timeout: Option<Duration>,
+    /// How long an MCP server the client passes may take to start, and each call of its
+    /// tools, e.g. `30s` (default 60s). A server that does not start in time is left out (the
+    /// user is told); a call that takes longer answers the model an error.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    mcp_timeout: Option<Duration>,
     /// Live output for clients without Zed's terminal card (acpx, Toad, …): `on` (the default)
     /// updates the call about 3 times a second with the last lines of output; `off` shows the
     /// output only once the command has ended.
@@ -271,6 +276,11 @@ impl EngineArgs {
         self.classify_typed
     }
 
+    /// The bound on an MCP server's start and each call (`--mcp-timeout`).
+    pub fn mcp_timeout(&self) -> Duration {
+        self.mcp_timeout.unwrap_or(acp_bash::mcp::DEFAULT_TIMEOUT)
+    }
+
     /// The prompt limit for the agent (`--max-prompt-bytes`).
     pub fn max_prompt_bytes(&self) -> usize {
         self.max_prompt_bytes
@@ -301,6 +311,10 @@ impl EngineArgs {
         }
         if let Some(timeout) = self.job_timeout {
             args.push("--job-timeout".into());
+            args.push(format!("{}ms", timeout.as_millis()));
+        }
+        if let Some(timeout) = self.mcp_timeout {
+            args.push("--mcp-timeout".into());
             args.push(format!("{}ms", timeout.as_millis()));
         }
         if let Some(plain_live) = self.plain_live {

@@ -93,7 +93,8 @@ fn agent_on_stdio(
         .with_stream_limits(engine.stream_limits())
         .with_max_prompt_bytes(max_prompt_bytes)
         .with_client_behind(transport.client_behind())
-        .with_job_limits(engine.job_limits());
+        .with_job_limits(engine.job_limits())
+        .with_mcp_timeout(engine.mcp_timeout());
     if let Some(store) = store.store() {
         agent = agent.with_session_store(store);
     }

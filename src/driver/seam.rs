@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::driver::commands::SlashCommand;
 use crate::exec::Session;
 use crate::jobs::JobRegistry;
+use crate::mcp::{McpResult, McpTool};
 use crate::store::SessionRecord;
 use crate::tool::{BashCall, BashResult};
 
@@ -187,6 +188,29 @@ pub trait TurnHost: Send {
     /// when the turn began; `None`: the driver's default (the first).
     fn thought_level(&self) -> Option<String> {
         None
+    }
+
+    /// The tools of the MCP servers the client gave the session (waiting for the starts still
+    /// under way); empty without any. A server that failed is told to the user here, once.
+    fn mcp_tools<'a>(&'a mut self) -> BoxFuture<'a, Vec<McpTool>> {
+        Box::pin(async { Vec::new() })
+    }
+
+    /// Event "call this MCP tool": calls `tool` (one of [`TurnHost::mcp_tools`]) with
+    /// `arguments` as a tool call of its own on the wire; resolves with its result (an error
+    /// result when the server is gone, does not answer in time, or the turn is cancelled).
+    fn run_mcp<'a>(
+        &'a mut self,
+        tool: McpTool,
+        arguments: serde_json::Value,
+    ) -> BoxFuture<'a, McpResult> {
+        let _ = arguments;
+        Box::pin(async move {
+            McpResult::failed(format!(
+                "There is no MCP server here to call {}.",
+                tool.qualified
+            ))
+        })
     }
 }
 

@@ -199,7 +199,7 @@ pub(super) fn start(session: Session, request: RunRequest) -> RunHandle {
 /// `BASH_ENV`), the session's shell state (its exported variables, its previous directory), then
 /// the request's kept and set variables. The prelude's own are added over it (nothing overrides
 /// them), and without the prelude no `BASH_ENV` is left: bash sources no file of anyone's.
-fn run_env(
+pub(super) fn run_env(
     session: &super::session::SessionInner,
     request: &RunRequest,
 ) -> Vec<(OsString, OsString)> {

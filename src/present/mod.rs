@@ -11,6 +11,7 @@
 pub mod ansi;
 pub mod changes;
 pub mod live;
+pub mod mcp;
 pub mod model;
 pub mod script;
 pub mod stream;

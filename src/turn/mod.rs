@@ -16,6 +16,7 @@ use crate::driver::commands::SlashCommand;
 use crate::driver::{Compaction, Driver, Prompt, StopReason, TurnError, TurnHost, Usage};
 use crate::exec::Session;
 use crate::jobs::JobRegistry;
+use crate::mcp::{McpResult, McpTool};
 use crate::store::{SessionLog, SessionRecord};
 use crate::tool::{BashCall, BashResult};
 
@@ -52,6 +53,30 @@ pub trait TurnPort: Send + Sync {
 
     /// Runs a slash command and shows its answer; returns the answer's text.
     fn run_command(&self, command: SlashCommand) -> BoxFuture<'_, String>;
+
+    /// The tools of the session's MCP servers (empty by default); tells the user, once, of a
+    /// server that failed.
+    fn mcp_tools(&self) -> BoxFuture<'_, Vec<McpTool>> {
+        Box::pin(async { Vec::new() })
+    }
+
+    /// Calls `tool` with `arguments` as the tool call `call_id` on the wire (its `tool_call`,
+    /// its final update with the result) until it ends; `cancel` stops waiting.
+    fn run_mcp<'a>(
+        &'a self,
+        call_id: &'a str,
+        tool: &'a McpTool,
+        arguments: serde_json::Value,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, McpResult> {
+        let _ = (call_id, arguments, cancel);
+        Box::pin(async move {
+            McpResult::failed(format!(
+                "There is no MCP server here to call {}.",
+                tool.qualified
+            ))
+        })
+    }
 }
 
 /// One turn of a session: the [`TurnHost`] its driver is handed.
@@ -225,6 +250,27 @@ impl TurnHost for Turn<'_> {
 
     fn thought_level(&self) -> Option<String> {
         self.thought_level.clone()
+    }
+
+    fn mcp_tools<'b>(&'b mut self) -> BoxFuture<'b, Vec<McpTool>> {
+        self.port.mcp_tools()
+    }
+
+    fn run_mcp<'b>(
+        &'b mut self,
+        tool: McpTool,
+        arguments: serde_json::Value,
+    ) -> BoxFuture<'b, McpResult> {
+        async move {
+            // The agent's text so far is recorded before the call, as for a bash call. The
+            // call itself is not in the record (a resumed conversation holds bash calls only).
+            self.record_text();
+            let call_id = (self.new_call_id)();
+            self.port
+                .run_mcp(&call_id, &tool, arguments, &self.cancel)
+                .await
+        }
+        .boxed()
     }
 }
 

@@ -16,6 +16,7 @@
 mod acp;
 mod cli;
 mod exec;
+mod mcp;
 mod model;
 mod present;
 // The Linux kernel sandbox's tests (macOS's backend is unit-tested in src/sandbox/macos/).

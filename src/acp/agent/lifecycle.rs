@@ -142,6 +142,7 @@ impl Connection {
             Ok(restored) => restored,
             Err(error) => return responder.respond_with_error(error),
         };
+        self.start_mcp(&state, &request.mcp_servers);
         let features = *self.features.lock().unwrap();
         let current = state.current_call.lock().unwrap().clone();
         let updates = replay(&state.log.record(), features, |call| {
@@ -181,6 +182,7 @@ impl Connection {
             Err(error) => return responder.respond_with_error(error),
         };
         tracing::info!(session = %id.0, "session/resume");
+        self.start_mcp(&state, &request.mcp_servers);
         for note in notes {
             cx.send_notification(SessionNotification::new(id.clone(), agent_text(note)))?;
         }
@@ -348,6 +350,8 @@ impl Connection {
         let state = self.sessions.lock().unwrap().remove(id)?;
         state.cancel_all();
         self.end_jobs(id, &state);
+        // Its MCP servers end now, not when the last reference to the state goes.
+        *state.mcp.lock().unwrap() = Arc::new(crate::mcp::McpServers::none());
         Some(state)
     }
 

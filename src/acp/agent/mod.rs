@@ -51,6 +51,7 @@ use session::{random_session_id, SessionState};
 mod config;
 mod errors;
 mod lifecycle;
+mod mcp;
 mod session;
 mod turn;
 mod v2face;
@@ -78,6 +79,7 @@ pub struct AcpBashAgent {
     client_behind: ClientBehind,
     store: Option<Store>,
     driver: Arc<dyn Driver>,
+    mcp_timeout: Duration,
 }
 
 impl AcpBashAgent {
@@ -91,7 +93,15 @@ impl AcpBashAgent {
             client_behind: ClientBehind::default(),
             store: None,
             driver: Arc::new(ShellDriver::default()),
+            mcp_timeout: crate::mcp::DEFAULT_TIMEOUT,
         }
+    }
+
+    /// Bounds an MCP server's start and each call of its tools (default
+    /// [`crate::mcp::DEFAULT_TIMEOUT`]).
+    pub fn with_mcp_timeout(mut self, timeout: Duration) -> Self {
+        self.mcp_timeout = timeout;
+        self
     }
 
     /// Makes every turn with `driver` instead of the [`ShellDriver`] (the prompt is the
@@ -159,6 +169,7 @@ impl AcpBashAgent {
         connection.driver = self.driver;
         connection.max_prompt_bytes = self.max_prompt_bytes;
         connection.client_behind = self.client_behind;
+        connection.mcp_timeout = self.mcp_timeout;
         let connection = Arc::new(connection);
         let result = tokio::select! {
             result = connection.clone().handle(transport) => result,
@@ -197,6 +208,8 @@ struct Connection {
     runs: TaskTracker,
     /// Makes the turns.
     driver: Arc<dyn Driver>,
+    /// The bound on an MCP server's start and on each call of its tools.
+    mcp_timeout: Duration,
 }
 
 impl Connection {
@@ -218,6 +231,7 @@ impl Connection {
             sessions: Mutex::new(HashMap::new()),
             runs: TaskTracker::new(),
             driver: Arc::new(ShellDriver::default()),
+            mcp_timeout: crate::mcp::DEFAULT_TIMEOUT,
         }
     }
 
@@ -348,6 +362,7 @@ impl Connection {
         );
         tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
         let state = self.open(id.clone(), number, session, record);
+        self.start_mcp(&state, &request.mcp_servers);
         responder.respond(
             NewSessionResponse::new(id.clone())
                 .modes(modes)
@@ -417,6 +432,8 @@ impl Connection {
         let mut registries = Vec::new();
         for state in self.sessions.lock().unwrap().values() {
             state.cancel_all();
+            // The session's MCP servers end with the agent.
+            *state.mcp.lock().unwrap() = Arc::new(crate::mcp::McpServers::none());
             // The jobs die with the agent: their records say so (a replay shows it).
             state.log.agent_ending();
             state.jobs.registry.kill_all();

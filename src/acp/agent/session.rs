@@ -50,6 +50,9 @@ pub(super) struct SessionState {
     /// The ACP v2 face: whether foreground work (a turn) is running, so that a job's end
     /// repeats the right state (`running` or `idle`) with the new `background` list.
     pub v2_foreground: std::sync::atomic::AtomicBool,
+    /// The MCP servers the client gave the session (replaced by `session/load` and
+    /// `session/resume`; ended with the session).
+    pub mcp: Mutex<Arc<crate::mcp::McpServers>>,
 }
 
 impl SessionState {
@@ -94,6 +97,7 @@ impl Connection {
             jobs: SessionJobs::new(JobRegistry::new(self.job_limits)),
             v2_calls: Mutex::new(HashMap::new()),
             v2_foreground: std::sync::atomic::AtomicBool::new(false),
+            mcp: Mutex::new(Arc::new(crate::mcp::McpServers::none())),
         });
         self.sessions.lock().unwrap().insert(id, state.clone());
         state

@@ -38,6 +38,8 @@ use crate::acp::v2::V2Sink;
 use crate::acp::ClientBehind;
 use crate::driver::commands::SlashCommand;
 use crate::driver::{Prompt, PromptBlock, StopReason, TurnError, Usage};
+use crate::mcp::{McpResult, McpTool};
+use crate::present::mcp::{mcp_result_text, present_mcp_call};
 use crate::present::{console_block, present_call, ResultView};
 use crate::tool::{BashCall, BashResult};
 use crate::turn::{run_turn, Turn, TurnPort};
@@ -446,6 +448,41 @@ impl TurnPort for AcpTurn<'_> {
                     BashResult::failed(message, self.state.session.cwd())
                 }
             }
+        }
+        .boxed()
+    }
+
+    fn mcp_tools(&self) -> BoxFuture<'_, Vec<McpTool>> {
+        async move {
+            let servers = self.state.mcp.lock().unwrap().clone();
+            let tools = servers.tools().await;
+            for news in servers.take_news() {
+                self.message(&format!("{news}\n\n"));
+            }
+            tools
+        }
+        .boxed()
+    }
+
+    fn run_mcp<'b>(
+        &'b self,
+        call_id: &'b str,
+        tool: &'b McpTool,
+        arguments: serde_json::Value,
+        cancel: &'b CancellationToken,
+    ) -> BoxFuture<'b, McpResult> {
+        async move {
+            let call_id = ToolCallId::new(call_id.to_string());
+            let view = present_mcp_call(tool, &arguments);
+            let opened = super::mcp::call_opened(&call_id, &view);
+            self.face
+                .send(|_| opened.clone(), |_| to_v2(opened.clone()));
+            let servers = self.state.mcp.lock().unwrap().clone();
+            let result = servers.call(&tool.qualified, arguments, cancel).await;
+            let ended =
+                super::mcp::call_ended(&call_id, &mcp_result_text(&result), result.is_error);
+            self.face.send(|_| ended.clone(), |_| to_v2(ended.clone()));
+            result
         }
         .boxed()
     }

@@ -28,6 +28,7 @@ pub mod client;
 pub mod compaction;
 pub mod history;
 pub mod keyfile;
+pub mod mcp_tools;
 pub mod openai;
 pub mod retry;
 pub mod system;
@@ -321,7 +322,8 @@ impl ModelDriver {
         let conversation = &mut state.messages;
         conversation.push(Message::User(content));
         let cache_key = cache::cache_key(turn.session_id());
-        let tools = tools::specs();
+        let mut tools = tools::specs();
+        tools.extend(mcp_tools::specs(&turn.mcp_tools().await));
         let settings = agent_loop::LoopSettings {
             model: &config.model,
             origin: &origin,

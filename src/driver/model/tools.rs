@@ -125,6 +125,9 @@ pub async fn run_tool_call(turn: &mut dyn TurnHost, call: &ToolCall, budget: usi
             ),
             Err(problem) => ToolAnswer::error(problem),
         },
+        other if other.starts_with(super::mcp_tools::PREFIX) => {
+            super::mcp_tools::run(turn, other, value).await
+        }
         other => ToolAnswer::error(format!(
             "Nothing ran: there is no tool `{other}`. The tools are `bash`, `{JOB_OUTPUT}` and \
              `{JOB_KILL}`."

@@ -1,0 +1,93 @@
+//! The MCP servers a client passes in `session/new`, `session/load` and `session/resume`, on
+//! the wire: turned into plain [`ServerConfig`]s for the MCP client ([`crate::mcp`]), and each
+//! call of their tools shown as a tool call of its own.
+//!
+//! Owns: which transports are taken (stdio; HTTP and SSE are not: `initialize` advertises
+//! neither, and a server of theirs is told to the user), starting a session's servers, and the
+//! tool call card of an MCP call (kind `other`, title `SERVER: TOOL`, the arguments as
+//! `rawInput`, the result as its content). Must not touch: calling a tool (the MCP client's).
+
+use std::sync::Arc;
+
+use agent_client_protocol::v1::schema::{
+    McpServer, SessionUpdate, ToolCall, ToolCallId, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
+};
+use serde_json::json;
+
+use super::session::SessionState;
+use super::Connection;
+use crate::mcp::{McpServers, ServerConfig};
+use crate::present::mcp::McpCallView;
+
+/// The servers of `servers` that acp-bash starts, and a sentence for each it does not.
+pub(super) fn server_configs(servers: &[McpServer]) -> (Vec<ServerConfig>, Vec<String>) {
+    let mut configs = Vec::new();
+    let mut skipped = Vec::new();
+    for server in servers {
+        match server {
+            McpServer::Stdio(stdio) => {
+                let mut config = ServerConfig::stdio(
+                    stdio.name.clone(),
+                    stdio.command.to_string_lossy().into_owned(),
+                    stdio.args.clone(),
+                );
+                for variable in &stdio.env {
+                    config = config.env(variable.name.clone(), variable.value.clone());
+                }
+                configs.push(config);
+            }
+            McpServer::Http(http) => skipped.push(not_stdio(&http.name, "HTTP")),
+            McpServer::Sse(sse) => skipped.push(not_stdio(&sse.name, "SSE")),
+            _ => skipped.push(
+                "An MCP server of a kind acp-bash does not know was not started.".to_string(),
+            ),
+        }
+    }
+    (configs, skipped)
+}
+
+fn not_stdio(name: &str, transport: &str) -> String {
+    format!(
+        "MCP server \"{name}\" was not started: acp-bash connects to stdio servers only, not \
+         {transport}. Configure it as a command (most servers have one)."
+    )
+}
+
+impl Connection {
+    /// Starts `servers` for `state`, ending the servers it had (a session loaded again gets
+    /// the ones its client gives now).
+    pub(super) fn start_mcp(&self, state: &SessionState, servers: &[McpServer]) {
+        let (configs, skipped) = server_configs(servers);
+        let started = McpServers::start(&state.session, configs, self.mcp_timeout);
+        for sentence in skipped {
+            started.note(sentence);
+        }
+        *state.mcp.lock().unwrap() = Arc::new(started);
+    }
+}
+
+/// The `tool_call` that opens an MCP call.
+pub(super) fn call_opened(call_id: &ToolCallId, view: &McpCallView) -> SessionUpdate {
+    SessionUpdate::ToolCall(
+        ToolCall::new(call_id.clone(), view.title.clone())
+            .kind(ToolKind::Other)
+            .status(ToolCallStatus::InProgress)
+            .raw_input(view.raw_input.clone()),
+    )
+}
+
+/// The `tool_call_update` that ends an MCP call with `text` (failed when `is_error`).
+pub(super) fn call_ended(call_id: &ToolCallId, text: &str, is_error: bool) -> SessionUpdate {
+    let status = match is_error {
+        true => ToolCallStatus::Failed,
+        false => ToolCallStatus::Completed,
+    };
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        call_id.clone(),
+        ToolCallUpdateFields::new()
+            .status(status)
+            .content(vec![text.to_string().into()])
+            .raw_output(json!({ "text": text, "isError": is_error })),
+    ))
+}
