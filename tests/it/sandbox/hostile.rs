@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::support::engine::{run, HANG_GUARD};
 use crate::support::sandbox::{
-    as_root_and_nobody, marker, processes_with, require_namespaces, running_as_nobody,
-    wait_until_gone,
+    as_root_and_nobody, as_root_and_nobody_both_views, marker, processes_with, require_namespaces,
+    running_as_nobody, view_way, wait_until_gone,
 };
 use acp_bash::exec::{Engine, EngineConfig, Exit, RunRequest, Session};
 use acp_bash::sandbox::{Limits, Mode};
@@ -23,7 +23,7 @@ const CONFINED: [Mode; 2] = [Mode::Workspace, Mode::ReadOnly];
 
 fn engine_with(limits: Limits) -> Engine {
     Engine::new(
-        EngineConfig::default()
+        view_way(EngineConfig::default())
             .kill_grace(Duration::from_millis(300))
             .pipe_grace(Duration::from_millis(300))
             .limits(limits),
@@ -59,7 +59,7 @@ fn run_in(dir: &Path, mode: Mode, script: &str) -> (Exit, String) {
 
 #[test]
 fn no_device_node_can_be_made_or_opened() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::hostile::no_device_node_can_be_made_or_opened",
         || {
             if !require_namespaces() {
@@ -138,7 +138,7 @@ ip link set dev lo mtu "$(cat /sys/class/net/lo/mtu)" && echo CHANGED; true"#;
 
 #[test]
 fn metadata_outside_the_writable_places_stays() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::hostile::metadata_outside_the_writable_places_stays",
         || {
             if !require_namespaces() {
@@ -184,7 +184,7 @@ true"#,
 
 #[test]
 fn read_only_mode_keeps_a_session_folder_under_the_temp_dir_read_only() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::hostile::read_only_mode_keeps_a_session_folder_under_the_temp_dir_read_only",
         || {
             if !require_namespaces() {
@@ -223,7 +223,7 @@ true"#;
 
 #[test]
 fn no_command_changes_what_later_commands_run_or_where_they_start() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::hostile::no_command_changes_what_later_commands_run_or_where_they_start",
         || {
             if !require_namespaces() {
@@ -282,7 +282,7 @@ echo checked"#;
 
 #[test]
 fn other_programs_shared_memory_is_out_of_reach() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::hostile::other_programs_shared_memory_is_out_of_reach",
         || {
             if !require_namespaces() {
