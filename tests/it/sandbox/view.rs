@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::support::engine::{run, HANG_GUARD};
 use crate::support::sandbox::{
     as_root_and_nobody_both_views, marker, require_namespaces, session_folders, view_way,
+    without_notices,
 };
 use crate::support::skip::skip_unless;
 use acp_bash::exec::{Engine, EngineConfig, Exit, Session};
@@ -68,7 +69,7 @@ fn session(engine: &Engine, dir: &Path, mode: Mode) -> Session {
 
 fn run_in(session: &Session, script: &str) -> (Exit, String) {
     let outcome = block_on(run(session, script));
-    (outcome.status.exit, outcome.output)
+    (outcome.status.exit, without_notices(&outcome.output))
 }
 
 /// The names a command's own /dev holds, sorted.

@@ -492,6 +492,17 @@ pub fn both_view_ways(body: impl Fn()) {
     }
 }
 
+/// `output` without the engine's notices (`[acp-bash: …]` lines: what a mode does not enforce
+/// on this kernel, said at a session's first command), for tests that check what a command
+/// printed: on a kernel without Landlock or overlayfs in a user namespace (Linux 5.10) they
+/// say so, and the command's own output is the same.
+pub fn without_notices(output: &str) -> String {
+    output
+        .split_inclusive('\n')
+        .filter(|line| !line.starts_with("[acp-bash: "))
+        .collect()
+}
+
 /// [`as_root_and_nobody`], [`both_view_ways`] in each.
 pub fn as_root_and_nobody_both_views(test: &str, body: impl Fn()) {
     as_root_and_nobody(test, || both_view_ways(body));
