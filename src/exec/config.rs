@@ -82,6 +82,12 @@ pub struct EngineConfig {
     /// command runs with what holds, and the session's first command in that mode says what
     /// is missing, once.
     pub require_sandbox: bool,
+    /// Tests only: build the view as on a kernel without `mount_setattr` (Linux 5.10, 5.11:
+    /// one `mount(MS_REMOUNT | MS_BIND)` per mount point) where the kernel has it too, so that
+    /// the sandbox's tests prove both ways on one machine. Where the kernel lacks it, the view
+    /// is built that way whatever this says. Default `false`.
+    #[doc(hidden)]
+    pub view_without_mount_setattr: bool,
 }
 
 impl EngineConfig {
@@ -183,6 +189,13 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::view_without_mount_setattr`] (tests only).
+    #[doc(hidden)]
+    pub fn view_without_mount_setattr(mut self, classic: bool) -> Self {
+        self.view_without_mount_setattr = classic;
+        self
+    }
+
     /// Sets [`EngineConfig::sandbox_mode`].
     pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
         self.sandbox_mode = mode;
@@ -215,6 +228,7 @@ impl Default for EngineConfig {
             max_warm_sessions: 8,
             warm_idle: Duration::from_secs(300),
             require_sandbox: false,
+            view_without_mount_setattr: false,
         }
     }
 }

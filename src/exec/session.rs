@@ -66,6 +66,7 @@ impl SessionInner {
     pub(super) fn roots(&self, mode: sandbox::Mode) -> sandbox::Roots {
         let config = &self.engine.inner.config;
         let mut roots = sandbox::Roots::new(self.root.clone(), std::env::temp_dir());
+        roots.view_without_mount_setattr = config.view_without_mount_setattr;
         if mode != sandbox::Mode::Workspace && mode != sandbox::Mode::ReadOnly {
             return roots;
         }

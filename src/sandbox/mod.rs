@@ -237,6 +237,11 @@ pub struct Roots {
     /// What the view hides (credential files, the agent's own files) and whether Git
     /// metadata stays read-only.
     pub protection: Protection,
+    /// Tests only: build the view the way kernels without `mount_setattr` (Linux 5.10, 5.11)
+    /// need, on this one too, so that both ways are tested here
+    /// ([`EngineConfig::view_without_mount_setattr`](crate::exec::EngineConfig)).
+    #[doc(hidden)]
+    pub view_without_mount_setattr: bool,
 }
 
 impl Roots {
@@ -249,6 +254,7 @@ impl Roots {
             session_temp: None,
             cache_layer: None,
             protection: Protection::default(),
+            view_without_mount_setattr: false,
         }
     }
 

@@ -126,6 +126,9 @@ pub(crate) fn confine_with(
     };
     notices.extend(built.notices.iter().cloned());
     let plan = Prepared::new(mode, layers, built.view.clone(), ruleset, limits, reused);
+    // After the plan: its cgroups were set up (cgroup v2's subtree at the first command), so
+    // this says what the limits are, not what they may be.
+    notices.extend(super::report::limit_notices(mode, limits));
     Confined {
         launch,
         plan: Some(plan),

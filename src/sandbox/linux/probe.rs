@@ -71,6 +71,31 @@ fn probe_step(plan: ChildPlan) -> Result<(), Failure> {
     }
 }
 
+/// Whether this kernel lacks `mount_setattr` (Linux 5.12): the view is then built the classic
+/// way (`child/remount.rs`). Probed once per process: the call with no mount fd and no
+/// attributes is refused by every kernel that has it (EBADF, EINVAL, ENOENT); ENOSYS where the
+/// kernel lacks it, EPERM where a seccomp filter (a container's) denies it, whose `mount(2)`
+/// may still work.
+pub(crate) fn mount_setattr_missing() -> bool {
+    static MISSING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MISSING.get_or_init(|| {
+        // SAFETY: mount_setattr on no fd, with a null attribute struct of size 0: it changes
+        // nothing on any kernel.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                -1,
+                c"".as_ptr(),
+                0,
+                std::ptr::null::<u8>(),
+                0,
+            )
+        };
+        let err = std::io::Error::last_os_error().raw_os_error();
+        r < 0 && matches!(err, Some(libc::ENOSYS) | Some(libc::EPERM))
+    })
+}
+
 fn plan(namespaces: bool, user_namespace: bool) -> ChildPlan {
     let (uid, gid) = current_ids();
     ChildPlan {
@@ -232,6 +257,7 @@ fn probe_cache_layer_in(base: &Path) -> Result<(), String> {
     p.view = Some(super::child::view::View {
         overlays,
         overlays_required: true,
+        without_mount_setattr: mount_setattr_missing(),
         ..Default::default()
     });
     probe(p)
@@ -330,6 +356,7 @@ fn probe_home_cache_layers(home: &Path) -> Vec<(PathBuf, String)> {
         p.view = Some(super::child::view::View {
             overlays,
             overlays_required: true,
+            without_mount_setattr: mount_setattr_missing(),
             ..Default::default()
         });
         probe(p)

@@ -66,6 +66,41 @@ fn process_limit_support(support: &Support) -> Result<String, String> {
     super::process_limit_support(support.user_namespace.is_ok())
 }
 
+/// What the limits a command runs under became here, where a cgroup does not serve them:
+/// `--max-memory` (when set) as RLIMIT_DATA per process, and what that does not bind. The first
+/// command of a session in `mode` says it (as the mode's other gaps), `doctor` too ("resource
+/// limits").
+pub(crate) fn limit_notices(mode: Mode, limits: crate::sandbox::Limits) -> Vec<String> {
+    if limits.max_memory.is_none() {
+        return Vec::new();
+    }
+    limit_notices_with(mode, limits, super::memory_limit_support())
+}
+
+/// [`limit_notices`] with the machine's answer given (`memory`: the memory cgroup or why not).
+fn limit_notices_with(
+    mode: Mode,
+    limits: crate::sandbox::Limits,
+    memory: Result<String, String>,
+) -> Vec<String> {
+    let mut notices = Vec::new();
+    if mode == Mode::Off {
+        return notices;
+    }
+    // `--max-processes` without a pids cgroup: RLIMIT_NPROC in the command's user namespace
+    // binds each command (`doctor` says so); where even that does not bind, the mode's gaps say
+    // so and what it became ("--max-processes (…; RLIMIT_NPROC does not bind root or counts
+    // every process of this user)").
+    if let (Some(bytes), Err(why)) = (limits.max_memory, memory) {
+        notices.push(format!(
+            "{} mode: --max-memory {} is RLIMIT_DATA per process here: a command's processes together, and its files in /dev/shm or a tmpfs, may use more (no memory cgroup: {why})",
+            mode.name(),
+            crate::text::human_bytes(usize::try_from(bytes).unwrap_or(usize::MAX))
+        ));
+    }
+    notices
+}
+
 /// Said when no write restriction works at all (also the headline notice's subject).
 const NO_WRITE_RESTRICTION: &str = "any write restriction";
 /// Said when read-only mode has no network isolation at all.
@@ -366,7 +401,14 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
             LayerReport {
                 name: "read-only filesystem view",
                 purpose: "workspace / read-only: everything read-only and nosuid except the writable places (nodev, nosuid), private IPC; metadata outside can't change",
-                status: ok(&support.filesystem_view, "mount namespace: read-only bind of /, writable binds"),
+                status: ok(
+                    &support.filesystem_view,
+                    if super::probe::mount_setattr_missing() {
+                        "mount namespace: read-only bind of /, writable binds; a remount per mount point (this kernel has no mount_setattr: Linux < 5.12)"
+                    } else {
+                        "mount namespace: read-only bind of /, writable binds"
+                    },
+                ),
             },
             LayerReport {
                 name: "command's own /dev",
@@ -399,8 +441,10 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
             LayerReport {
                 name: "resource limits",
                 purpose: "--max-processes / --max-memory for each command",
-                status: process_limit_support(support)
-                    .map(|how| format!("--max-processes: {how}; --max-memory: {memory_limit}")),
+                status: match process_limit_support(support) {
+                    Ok(how) => Ok(format!("--max-processes: {how}; --max-memory: {memory_limit}")),
+                    Err(why) => Err(format!("--max-processes: {why}; --max-memory: {memory_limit}")),
+                },
             },
             LayerReport {
                 name: "memory cgroup",
@@ -470,6 +514,38 @@ mod tests {
             verdict(Mode::Workspace, &support),
             crate::sandbox::Verdict::Missing(_)
         ));
+    }
+
+    /// Issue 44, point 3: where no cgroup serves a limit, every mode's first notice says what
+    /// it became (RLIMIT_NPROC in the user namespace; RLIMIT_DATA per process), and only for
+    /// the limits set; where a cgroup serves them, nothing is said.
+    #[test]
+    fn every_mode_says_which_limit_became_what_where_no_cgroup_serves_it() {
+        let limits = crate::sandbox::Limits::default()
+            .max_processes(Some(64))
+            .max_memory(Some(64 << 20));
+        let no_memory = || Err("cgroup v2: the memory controller is not delegated".to_string());
+        for mode in [Mode::Workspace, Mode::ReadOnly, Mode::Full] {
+            let notices = limit_notices_with(mode, limits, no_memory()).join("\n");
+            assert!(
+                notices.contains(&format!(
+                    "{} mode: --max-memory 64 MiB is RLIMIT_DATA per process here",
+                    mode.name()
+                )),
+                "{notices}"
+            );
+            assert!(
+                notices.contains("the memory controller is not delegated"),
+                "{notices}"
+            );
+            // Only the limits that are set.
+            let unset = limits.max_memory(None);
+            assert!(limit_notices_with(mode, unset, no_memory()).is_empty());
+            // A memory cgroup: nothing to say.
+            let cgroup = Ok("cgroup v2 memory.max per command".to_string());
+            assert!(limit_notices_with(mode, limits, cgroup).is_empty());
+        }
+        assert!(limit_notices_with(Mode::Off, limits, no_memory()).is_empty());
     }
 
     /// Where keyctl is refused for every process (a container's seccomp filter), commands

@@ -203,6 +203,8 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
     let temps = temp_dirs(&temp);
     let mut view = View {
         private_shm: Path::new("/dev/shm").is_dir(),
+        without_mount_setattr: roots.view_without_mount_setattr
+            || super::probe::mount_setattr_missing(),
         ..View::default()
     };
     if !matches!(mode, Mode::Workspace | Mode::ReadOnly) {

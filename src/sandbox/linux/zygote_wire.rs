@@ -126,6 +126,7 @@ pub(crate) fn write_view(w: &mut Writer, view: &View, with_work: bool) {
         overlays_required,
         refused_caches: _, // the agent's notices only
         mounted_inodes: _, // the agent's key for the zygote only
+        without_mount_setattr,
     } = view;
     w.list(writable);
     w.list(temps);
@@ -163,6 +164,7 @@ pub(crate) fn write_view(w: &mut Writer, view: &View, with_work: bool) {
         }
     }
     w.u8(u8::from(*overlays_required));
+    w.u8(u8::from(*without_mount_setattr));
 }
 
 /// [`write_view`]'s inverse.
@@ -196,6 +198,7 @@ pub(crate) fn read_view(r: &mut Reader) -> Option<View> {
         });
     }
     let overlays_required = r.u8()? != 0;
+    let without_mount_setattr = r.u8()? != 0;
     Some(View {
         writable,
         temps,
@@ -213,6 +216,7 @@ pub(crate) fn read_view(r: &mut Reader) -> Option<View> {
         overlays_required,
         refused_caches: Vec::new(),
         mounted_inodes: Vec::new(),
+        without_mount_setattr,
     })
 }
 

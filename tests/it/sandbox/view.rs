@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::support::engine::{run, HANG_GUARD};
-use crate::support::sandbox::{as_root_and_nobody, marker, require_namespaces, session_folders};
+use crate::support::sandbox::{
+    as_root_and_nobody_both_views, marker, require_namespaces, session_folders, view_way,
+    without_notices,
+};
 use crate::support::skip::skip_unless;
 use acp_bash::exec::{Engine, EngineConfig, Exit, Session};
 use acp_bash::sandbox::{Mode, Protection, Support, HOME_CREDENTIALS};
@@ -48,7 +51,7 @@ pub(super) fn block_on<F: std::future::Future>(future: F) -> F::Output {
 /// of), with `config`'s protection.
 pub(super) fn engine(home: &Path, config: EngineConfig) -> Engine {
     Engine::with_environment(
-        config
+        view_way(config)
             .kill_grace(Duration::from_millis(300))
             .pipe_grace(Duration::from_millis(300)),
         [
@@ -66,7 +69,7 @@ fn session(engine: &Engine, dir: &Path, mode: Mode) -> Session {
 
 fn run_in(session: &Session, script: &str) -> (Exit, String) {
     let outcome = block_on(run(session, script));
-    (outcome.status.exit, outcome.output)
+    (outcome.status.exit, without_notices(&outcome.output))
 }
 
 /// The names a command's own /dev holds, sorted.
@@ -74,7 +77,7 @@ const DEV: &str = "fd full null ptmx pts random shm stderr stdin stdout tty uran
 
 #[test]
 fn commands_see_a_minimal_dev_of_their_own_where_ptys_still_work() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::view::commands_see_a_minimal_dev_of_their_own_where_ptys_still_work",
         || {
             if !require_view() {
@@ -181,7 +184,7 @@ fn run_like_dir() -> Result<PathBuf, String> {
 
 #[test]
 fn no_command_reaches_a_socket_a_host_process_listens_on() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::view::no_command_reaches_a_socket_a_host_process_listens_on",
         || {
             if !require_view() {
@@ -293,7 +296,7 @@ fn wait_until_removed(path: &Path) {
 
 #[test]
 fn a_sessions_temp_dir_is_its_own_kept_across_its_commands_and_removed_with_it() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::view::a_sessions_temp_dir_is_its_own_kept_across_its_commands_and_removed_with_it",
         || {
             if !require_view() {
@@ -349,7 +352,7 @@ fn git_repo(path: &Path) {
 
 #[test]
 fn git_hooks_and_config_stay_read_only_in_workspace_mode() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::view::git_hooks_and_config_stay_read_only_in_workspace_mode",
         || {
             if !require_view() {
@@ -482,7 +485,7 @@ fn fake_home(home: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn credential_files_read_as_empty_or_absent_and_the_flags_change_that() {
-    as_root_and_nobody(
+    as_root_and_nobody_both_views(
         "sandbox::view::credential_files_read_as_empty_or_absent_and_the_flags_change_that",
         || {
             if !require_view() {

@@ -27,7 +27,9 @@ pub fn bash() -> PathBuf {
 }
 
 pub fn roots(workspace: &Path) -> Roots {
-    Roots::new(workspace, std::env::temp_dir())
+    let mut roots = Roots::new(workspace, std::env::temp_dir());
+    roots.view_without_mount_setattr = WITHOUT_MOUNT_SETATTR.get();
+    roots
 }
 
 /// A running confined command: the pid the engine would hold, and its output.
@@ -456,4 +458,57 @@ pub fn session_folders(root: &Path) -> Vec<PathBuf> {
                 .is_some_and(|n| n.to_string_lossy().starts_with("session-"))
         })
         .collect()
+}
+
+thread_local! {
+    /// See [`both_view_ways`].
+    static WITHOUT_MOUNT_SETATTR: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `body` once for each way the view is built: with `mount_setattr` (where this kernel
+/// has it: Linux 5.12), and the classic way of kernels without it (Linux 5.10, 5.11: a
+/// `mount(MS_REMOUNT | MS_BIND)` per mount point), forced here by the engine's test-only
+/// option. Engines made through [`view_way`] and roots made by [`roots`] on this thread
+/// follow it. Where the kernel lacks `mount_setattr` both runs are the classic way.
+pub fn both_view_ways(body: impl Fn()) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            WITHOUT_MOUNT_SETATTR.set(false);
+        }
+    }
+    let _reset = Reset;
+    for classic in [false, true] {
+        eprintln!(
+            "[the view built {}]",
+            if classic {
+                "without mount_setattr (a remount per mount point, as on Linux 5.10)"
+            } else {
+                "with mount_setattr where the kernel has it"
+            }
+        );
+        WITHOUT_MOUNT_SETATTR.set(classic);
+        body();
+    }
+}
+
+/// `output` without the engine's notices (`[acp-bash: …]` lines: what a mode does not enforce
+/// on this kernel, said at a session's first command), for tests that check what a command
+/// printed: on a kernel without Landlock or overlayfs in a user namespace (Linux 5.10) they
+/// say so, and the command's own output is the same.
+pub fn without_notices(output: &str) -> String {
+    output
+        .split_inclusive('\n')
+        .filter(|line| !line.starts_with("[acp-bash: "))
+        .collect()
+}
+
+/// [`as_root_and_nobody`], [`both_view_ways`] in each.
+pub fn as_root_and_nobody_both_views(test: &str, body: impl Fn()) {
+    as_root_and_nobody(test, || both_view_ways(body));
+}
+
+/// `config` building the view the way [`both_view_ways`] runs now on this thread.
+pub fn view_way(config: acp_bash::exec::EngineConfig) -> acp_bash::exec::EngineConfig {
+    config.view_without_mount_setattr(WITHOUT_MOUNT_SETATTR.get())
 }

@@ -33,6 +33,7 @@
 
 pub(crate) mod init;
 pub(crate) mod reaper;
+pub(crate) mod remount;
 pub(crate) mod spare;
 pub(crate) mod sys;
 pub(crate) mod view;

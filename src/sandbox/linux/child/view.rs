@@ -20,6 +20,7 @@ use std::os::fd::RawFd;
 use libc::{c_int, c_long, c_uint};
 
 use super::super::step::Step;
+use super::remount::{remount_one, remount_tree};
 use super::sys::{check, errno, fail, write_all};
 
 const SYS_OPEN_TREE: c_long = 428;
@@ -103,6 +104,10 @@ pub(crate) struct View {
     /// zygote whose view was built on it no longer masks or protects that path. Not sent to
     /// the child.
     pub mounted_inodes: Vec<(u64, u64)>,
+    /// Build the view without `mount_setattr` (Linux 5.12): each mount's flags changed by a
+    /// `MS_REMOUNT | MS_BIND` of its own (`remount.rs`), as on Linux 5.10 and 5.11, where the
+    /// system call is missing (ENOSYS). Otherwise one `mount_setattr` per tree: cheaper.
+    pub without_mount_setattr: bool,
 }
 
 /// One copy-on-write layer: the host folder `target` as the lower layer, mounted on itself,
@@ -257,10 +262,19 @@ fn close(fd: RawFd) {
 
 /// Binds `path` onto itself (recursively), read-only when `read_only`: the path becomes a
 /// mount point, which cannot be renamed or removed (EBUSY).
-fn bind_onto_itself(path: &CStr, read_only: bool) -> i64 {
+fn bind_onto_itself(path: &CStr, read_only: bool, classic: bool) -> i64 {
     let tree = clone_tree(path);
     if tree < 0 {
         return -1;
+    }
+    if classic {
+        // The flags of an attached mount, by its path (a detached one cannot be remounted).
+        let mut r = attach(tree, path);
+        close(tree);
+        if r >= 0 && read_only {
+            r = remount_tree(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0);
+        }
+        return r;
     }
     let mut r = 0;
     if read_only {
@@ -313,7 +327,7 @@ fn symlink(target: &CStr, link: &CStr) -> i64 {
 }
 
 /// The command's own /dev (see [`View::private_dev`]), as bubblewrap's `--dev` builds one.
-fn build_dev(nodes: &[CString], error_fd: RawFd) {
+fn build_dev(nodes: &[CString], classic: bool, error_fd: RawFd) {
     let step = Step::PrivateDev;
     // Detached copies of the host nodes, taken before the tmpfs hides them (mknod is not
     // allowed in a user namespace; binding a host node is).
@@ -362,22 +376,23 @@ fn build_dev(nodes: &[CString], error_fd: RawFd) {
         check(error_fd, step, symlink(target, link));
     }
     // Nothing more is made in /dev: the tmpfs itself goes read-only (its submounts keep theirs).
-    check(
-        error_fd,
-        step,
+    let r = if classic {
+        remount_one(c"/dev", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC, 0)
+    } else {
         setattr(
             libc::AT_FDCWD,
             c"/dev",
             0,
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC,
             0,
-        ),
-    );
+        )
+    };
+    check(error_fd, step, r);
 }
 
 /// An empty read-only tmpfs over `dir`, keeping `keep` (a path inside it) visible. A `dir`
 /// gone since the parent looked is nothing to hide.
-fn mask_dir(dir: &CStr, keep: Option<&CStr>, error_fd: RawFd) {
+fn mask_dir(dir: &CStr, keep: Option<&CStr>, classic: bool, error_fd: RawFd) {
     let step = Step::Mask;
     let kept = match keep {
         Some(path) => clone_tree(path),
@@ -399,11 +414,12 @@ fn mask_dir(dir: &CStr, keep: Option<&CStr>, error_fd: RawFd) {
         check(error_fd, step, attach(kept, path));
         close(kept);
     }
-    check(
-        error_fd,
-        step,
-        setattr(libc::AT_FDCWD, dir, 0, MOUNT_ATTR_RDONLY, 0),
-    );
+    let r = if classic {
+        remount_one(dir, MOUNT_ATTR_RDONLY, 0)
+    } else {
+        setattr(libc::AT_FDCWD, dir, 0, MOUNT_ATTR_RDONLY, 0)
+    };
+    check(error_fd, step, r);
 }
 
 /// A detached, empty, read-only tmpfs (nosuid, nodev, noexec), or -1: one superblock that every
@@ -623,21 +639,34 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
             layer_failed(view, overlay, errno(), error_fd);
         }
     }
-    check(
-        error_fd,
-        Step::ReadOnlyView,
+    let classic = view.without_mount_setattr;
+    let read_only = if classic {
+        remount_tree(c"/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0)
+    } else {
         setattr(
             libc::AT_FDCWD,
             c"/",
             AT_RECURSIVE,
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID,
             0,
-        ),
-    );
+        )
+    };
+    check(error_fd, Step::ReadOnlyView, read_only);
     for dir in &view.writable {
         let tree = clone_tree(dir);
         if tree < 0 {
             fail(error_fd, Step::WritablePlace, errno());
+        }
+        if classic {
+            // Attached first: a detached copy cannot be remounted.
+            check(error_fd, Step::WritablePlace, attach(tree, dir));
+            close(tree);
+            check(
+                error_fd,
+                Step::WritablePlace,
+                remount_tree(dir, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY),
+            );
+            continue;
         }
         check(
             error_fd,
@@ -657,7 +686,7 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
         build_temps(view, error_fd);
     }
     match &view.private_dev {
-        Some(nodes) => build_dev(nodes, error_fd),
+        Some(nodes) => build_dev(nodes, classic, error_fd),
         None if view.private_shm => check(error_fd, Step::PrivateShm, tmpfs(c"/dev/shm")),
         None => {}
     }
@@ -672,7 +701,7 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
     let (mut empty, mut attached) = (-1, false);
     for (dir, keep) in &view.masked_dirs {
         if keep.is_some() {
-            mask_dir(dir, keep.as_deref(), error_fd);
+            mask_dir(dir, keep.as_deref(), classic, error_fd);
             continue;
         }
         if empty < 0 {
@@ -681,7 +710,7 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
         if empty >= 0 {
             mask_dir_with(empty, &mut attached, dir, error_fd);
         } else {
-            mask_dir(dir, None, error_fd);
+            mask_dir(dir, None, classic, error_fd);
         }
     }
     if empty >= 0 {
@@ -691,13 +720,21 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
         mask_file(file, error_fd);
     }
     for path in &view.pinned {
-        check(error_fd, Step::GitMetadata, bind_onto_itself(path, false));
+        check(
+            error_fd,
+            Step::GitMetadata,
+            bind_onto_itself(path, false, classic),
+        );
     }
     for dir in &view.make_dirs {
         check(error_fd, Step::GitMetadata, mkdir(dir, 0o755));
     }
     for path in &view.read_only {
-        check(error_fd, Step::GitMetadata, bind_onto_itself(path, true));
+        check(
+            error_fd,
+            Step::GitMetadata,
+            bind_onto_itself(path, true, classic),
+        );
     }
 }
 
@@ -733,17 +770,19 @@ fn build_temps(view: &View, error_fd: RawFd) {
             if tree < 0 {
                 fail(error_fd, step, errno());
             }
-            check(
-                error_fd,
-                step,
-                setattr(
-                    tree,
-                    c"",
-                    AT_EMPTY_PATH | AT_RECURSIVE,
-                    MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                    MOUNT_ATTR_RDONLY,
-                ),
-            );
+            if !view.without_mount_setattr {
+                check(
+                    error_fd,
+                    step,
+                    setattr(
+                        tree,
+                        c"",
+                        AT_EMPTY_PATH | AT_RECURSIVE,
+                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                        MOUNT_ATTR_RDONLY,
+                    ),
+                );
+            }
             tree
         }
         None => -1,
@@ -759,6 +798,19 @@ fn build_temps(view: &View, error_fd: RawFd) {
             check(error_fd, step, attach(copy, temp));
             if copy != source {
                 close(copy);
+            }
+            if i == 0 && view.without_mount_setattr {
+                // Writable once attached (a detached mount cannot be remounted); the later
+                // temps' copies are taken of it as it is then.
+                check(
+                    error_fd,
+                    step,
+                    remount_tree(
+                        temp,
+                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                        MOUNT_ATTR_RDONLY,
+                    ),
+                );
             }
         } else {
             check(error_fd, step, tmpfs(temp));
