@@ -32,6 +32,7 @@ pub mod classify;
 pub mod driver;
 pub mod exec;
 pub mod jobs;
+pub mod netproxy;
 pub mod present;
 mod random;
 pub mod sandbox;

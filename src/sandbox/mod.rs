@@ -913,3 +913,16 @@ pub fn masked_report(protection: &Protection) -> String {
 pub fn doctor_report() -> String {
     DoctorReport::probe().to_string()
 }
+
+/// A listening TCP socket bound to `addr` inside the network namespace `netns` (an fd of
+/// `/proc/PID/ns/net`), for the agent to accept on from outside it: the bridge between a
+/// command's loopback-only namespace and the network proxy ([`crate::netproxy`]). Needs
+/// CAP_SYS_ADMIN over the namespace's owning user namespace (root, for the namespaces the
+/// sandbox makes as root); its loopback is brought up.
+#[cfg(target_os = "linux")]
+pub fn listen_in_network_namespace(
+    netns: std::os::fd::BorrowedFd<'_>,
+    addr: std::net::SocketAddr,
+) -> std::io::Result<std::net::TcpListener> {
+    linux::listen_in(netns, addr)
+}

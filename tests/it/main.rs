@@ -17,6 +17,7 @@ mod acp;
 mod cli;
 mod exec;
 mod model;
+mod netproxy;
 mod present;
 // The Linux kernel sandbox's tests (macOS's backend is unit-tested in src/sandbox/macos/).
 #[cfg(target_os = "linux")]

@@ -35,6 +35,7 @@ use super::backend::Backend;
 use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SpawnRequest, Support};
 use child::ChildPlan;
 pub(crate) use landlock::{handled_write_rights, ruleset};
+pub(crate) use netns::listen_in;
 pub(crate) use netns::prepared_network_namespace;
 pub(crate) use view_plan::view_for;
 
