@@ -78,6 +78,11 @@ pub struct EngineConfig {
     /// command runs with what holds, and the session's first command in that mode says what
     /// is missing, once.
     pub require_sandbox: bool,
+    /// Workspace mode's network allowlist: commands run in a network namespace with only a
+    /// loopback, bridged to this proxy, which reaches only the hosts its rules allow
+    /// ([`crate::netproxy`]; the agent's default). `None`: workspace commands reach the whole
+    /// network (`--network full`). Needs a tokio runtime where sessions are made.
+    pub network_proxy: Option<crate::netproxy::Proxy>,
 }
 
 impl EngineConfig {
@@ -173,6 +178,12 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::network_proxy`].
+    pub fn network_proxy(mut self, proxy: Option<crate::netproxy::Proxy>) -> Self {
+        self.network_proxy = proxy;
+        self
+    }
+
     /// Sets [`EngineConfig::sandbox_mode`].
     pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
         self.sandbox_mode = mode;
@@ -204,6 +215,7 @@ impl Default for EngineConfig {
             max_warm_sessions: 8,
             warm_idle: Duration::from_secs(300),
             require_sandbox: false,
+            network_proxy: None,
         }
     }
 }

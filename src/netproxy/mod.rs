@@ -14,7 +14,7 @@ mod rules;
 mod server;
 
 pub use rules::{is_private, Decision, HostPattern, Rules, DEFAULT_HOSTS};
-pub use server::{Blocked, Proxy, Serving, DEFAULT_MAX_CONNECTIONS};
+pub use server::{BlockRecord, Blocked, Proxy, Serving, DEFAULT_MAX_CONNECTIONS};
 
 /// The port the proxy listens on inside each command's network namespace (its own loopback,
 /// so the number never clashes with the host's).
@@ -37,4 +37,53 @@ pub fn proxy_env(port: u16) -> Vec<(&'static str, String)> {
         ("NO_PROXY", no.clone()),
         ("no_proxy", no),
     ]
+}
+
+/// A session's part of the proxy: the proxy, the runtime it runs on, what it refused for the
+/// session's commands, and the listeners of commands that have their own namespace.
+#[derive(Debug)]
+pub(crate) struct SessionNetwork {
+    proxy: Proxy,
+    runtime: tokio::runtime::Handle,
+    record: BlockRecord,
+    per_command: std::sync::Mutex<Vec<(i32, Serving)>>,
+}
+
+impl SessionNetwork {
+    /// A session's network through `proxy`, served on `runtime`.
+    pub(crate) fn new(proxy: Proxy, runtime: tokio::runtime::Handle) -> SessionNetwork {
+        SessionNetwork {
+            proxy,
+            runtime,
+            record: BlockRecord::default(),
+            per_command: Default::default(),
+        }
+    }
+
+    /// Serves `listener` (made inside a namespace of this session's) until the result drops.
+    pub(crate) fn serve(&self, listener: std::net::TcpListener) -> std::io::Result<Serving> {
+        self.proxy
+            .serve_recording(listener, &self.runtime, self.record.clone())
+    }
+
+    /// Keeps the listener of the command whose pid is `pid` until [`SessionNetwork::ended`].
+    pub(crate) fn keep(&self, pid: i32, serving: Serving) {
+        self.per_command
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((pid, serving));
+    }
+
+    /// The command `pid` ended: its own listener (if any) closes.
+    pub(crate) fn ended(&self, pid: i32) {
+        self.per_command
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(p, _)| *p != pid);
+    }
+
+    /// What the proxy refused for this session since the last call.
+    pub(crate) fn take_blocks(&self) -> Vec<Blocked> {
+        self.record.take()
+    }
 }

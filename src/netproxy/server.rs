@@ -74,9 +74,19 @@ impl Proxy {
         listener: std::net::TcpListener,
         runtime: &tokio::runtime::Handle,
     ) -> std::io::Result<Serving> {
+        self.serve_recording(listener, runtime, BlockRecord::default())
+    }
+
+    /// [`Proxy::serve`], recording refusals in `record` (shared by a session's listeners).
+    pub fn serve_recording(
+        &self,
+        listener: std::net::TcpListener,
+        runtime: &tokio::runtime::Handle,
+        record: BlockRecord,
+    ) -> std::io::Result<Serving> {
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
-        let blocks = Arc::new(Mutex::new(Vec::new()));
+        let blocks = record.0;
         let tracker = tokio_util::task::TaskTracker::new();
         let stop = tokio_util::sync::CancellationToken::new();
         let state = Listener {
@@ -101,6 +111,17 @@ impl Proxy {
             blocks,
             stop,
         })
+    }
+}
+
+/// Where refused connections are recorded (at most 64 between two [`BlockRecord::take`]).
+#[derive(Debug, Clone, Default)]
+pub struct BlockRecord(Arc<Mutex<Vec<Blocked>>>);
+
+impl BlockRecord {
+    /// The connections refused since the last call.
+    pub fn take(&self) -> Vec<Blocked> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 

@@ -237,6 +237,10 @@ pub struct Roots {
     /// What the view hides (credential files, the agent's own files) and whether Git
     /// metadata stays read-only.
     pub protection: Protection,
+    /// Workspace mode: the network only through the agent's proxy (a network namespace with
+    /// only a loopback, bridged to the proxy: [`crate::netproxy`]) where [`network_proxied_here`]
+    /// holds; `false`: the whole network.
+    pub proxied_network: bool,
 }
 
 impl Roots {
@@ -249,7 +253,14 @@ impl Roots {
             session_temp: None,
             cache_layer: None,
             protection: Protection::default(),
+            proxied_network: false,
         }
+    }
+
+    /// Sets [`Roots::proxied_network`].
+    pub fn proxied_network(mut self, proxied: bool) -> Self {
+        self.proxied_network = proxied;
+        self
     }
 
     /// Sets [`Roots::session_temp`].
@@ -450,6 +461,9 @@ pub(crate) struct SessionSandbox {
     /// The session's commands being started or running ([`InUse`]): while there is one, its
     /// helpers do not end (a command's PID 1 dies with its zygote).
     running: std::sync::atomic::AtomicUsize,
+    /// Workspace mode's network allowlist: the proxy its namespaces are bridged to (`None`:
+    /// workspace commands reach the whole network).
+    pub(crate) network: Option<crate::netproxy::SessionNetwork>,
 }
 
 /// A command of a session, from before its start to its end: its session's helpers stay
@@ -476,7 +490,14 @@ impl SessionSandbox {
             id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             warm,
             running: std::sync::atomic::AtomicUsize::new(0),
+            network: None,
         }
+    }
+
+    /// The same, with workspace commands' network through `network`.
+    pub(crate) fn with_network(mut self, network: Option<crate::netproxy::SessionNetwork>) -> Self {
+        self.network = network;
+        self
     }
 
     /// The backend's zygotes and the program they start from.
@@ -925,4 +946,29 @@ pub fn listen_in_network_namespace(
     addr: std::net::SocketAddr,
 ) -> std::io::Result<std::net::TcpListener> {
     linux::listen_in(netns, addr)
+}
+
+/// Whether workspace commands' network can go through the proxy here
+/// ([`Roots::proxied_network`]): the agent is root (it makes each namespace and its bridge
+/// itself) and network namespaces work. `Err`: why not; workspace commands then reach the
+/// whole network, and the mode's notice says so.
+pub fn network_proxied_here(support: &Support) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        support.network_namespace.clone()?;
+        // SAFETY: plain getter.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(
+                "the agent is not root: the bridge to the proxy is made in a network \
+                        namespace of the agent's own, which needs root here"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = support;
+        Err("network namespaces are Linux's".into())
+    }
 }

@@ -5,6 +5,7 @@
 mod bridge;
 mod clients;
 mod hostile;
+mod served;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
