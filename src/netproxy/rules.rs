@@ -29,6 +29,7 @@ pub const DEFAULT_HOSTS: &[&str] = &[
 /// One entry of a list: a host name (`example.com`), every subdomain of one (`*.example.com`,
 /// which does not match `example.com` itself), or an IP address.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HostPattern {
     /// Exactly this host (lowercase, without a trailing dot) or IP address (canonical text).
     Exact(String),
@@ -127,6 +128,7 @@ pub fn is_private(ip: IpAddr) -> bool {
 
 /// What the proxy decided for a target.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// Connect to these addresses (in order; the first that answers).
     Connect(Vec<SocketAddr>),
@@ -136,6 +138,7 @@ pub enum Decision {
 
 /// The allowlist and its companions; built once from the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Rules {
     allow: Vec<HostPattern>,
     deny: Vec<HostPattern>,

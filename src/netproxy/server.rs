@@ -41,6 +41,7 @@ pub struct Blocked {
 
 /// The proxy's configuration, shared by every listener it serves.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Proxy {
     rules: Arc<Rules>,
     max_connections: usize,
@@ -116,6 +117,7 @@ impl Proxy {
 
 /// Where refused connections are recorded (at most 64 between two [`BlockRecord::take`]).
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct BlockRecord(Arc<Mutex<Vec<Blocked>>>);
 
 impl BlockRecord {
@@ -127,6 +129,7 @@ impl BlockRecord {
 
 /// One listener being served; dropping it stops the listener and its connections.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Serving {
     local: SocketAddr,
     blocks: Arc<Mutex<Vec<Blocked>>>,
