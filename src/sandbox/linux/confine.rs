@@ -27,12 +27,8 @@ pub(crate) fn confine_with(
     let user_namespace = support.user_namespace.is_ok() && (confined_fs || !root);
     let proxied = mode == Mode::Workspace && roots.proxied_network;
     let proxied_here = proxied && super::super::network_proxied_here(support).is_ok();
-    if let (true, Err(why)) = (proxied, super::super::network_proxied_here(support)) {
-        notices.push(format!(
-            "Workspace mode: the network allowlist is not enforced here ({why}): commands reach \
-             the whole network"
-        ));
-    }
+    // Where it does not hold (an ordinary user's agent), `doctor` says so; no per-command
+    // notice (it would change every such agent's first output).
     let net_ns = (mode == Mode::ReadOnly || proxied_here) && support.network_namespace.is_ok();
     let tcp_rules = mode == Mode::ReadOnly && !net_ns;
     let view = confined_fs && user_namespace && support.filesystem_view.is_ok();
