@@ -34,6 +34,7 @@ pub mod driver;
 pub mod exec;
 pub mod jobs;
 pub mod mcp;
+pub mod netproxy;
 pub mod present;
 mod random;
 pub mod sandbox;

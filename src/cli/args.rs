@@ -179,6 +179,9 @@ pub struct DoctorArgs {
     /// The masks and Git metadata rule whose effect `doctor` lists.
     #[command(flatten)]
     pub protection: ProtectionArgs,
+    /// Workspace mode's network allowlist, which `doctor` lists.
+    #[command(flatten)]
+    pub network: super::flags::NetworkArgs,
 }
 
 /// The flags and script of `run`.
@@ -257,6 +260,7 @@ impl Cli {
                 let mut engine_only = top.engine.clone();
                 let env = std::mem::take(&mut engine_only.env);
                 let protection = std::mem::take(&mut engine_only.protection);
+                let network = std::mem::take(&mut engine_only.network);
                 refuse("doctor", engine_only.to_args())?;
                 Invocation::Doctor(DoctorArgs {
                     env: EnvArgs {
@@ -270,6 +274,12 @@ impl Cli {
                         allow_git_hooks_and_config_writes: protection
                             .allow_git_hooks_and_config_writes
                             || args.protection.allow_git_hooks_and_config_writes,
+                    },
+                    network: super::flags::NetworkArgs {
+                        network: args.network.network.or(network.network),
+                        allow_host: [network.allow_host, args.network.allow_host].concat(),
+                        deny_host: [network.deny_host, args.network.deny_host].concat(),
+                        map_host: [network.map_host, args.network.map_host].concat(),
                     },
                 })
             }

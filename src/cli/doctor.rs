@@ -32,6 +32,7 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
     let config_home = engine.protection().home.clone();
     print!("{}", sandbox::masked_report(engine.protection()));
     print!("{}", sandbox::cache_layer_report(config_home.as_deref()));
+    print!("{}", network_report(&args.network));
     print!("\n{}", verdicts(&report));
     print!("\n{}", scrub_report(&args.env, std::env::vars_os()));
     let (last, status) = exit_status(&report, EngineConfig::default().sandbox_mode);
@@ -142,6 +143,47 @@ fn scrub_report(flags: &EnvArgs, vars: impl IntoIterator<Item = (OsString, OsStr
             prepared.replaced.join(", ")
         );
     }
+    out
+}
+
+/// Workspace mode's network: whether the allowlist holds here (and why not), then the list.
+fn network_report(args: &super::flags::NetworkArgs) -> String {
+    let mut out = String::from("\nNetwork in workspace mode:\n");
+    let Some(rules) = args.rules() else {
+        out.push_str("  the whole network (--network full)\n");
+        return out;
+    };
+    match sandbox::network_proxied_here(sandbox::Support::current()) {
+        Ok(()) => out.push_str(
+            "  [holds]   only allowed hosts, through acp-bash's proxy (HTTP CONNECT, plain HTTP, \
+             SOCKS5) on the command's own loopback; no direct connect, DNS, UDP, ICMP, IPv6 or \
+             raw socket\n",
+        ),
+        Err(why) => {
+            let _ = writeln!(
+                out,
+                "  [missing] the allowlist is not enforced here: {why}; workspace commands reach \
+                 the whole network"
+            );
+        }
+    }
+    let list = |patterns: &[acp_bash::netproxy::HostPattern]| {
+        patterns
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(out, "  allowed: {}", list(rules.allowed()));
+    if !rules.denied().is_empty() {
+        let _ = writeln!(out, "  denied (wins): {}", list(rules.denied()));
+    }
+    for (name, to) in rules.mapped() {
+        let _ = writeln!(out, "  mapped: {name} -> {to}");
+    }
+    out.push_str(
+        "  (--allow-host HOST adds one, *.domain its subdomains; --deny-host HOST refuses one)\n",
+    );
     out
 }
 

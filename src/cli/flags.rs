@@ -109,6 +109,87 @@ impl ProtectionArgs {
     }
 }
 
+/// Workspace mode's network: the allowlist (the default) or the whole network.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Network {
+    /// Commands reach only allowed hosts, through the agent's proxy.
+    #[default]
+    Allowlist,
+    /// Commands reach the whole network (gives up that a command cannot send the session's
+    /// files anywhere).
+    Full,
+}
+
+/// Workspace mode's network allowlist (`notes/2026-12-06-network-allowlist.md`).
+#[derive(Args, Debug, Clone, Default, PartialEq, Eq)]
+#[command(next_help_heading = "Network")]
+pub struct NetworkArgs {
+    /// Workspace commands' network: `allowlist` (the default: a network namespace with only a
+    /// loopback, and a proxy the agent runs that reaches only the package registries and the
+    /// hosts --allow-host adds) or `full` (the whole network, as before; gives up that a
+    /// command cannot send your files anywhere).
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub network: Option<Network>,
+    /// Also allow this host in workspace mode: `example.com`, `*.example.com` (its
+    /// subdomains) or an IP address (repeatable).
+    #[arg(long = "allow-host", value_name = "HOST", value_parser = parse_host)]
+    pub allow_host: Vec<acp_bash::netproxy::HostPattern>,
+    /// Refuse this host even where an allowed entry matches (repeatable; deny wins).
+    #[arg(long = "deny-host", value_name = "HOST", value_parser = parse_host)]
+    pub deny_host: Vec<acp_bash::netproxy::HostPattern>,
+    /// Send connections for NAME to IP:PORT instead of resolving it, and allow NAME: for a
+    /// registry mirror, and for tests against a loopback server (repeatable).
+    #[arg(long = "map-host", value_name = "NAME=IP:PORT", value_parser = parse_map_host)]
+    pub map_host: Vec<(String, std::net::SocketAddr)>,
+}
+
+fn parse_host(text: &str) -> Result<acp_bash::netproxy::HostPattern, String> {
+    acp_bash::netproxy::HostPattern::parse(text)
+}
+
+fn parse_map_host(text: &str) -> Result<(String, std::net::SocketAddr), String> {
+    acp_bash::netproxy::Rules::parse_map(text)
+}
+
+impl NetworkArgs {
+    /// The allowlist's rules (`None`: `--network full`).
+    pub fn rules(&self) -> Option<acp_bash::netproxy::Rules> {
+        if self.network == Some(Network::Full) {
+            return None;
+        }
+        let mut rules = acp_bash::netproxy::Rules::default();
+        for pattern in &self.allow_host {
+            rules = rules.allow(pattern.clone());
+        }
+        for pattern in &self.deny_host {
+            rules = rules.deny(pattern.clone());
+        }
+        for (name, to) in &self.map_host {
+            // Parsed already: a bad name was refused then.
+            rules = rules.clone().map(name, *to).unwrap_or(rules);
+        }
+        Some(rules)
+    }
+
+    /// The same settings as command-line arguments.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.network == Some(Network::Full) {
+            args.extend(["--network".to_string(), "full".to_string()]);
+        }
+        for pattern in &self.allow_host {
+            args.extend(["--allow-host".to_string(), pattern.to_string()]);
+        }
+        for pattern in &self.deny_host {
+            args.extend(["--deny-host".to_string(), pattern.to_string()]);
+        }
+        for (name, to) in &self.map_host {
+            args.extend(["--map-host".to_string(), format!("{name}={to}")]);
+        }
+        args
+    }
+}
+
 /// `path` made absolute against the current directory (a child agent may start elsewhere).
 fn absolute(path: &std::path::Path) -> std::path::PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
@@ -207,6 +288,9 @@ pub struct EngineArgs {
     /// What commands may not read or write beyond the mode's rules.
     #[command(flatten)]
     pub protection: ProtectionArgs,
+    /// Workspace mode's network allowlist.
+    #[command(flatten)]
+    pub network: NetworkArgs,
 }
 
 /// A switch on the command line.
@@ -249,6 +333,7 @@ impl EngineArgs {
         config.require_sandbox = self.require_sandbox;
         config.track_changes = !self.no_changes;
         self.protection.apply(&mut config);
+        config.network_proxy = self.network.rules().map(acp_bash::netproxy::Proxy::new);
         config
     }
 
@@ -301,6 +386,7 @@ impl EngineArgs {
             });
         }
         args.extend(self.env.to_args());
+        args.extend(self.network.to_args());
         if let Some(mode) = self.sandbox {
             args.push("--sandbox".into());
             args.push(mode.id().into());

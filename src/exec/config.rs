@@ -88,6 +88,11 @@ pub struct EngineConfig {
     /// is built that way whatever this says. Default `false`.
     #[doc(hidden)]
     pub view_without_mount_setattr: bool,
+    /// Workspace mode's network allowlist: commands run in a network namespace with only a
+    /// loopback, bridged to this proxy, which reaches only the hosts its rules allow
+    /// ([`crate::netproxy`]; the agent's default). `None`: workspace commands reach the whole
+    /// network (`--network full`). Needs a tokio runtime where sessions are made.
+    pub network_proxy: Option<crate::netproxy::Proxy>,
 }
 
 impl EngineConfig {
@@ -196,6 +201,12 @@ impl EngineConfig {
         self
     }
 
+    /// Sets [`EngineConfig::network_proxy`].
+    pub fn network_proxy(mut self, proxy: Option<crate::netproxy::Proxy>) -> Self {
+        self.network_proxy = proxy;
+        self
+    }
+
     /// Sets [`EngineConfig::sandbox_mode`].
     pub fn sandbox_mode(mut self, mode: sandbox::Mode) -> Self {
         self.sandbox_mode = mode;
@@ -229,6 +240,7 @@ impl Default for EngineConfig {
             warm_idle: Duration::from_secs(300),
             require_sandbox: false,
             view_without_mount_setattr: false,
+            network_proxy: None,
         }
     }
 }

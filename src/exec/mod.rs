@@ -202,10 +202,18 @@ impl Engine {
                 announced_mode: Mutex::new(None),
                 temp: OnceLock::new(),
                 git_repos: OnceLock::new(),
-                sandbox: Arc::new(crate::sandbox::SessionSandbox::new(
-                    self.inner.config.zygote_program.clone(),
-                    Some(self.inner.warm.handle()),
-                )),
+                sandbox: Arc::new(
+                    crate::sandbox::SessionSandbox::new(
+                        self.inner.config.zygote_program.clone(),
+                        Some(self.inner.warm.handle()),
+                    )
+                    .with_network(
+                        self.inner.config.network_proxy.clone().and_then(|proxy| {
+                            let runtime = tokio::runtime::Handle::try_current().ok()?;
+                            Some(crate::netproxy::SessionNetwork::new(proxy, runtime))
+                        }),
+                    ),
+                ),
                 sandbox_early: std::sync::atomic::AtomicBool::new(false),
                 changes: OnceLock::new(),
             }),

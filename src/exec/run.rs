@@ -363,6 +363,7 @@ async fn run(
     };
     let mode = request.sandbox_mode.unwrap_or_else(|| session.mode());
     let roots = session.inner.roots(mode);
+    let roots_proxied = roots.proxied_network;
     // The first command (and a home's first workspace command) probes the kernel in children
     // it waits for: off the runtime, which must never block on a child (issue 20 point 9).
     let confined = if sandbox::confine_would_probe(mode, &roots) {
@@ -395,6 +396,16 @@ async fn run(
     for (name, value) in shell.env {
         env.retain(|(existing, _)| *existing != name);
         env.push((name, value));
+    }
+    // Workspace mode's allowlist: the tools find the proxy on the namespace's loopback.
+    let proxied = mode == sandbox::Mode::Workspace
+        && roots_proxied
+        && sandbox::network_proxied_here(sandbox::Support::current()).is_ok();
+    if proxied {
+        for (name, value) in crate::netproxy::proxy_env(crate::netproxy::PROXY_PORT) {
+            env.retain(|(existing, _)| existing != name);
+            env.push((name.into(), value.into()));
+        }
     }
     let mut started = match process::start(
         confined,
@@ -429,8 +440,16 @@ async fn run(
         .is_some()
         .then(|| std::mem::take(&mut started.env));
     let timeout = request.timeout.unwrap_or(config.default_timeout);
+    let pid = started.pgid;
     let ended = supervise(started, &mut output, &control, timeout, config).await;
     sandbox::command_ended();
+    if let Some(network) = &session.inner.sandbox.network {
+        network.ended(pid);
+        // Read from the proxy's own record, never from the command's output.
+        for blocked in network.take_blocks() {
+            output.notice(blocked.reason.trim_start_matches("acp-bash ").to_string());
+        }
+    }
     let report = match shell.report.as_ref().map(prelude::read_report) {
         None => prelude::Report::default(),
         Some(Ok(received)) => prelude::parse_report(&received),

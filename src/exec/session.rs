@@ -72,6 +72,7 @@ impl SessionInner {
         }
         let mut protection = self.engine.inner.protection.clone();
         if mode == sandbox::Mode::Workspace {
+            roots.proxied_network = config.network_proxy.is_some();
             let temp = self.temp.get_or_init(|| {
                 let root = config.session_temp_root.as_ref()?;
                 static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

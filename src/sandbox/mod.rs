@@ -242,6 +242,10 @@ pub struct Roots {
     /// ([`EngineConfig::view_without_mount_setattr`](crate::exec::EngineConfig)).
     #[doc(hidden)]
     pub view_without_mount_setattr: bool,
+    /// Workspace mode: the network only through the agent's proxy (a network namespace with
+    /// only a loopback, bridged to the proxy: [`crate::netproxy`]) where [`network_proxied_here`]
+    /// holds; `false`: the whole network.
+    pub proxied_network: bool,
 }
 
 impl Roots {
@@ -255,7 +259,14 @@ impl Roots {
             cache_layer: None,
             protection: Protection::default(),
             view_without_mount_setattr: false,
+            proxied_network: false,
         }
+    }
+
+    /// Sets [`Roots::proxied_network`].
+    pub fn proxied_network(mut self, proxied: bool) -> Self {
+        self.proxied_network = proxied;
+        self
     }
 
     /// Sets [`Roots::session_temp`].
@@ -456,6 +467,9 @@ pub(crate) struct SessionSandbox {
     /// The session's commands being started or running ([`InUse`]): while there is one, its
     /// helpers do not end (a command's PID 1 dies with its zygote).
     running: std::sync::atomic::AtomicUsize,
+    /// Workspace mode's network allowlist: the proxy its namespaces are bridged to (`None`:
+    /// workspace commands reach the whole network).
+    pub(crate) network: Option<crate::netproxy::SessionNetwork>,
 }
 
 /// A command of a session, from before its start to its end: its session's helpers stay
@@ -482,7 +496,14 @@ impl SessionSandbox {
             id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             warm,
             running: std::sync::atomic::AtomicUsize::new(0),
+            network: None,
         }
+    }
+
+    /// The same, with workspace commands' network through `network`.
+    pub(crate) fn with_network(mut self, network: Option<crate::netproxy::SessionNetwork>) -> Self {
+        self.network = network;
+        self
     }
 
     /// The backend's zygotes and the program they start from.
@@ -927,4 +948,42 @@ pub fn masked_report(protection: &Protection) -> String {
 /// What `acp-bash doctor` prints: each layer, whether it works here, and why not.
 pub fn doctor_report() -> String {
     DoctorReport::probe().to_string()
+}
+
+/// A listening TCP socket bound to `addr` inside the network namespace `netns` (an fd of
+/// `/proc/PID/ns/net`), for the agent to accept on from outside it: the bridge between a
+/// command's loopback-only namespace and the network proxy ([`crate::netproxy`]). Needs
+/// CAP_SYS_ADMIN over the namespace's owning user namespace (root, for the namespaces the
+/// sandbox makes as root); its loopback is brought up.
+#[cfg(target_os = "linux")]
+pub fn listen_in_network_namespace(
+    netns: std::os::fd::BorrowedFd<'_>,
+    addr: std::net::SocketAddr,
+) -> std::io::Result<std::net::TcpListener> {
+    linux::listen_in(netns, addr)
+}
+
+/// Whether workspace commands' network can go through the proxy here
+/// ([`Roots::proxied_network`]): the agent is root (it makes each namespace and its bridge
+/// itself) and network namespaces work. `Err`: why not; workspace commands then reach the
+/// whole network, and the mode's notice says so.
+pub fn network_proxied_here(support: &Support) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        support.network_namespace.clone()?;
+        // SAFETY: plain getter.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(
+                "the agent is not root: the bridge to the proxy is made in a network \
+                        namespace of the agent's own, which needs root here"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = support;
+        Err("network namespaces are Linux's".into())
+    }
 }

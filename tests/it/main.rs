@@ -18,6 +18,7 @@ mod cli;
 mod exec;
 mod mcp;
 mod model;
+mod netproxy;
 mod present;
 // The Linux kernel sandbox's tests (macOS's backend is unit-tested in src/sandbox/macos/).
 #[cfg(target_os = "linux")]

@@ -25,7 +25,11 @@ pub(crate) fn confine_with(
     // SAFETY: plain getter.
     let root = unsafe { libc::geteuid() } == 0;
     let user_namespace = support.user_namespace.is_ok() && (confined_fs || !root);
-    let net_ns = mode == Mode::ReadOnly && support.network_namespace.is_ok();
+    let proxied = mode == Mode::Workspace && roots.proxied_network;
+    let proxied_here = proxied && super::super::network_proxied_here(support).is_ok();
+    // Where it does not hold (an ordinary user's agent), `doctor` says so; no per-command
+    // notice (it would change every such agent's first output).
+    let net_ns = (mode == Mode::ReadOnly || proxied_here) && support.network_namespace.is_ok();
     let tcp_rules = mode == Mode::ReadOnly && !net_ns;
     let view = confined_fs && user_namespace && support.filesystem_view.is_ok();
     // The session's own temp folder only where the view can show it as the temp dir; the

@@ -27,7 +27,7 @@ mod zygote_wire;
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
@@ -35,6 +35,7 @@ use super::backend::Backend;
 use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SpawnRequest, Support};
 use child::ChildPlan;
 pub(crate) use landlock::{handled_write_rights, ruleset};
+pub(crate) use netns::listen_in;
 pub(crate) use netns::prepared_network_namespace;
 pub(crate) use view_plan::view_for;
 
@@ -198,7 +199,7 @@ impl Backend for Linux {
         };
         let (zygotes, program) = session.parts();
         let mut zygotes = zygotes.lock().unwrap_or_else(|e| e.into_inner());
-        zygote::start_early(&mut zygotes, program, prepared);
+        zygote::start_early(&mut zygotes, program, prepared, session.network.as_ref());
     }
 
     fn zygote_pids(zygotes: &zygote::Zygotes) -> Vec<i32> {
@@ -307,7 +308,8 @@ impl Linux {
         if let Some(session) = request.session {
             let (zygotes, program) = session.parts();
             let mut zygotes = zygotes.lock().unwrap_or_else(|e| e.into_inner());
-            let started = zygote::spawn(&mut zygotes, program, prepared, raw);
+            let network = session.network.as_ref();
+            let started = zygote::spawn(&mut zygotes, program, prepared, raw, network);
             if let Some(started) = started {
                 return started.map(|(pid, status)| (pid, Some(status)));
             }
@@ -315,6 +317,8 @@ impl Linux {
         // The per-command path: this command builds its own namespaces and view, and its
         // processes are forked straight into their cgroup v2 folders where that works.
         let netns = prepared.network_namespace_to_join();
+        let network = request.session.and_then(|s| s.network.as_ref());
+        let serving = bridge(prepared, netns.as_ref(), network)?;
         if netns.is_none() && !prepared.reused && prepared.cgroup_v2_clone_into().is_none() {
             return spawn::spawn(raw, Some(&prepared.plan), false).map(|pid| (pid, None));
         }
@@ -322,8 +326,41 @@ impl Linux {
         if let Some(clone_into) = prepared.cgroup_v2_clone_into() {
             plan.clone_into = clone_into;
         }
-        spawn::spawn(raw, Some(&plan), false).map(|pid| (pid, None))
+        let pid = spawn::spawn(raw, Some(&plan), false)?;
+        if let (Some(serving), Some(network)) = (serving, network) {
+            network.keep(pid, serving);
+        }
+        Ok((pid, None))
     }
+}
+
+/// Workspace mode's allowlist (a workspace plan with a network namespace): the proxy serving a
+/// listener made inside `netns`, the namespace the command (or its zygote) joins. `Ok(None)`:
+/// no bridge is needed; `Err`: one is needed and cannot be made, and the command must not run
+/// (it would have no network at all, and not say why).
+pub(crate) fn bridge(
+    prepared: &Prepared,
+    netns: Option<&OwnedFd>,
+    network: Option<&crate::netproxy::SessionNetwork>,
+) -> io::Result<Option<crate::netproxy::Serving>> {
+    if prepared.mode != Mode::Workspace || !prepared.plan.network_namespace {
+        return Ok(None);
+    }
+    let why = match (netns, network) {
+        (Some(netns), Some(network)) => {
+            let addr = ([127, 0, 0, 1], crate::netproxy::PROXY_PORT).into();
+            match listen_in(netns.as_fd(), addr).and_then(|l| network.serve(l)) {
+                Ok(serving) => return Ok(Some(serving)),
+                Err(error) => error.to_string(),
+            }
+        }
+        (None, _) => "no network namespace of the agent's own to bridge".to_string(),
+        (_, None) => "this command has no session, so no proxy".to_string(),
+    };
+    Err(io::Error::other(format!(
+        "acp-bash could not bridge this command's network to its proxy ({why}); start acp-bash \
+         with --network full to give workspace commands the whole network instead"
+    )))
 }
 
 /// The per-command plan the child runs, with the fds it refers to.

@@ -60,3 +60,32 @@ fn move_this_thread_to_a_new_network_namespace() -> std::io::Result<OwnedFd> {
     child::sys::loopback_up();
     std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
 }
+
+/// A listening TCP socket bound to `addr` inside the network namespace `netns`: the proxy's
+/// end of the bridge (`notes/2026-12-06-network-allowlist.md`). A socket keeps the namespace it
+/// was made in, so the agent accepts on it from the host's side while commands in `netns`
+/// connect to it on their own loopback. Made on a short-lived thread that joins `netns`
+/// (needs CAP_SYS_ADMIN over the namespace's owner: root for the namespaces this module makes)
+/// and brings its loopback up first.
+pub(crate) fn listen_in(
+    netns: std::os::fd::BorrowedFd<'_>,
+    addr: std::net::SocketAddr,
+) -> std::io::Result<std::net::TcpListener> {
+    use std::os::fd::AsRawFd;
+    let fd = netns.as_raw_fd();
+    let made = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("acp-bash-bridge".into())
+            .spawn_scoped(scope, move || {
+                // SAFETY: setns on this thread only, with an fd the caller keeps open.
+                if unsafe { libc::setns(fd, libc::CLONE_NEWNET) } != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                child::sys::loopback_up();
+                std::net::TcpListener::bind(addr)
+            })?
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the bridge thread panicked")))
+    });
+    made
+}

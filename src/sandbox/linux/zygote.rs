@@ -166,6 +166,9 @@ struct Zygote {
     /// Whether Z keeps (or is making) a spare PID 1: from its setup and after each command,
     /// until it is told [`LET_SPARE_GO`].
     spare: bool,
+    /// Workspace mode's bridge: the proxy serving a listener in Z's network namespace, for
+    /// every command of the session (closed with Z).
+    serving: Option<crate::netproxy::Serving>,
 }
 
 impl Drop for Zygote {
@@ -279,6 +282,7 @@ fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<Zygote> {
     };
     drop(theirs);
     let zygote = Zygote {
+        serving: None,
         socket: Some(ours),
         pid,
         spare: true,
@@ -313,8 +317,9 @@ pub(crate) fn spawn(
     program: Option<&Path>,
     prepared: &Prepared,
     request: &Request,
+    network: Option<&crate::netproxy::SessionNetwork>,
 ) -> Option<io::Result<(libc::pid_t, OwnedFd)>> {
-    let index = ready(zygotes, program, prepared)?;
+    let index = ready(zygotes, program, prepared, network)?;
     let zygote = zygotes.entries[index].2.as_mut()?;
     match command(zygote, request, &prepared.plan) {
         Some(result) => {
@@ -334,13 +339,23 @@ pub(crate) fn spawn(
 /// (`notes/2026-12-02-zygote-first-command.md`): the session's first command then finds it
 /// built. The command still plans and compares as [`spawn`] does, so a zygote planned here
 /// that no longer fits (a credential file appeared meanwhile) is replaced then.
-pub(crate) fn start_early(zygotes: &mut Zygotes, program: Option<&Path>, prepared: &Prepared) {
-    let _ = ready(zygotes, program, prepared);
+pub(crate) fn start_early(
+    zygotes: &mut Zygotes,
+    program: Option<&Path>,
+    prepared: &Prepared,
+    network: Option<&crate::netproxy::SessionNetwork>,
+) {
+    let _ = ready(zygotes, program, prepared, network);
 }
 
 /// The index of the session's entry for `prepared` (its zygote started now if none fits), or
 /// `None` where no zygote serves these commands.
-fn ready(zygotes: &mut Zygotes, program: Option<&Path>, prepared: &Prepared) -> Option<usize> {
+fn ready(
+    zygotes: &mut Zygotes,
+    program: Option<&Path>,
+    prepared: &Prepared,
+    network: Option<&crate::netproxy::SessionNetwork>,
+) -> Option<usize> {
     let (plan, mode) = (&prepared.plan, prepared.mode);
     if !suits(plan) {
         return None;
@@ -358,12 +373,24 @@ fn ready(zygotes: &mut Zygotes, program: Option<&Path>, prepared: &Prepared) -> 
             // Z mounts the view: read-only's network namespace is taken now (not by each
             // command), and a reused view gets fresh work folders for the caches' overlays.
             let netns = prepared.network_namespace_to_join();
+            // Workspace mode's allowlist: the proxy's listener in Z's namespace, made before Z
+            // starts; without it, no zygote (the per-command path fails the command clearly).
+            let serving = match super::bridge(prepared, netns.as_ref(), network) {
+                Ok(serving) => serving,
+                Err(error) => {
+                    tracing::debug!(%error, "no bridge to the proxy for a zygote");
+                    return None;
+                }
+            };
             let setup = setup_message(&prepared.plan_to_mount(netns.as_ref()), true);
             if setup.len() > MAX_MESSAGE {
                 return None;
             }
             let netns_fd = netns.as_ref().map_or(-1, |fd| fd.as_raw_fd());
-            let started = start(&program, &setup, netns_fd);
+            let started = start(&program, &setup, netns_fd).map(|mut zygote| {
+                zygote.serving = serving;
+                zygote
+            });
             if let Err(error) = &started {
                 tracing::debug!(%error, %mode, "no zygote for this session: its commands build their own namespaces");
             }
