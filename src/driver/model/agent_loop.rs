@@ -61,7 +61,7 @@ pub async fn run_loop(
             Ok(reply) => reply,
             Err(message) => {
                 if !cancel.is_cancelled() {
-                    turn.say(&message);
+                    turn.notice(&message);
                 }
                 return StopReason::EndTurn;
             }
@@ -121,7 +121,7 @@ pub async fn run_loop(
             return StopReason::Cancelled;
         }
     }
-    turn.say(&format!(
+    turn.notice(&format!(
         "\n\nStopped: this turn made {} model requests, the most allowed (`--max-steps`). Send \
          another prompt to go on.",
         settings.max_steps

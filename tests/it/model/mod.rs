@@ -15,6 +15,7 @@
 
 mod binary;
 mod classified;
+mod compat;
 mod control;
 mod errors;
 mod failures;
