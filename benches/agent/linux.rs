@@ -19,6 +19,7 @@ mod engine;
 mod floor;
 mod floor_child;
 mod floor_zygote;
+mod prompt;
 mod raw;
 mod sessions;
 mod stats;
@@ -139,6 +140,7 @@ const CASES: &[(&str, Case)] = &[
     ("engine-view", |b| Ok(engine::view(b))),
     ("engine-limits", |b| Ok(engine::limits(b))),
     ("floor", |b| Ok(floor::floor(b))),
+    ("model-prompt", |b| Ok(prompt::size(b))),
 ];
 
 fn machine() -> String {

@@ -52,9 +52,10 @@ impl Extras {
 
     /// Reads `NAME=VALUE` (also `NAME: VALUE`) into a header.
     pub fn parse_header(spec: &str) -> Result<(String, String), String> {
+        // Split at the first `=` or `:` (a value may hold either: a URL, `a=b`).
         let (name, value) = spec
-            .split_once('=')
-            .or_else(|| spec.split_once(':'))
+            .find(['=', ':'])
+            .map(|at| (&spec[..at], &spec[at + 1..]))
             .ok_or_else(|| {
                 "write the header as NAME=VALUE, e.g. --header 'HTTP-Referer=https://example.com'"
                     .to_string()

@@ -25,6 +25,7 @@ pub mod extras;
 pub mod history;
 pub mod keyfile;
 pub mod openai;
+pub mod project_docs;
 pub mod retry;
 pub mod system;
 pub mod tools;

@@ -16,11 +16,13 @@
 mod binary;
 mod classified;
 mod compat;
+mod conformance;
 mod control;
 mod errors;
 mod failures;
 mod harness;
 mod login;
+mod prompt;
 mod reasoning;
 mod turns;
 mod wire;
