@@ -100,7 +100,7 @@ pub fn today(now: SystemTime) -> String {
 /// `600s` as `10 minutes`, `90s` as `90 seconds`.
 fn human(duration: Duration) -> String {
     let secs = duration.as_secs();
-    if secs >= 60 && secs % 60 == 0 {
+    if secs >= 60 && secs.is_multiple_of(60) {
         let minutes = secs / 60;
         format!("{minutes} minute{}", if minutes == 1 { "" } else { "s" })
     } else {

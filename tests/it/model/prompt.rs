@@ -112,8 +112,10 @@ fn agents_md_is_read_from_the_session_folder_up_to_the_repository_root() {
     assert!(at("ROOT-RULE") < at("SUB-RULE") && at("SUB-RULE") < at("CLAUDE-RULE"));
     assert_eq!(text.matches("SUB-RULE").count(), 1, "{text}");
     assert!(text.contains("run `make test` {date}"), "{text}");
-    // Each file is named (the session's path may be canonical, so its tail only).
-    assert!(text.contains("crates/sub/AGENTS.md\">"), "{text}");
+    // Each file read is named (the session's path may be canonical, so its tail only); the
+    // nearer AGENTS.md repeats crates/CLAUDE.md's text, which is kept once, where it came first.
+    assert!(text.contains("crates/sub/CLAUDE.md\">"), "{text}");
+    assert!(!text.contains("crates/sub/AGENTS.md\">"), "{text}");
     // Without a repository: the session's folder only.
     let alone = tempfile::tempdir().unwrap();
     let inner = alone.path().join("inner");
