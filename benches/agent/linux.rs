@@ -20,6 +20,7 @@ mod engine;
 mod floor;
 mod floor_child;
 mod floor_zygote;
+mod prompt;
 mod raw;
 mod sessions;
 mod stats;
@@ -143,6 +144,7 @@ const CASES: &[(&str, Case)] = &[
     ("floor", |b| Ok(floor::floor(b))),
     ("tokens", tokens::economy),
     ("changes", changes::changes),
+    ("model-prompt", |b| Ok(prompt::size(b))),
 ];
 
 fn machine() -> String {

@@ -1,4 +1,5 @@
-//! The model flags: `--model`, `--base-url`, `--api-key-env`, `--max-steps`, and building the
+//! The model flags: `--model`, `--base-url`, `--api-key-env`, `--max-steps`, `--header`,
+//! `--extra-body`, and building the
 //! model driver from them and the environment (`OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`,
 //! `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`).
 //!
@@ -10,7 +11,7 @@
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use acp_bash::driver::model::{keyfile, ApiKey, ModelConfig, ModelDriver};
+use acp_bash::driver::model::{keyfile, ApiKey, Extras, ModelConfig, ModelDriver};
 use acp_bash::driver::Driver;
 use clap::Args;
 
@@ -51,6 +52,25 @@ pub struct ModelArgs {
     /// a gateway that refuses them.
     #[arg(long, requires = "model")]
     no_prompt_cache: bool,
+    /// A header added to every model request, as NAME=VALUE (give it once per header), e.g.
+    /// `--header 'HTTP-Referer=https://example.com'` for OpenRouter, or a gateway's own. Not
+    /// for the key (that is read from --api-key-env's variable). Values are never logged.
+    #[arg(long = "header", value_name = "NAME=VALUE", requires = "model",
+          value_parser = parse_header, action = clap::ArgAction::Append)]
+    headers: Vec<String>,
+    /// A JSON object whose fields are added to every model request's body (objects merged
+    /// key by key), e.g. `--extra-body '{"options":{"num_ctx":32768}}'` so that Ollama does
+    /// not cut the conversation at its default context, or `'{"top_k":20}'` for vLLM.
+    #[arg(long, value_name = "JSON", requires = "model", value_parser = parse_extra_body)]
+    extra_body: Option<String>,
+}
+
+fn parse_header(spec: &str) -> Result<String, String> {
+    Extras::parse_header(spec).map(|_| spec.to_string())
+}
+
+fn parse_extra_body(json: &str) -> Result<String, String> {
+    Extras::parse_body(json).map(|_| json.to_string())
 }
 
 fn parse_model(spec: &str) -> Result<String, String> {
@@ -126,6 +146,13 @@ impl ModelArgs {
             config.context_window = window;
         }
         config.prompt_cache = !self.no_prompt_cache;
+        for header in &self.headers {
+            let header = Extras::parse_header(header).expect("checked by clap");
+            config.extras.headers.push(header);
+        }
+        if let Some(json) = &self.extra_body {
+            config.extras.body = Extras::parse_body(json).expect("checked by clap");
+        }
         if config.key.is_none() {
             tracing::info!(
                 "no API key in ${}: the key file {:?} is read at each prompt",
@@ -136,8 +163,10 @@ impl ModelArgs {
         tracing::info!(
             provider = provider.id(),
             model = %config.model,
-            base_url = %config.base_url,
+            // Never the credentials a URL may carry (`user:token@`, `?key=`).
+            base_url = %acp_bash::driver::model::client::redact_url(&config.base_url),
             key_from = %config.key_env,
+            extras = ?config.extras,
             "a model may drive the turns"
         );
         config
@@ -175,6 +204,14 @@ impl ModelArgs {
         }
         if self.no_prompt_cache {
             args.push("--no-prompt-cache".to_string());
+        }
+        for header in &self.headers {
+            args.push("--header".to_string());
+            args.push(header.clone());
+        }
+        if let Some(json) = &self.extra_body {
+            args.push("--extra-body".to_string());
+            args.push(json.clone());
         }
         args
     }

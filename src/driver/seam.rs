@@ -132,6 +132,13 @@ pub trait TurnHost: Send {
     /// in the session's record.
     fn say(&mut self, text: &str);
 
+    /// Event "notice": the agent's own message to the user (a failed request, a stop), shown
+    /// like [`TurnHost::say`] and kept in the record marked as a notice: a model never reads
+    /// it again as its own words (after `session/load` or `session/resume` either).
+    fn notice(&mut self, text: &str) {
+        self.say(text);
+    }
+
     /// Event "think this": the agent's reasoning, shown as a thought where the client shows
     /// them; not kept in the record.
     fn think(&mut self, text: &str);

@@ -239,7 +239,16 @@ impl SessionLog {
     /// Records what the agent said in turn `turn` (after the turn's calls so far).
     pub fn said(&self, turn: u64, text: &str) {
         let text = text.to_string();
-        self.change(Change::Said { turn, text }, |_, _| ());
+        let notice = false;
+        self.change(Change::Said { turn, text, notice }, |_, _| ());
+    }
+
+    /// Records the agent's own notice in turn `turn` (a failed request, a stop): replayed to
+    /// the client like what it said, never sent to a model as its words.
+    pub fn notice(&self, turn: u64, text: &str) {
+        let text = text.to_string();
+        let notice = true;
+        self.change(Change::Said { turn, text, notice }, |_, _| ());
     }
 
     /// Records that a call of turn `turn` started. Returns the session's title when this call
@@ -348,6 +357,15 @@ impl SessionLog {
     pub fn set_model(&self, model: Option<&str>) {
         let change = Change::Model {
             model: model.map(str::to_string),
+            ms: now_ms(),
+        };
+        self.change(change, |_, _| ());
+    }
+
+    /// Records the reasoning level the session chose (`None`: the driver's default).
+    pub fn set_thought_level(&self, level: Option<&str>) {
+        let change = Change::ThoughtLevel {
+            level: level.map(str::to_string),
             ms: now_ms(),
         };
         self.change(change, |_, _| ());

@@ -101,6 +101,11 @@ pub struct SessionRecord {
     /// absent for the driver's default, and in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The reasoning level the session chose (config option `reasoning`: an id of the
+    /// driver's thought levels); absent for the driver's default, and in records written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought_level: Option<String>,
     /// The journal this record continues with: the lines of `<id>.journal` that carry this
     /// token are changes made after the record was written ([`Change`]); lines with another
     /// token are older (already in the record) or another writer's, and are ignored. Absent in
@@ -129,6 +134,16 @@ pub enum Change {
         turn: u64,
         /// The text.
         text: String,
+        /// Whether it is the agent's own notice (an error, a stop), not a model's words.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        notice: bool,
+    },
+    /// The session chose a reasoning level (`None`: the driver's default).
+    ThoughtLevel {
+        /// The level's id.
+        level: Option<String>,
+        /// When.
+        ms: u64,
     },
     /// A call started ([`SessionRecord::push_call`]); with `new_turn`, it is the first of a new
     /// turn with that prompt (started when the call did), which its `turn` then names.
@@ -301,6 +316,10 @@ pub struct SaidRecord {
     pub after_calls: u64,
     /// The text.
     pub text: String,
+    /// Set when the text is the agent's own notice (a failed request, a stop): shown again in
+    /// a replay, never sent to a model as its words. Absent in records written before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub notice: bool,
 }
 
 /// One background job of a session: recorded when it starts, completed when it ends.
@@ -557,6 +576,7 @@ impl SessionRecord {
             turns: Vec::new(),
             shell: ShellRecord::default(),
             model: None,
+            thought_level: None,
             journal: None,
         }
     }
@@ -566,9 +586,14 @@ impl SessionRecord {
     pub fn apply(&mut self, change: Change) -> u64 {
         match change {
             Change::Turn { prompt, ms } => self.push_turn(&prompt, ms),
-            Change::Said { turn, text } => {
-                self.push_said(turn, &text);
+            Change::Said { turn, text, notice } => {
+                self.push_said_as(turn, &text, notice);
                 turn
+            }
+            Change::ThoughtLevel { level, ms } => {
+                self.thought_level = level;
+                self.updated_ms = ms.max(self.updated_ms);
+                0
             }
             Change::Call { new_turn, mut call } => {
                 if let Some(prompt) = new_turn {
@@ -634,6 +659,11 @@ impl SessionRecord {
     /// Adds `text` to what the agent said in turn `turn` (after the calls it made so far),
     /// within [`KEEP_TURN_TEXT`]. Returns false when the turn is not in the record.
     pub fn push_said(&mut self, turn: u64, text: &str) -> bool {
+        self.push_said_as(turn, text, false)
+    }
+
+    /// [`Self::push_said`] for the agent's own notice (`notice`: never a model's words).
+    pub fn push_said_as(&mut self, turn: u64, text: &str, notice: bool) -> bool {
         let Some(turn) = self.turns.iter_mut().rev().find(|t| t.number == turn) else {
             return false;
         };
@@ -648,10 +678,13 @@ impl SessionRecord {
             text.to_string()
         };
         match turn.said.last_mut() {
-            Some(last) if last.after_calls == turn.calls => last.text.push_str(&text),
+            Some(last) if last.after_calls == turn.calls && last.notice == notice => {
+                last.text.push_str(&text)
+            }
             _ => turn.said.push(SaidRecord {
                 after_calls: turn.calls,
                 text,
+                notice,
             }),
         }
         true

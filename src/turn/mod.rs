@@ -172,6 +172,14 @@ impl TurnHost for Turn<'_> {
         self.port.message(text);
     }
 
+    fn notice(&mut self, text: &str) {
+        // What the model said before it goes first, as its own piece.
+        self.record_text();
+        let turn = self.recorded();
+        self.log.notice(turn, text);
+        self.port.message(text);
+    }
+
     fn think(&mut self, text: &str) {
         self.port.thought(text);
     }

@@ -193,6 +193,7 @@ impl Connection {
                     )));
                 }
                 tracing::info!(session = %session_id, reasoning = %value, "session/set_config_option");
+                state.log.set_thought_level(Some(&value));
                 *state.thought_level.lock().unwrap() = Some(value);
                 Ok(None)
             }

@@ -264,6 +264,13 @@ impl Connection {
                 record.model = None;
             }
         }
+        if let Some(level) = record.thought_level.clone() {
+            // A level this agent does not offer (another driver): the default, silently (a
+            // reasoning level changes no result, only its cost).
+            if !self.driver.thought_levels().iter().any(|l| l.id == level) {
+                record.thought_level = None;
+            }
+        }
         if !record.cwd.is_dir() {
             notes.push(format!(
                 "This session's directory {} no longer exists: commands start in {} instead.",

@@ -41,8 +41,8 @@ pub(super) struct SessionState {
     /// session goes on with it while the agent still offers it.
     pub model: Mutex<Option<String>>,
     /// The reasoning level the session chose (an id of the driver's `thought_levels()`);
-    /// `None`: the driver's default. Not kept in the record: a loaded session starts from the
-    /// default.
+    /// `None`: the driver's default. Kept in the record: a loaded or resumed session goes on
+    /// with it while the agent still offers it.
     pub thought_level: Mutex<Option<String>>,
     /// The ACP v2 face: the turn calls running now, by terminal id (the call id), each with
     /// its own token (a child of its turn's), which `terminal/cancel` fires.
@@ -87,7 +87,7 @@ impl Connection {
             // call and a new one never share an id.
             next_call: AtomicU64::new(record.calls_and_jobs() + 1),
             model: Mutex::new(record.model.clone()),
-            thought_level: Mutex::new(None),
+            thought_level: Mutex::new(record.thought_level.clone()),
             session,
             log: Arc::new(SessionLog::new(self.store.clone(), record)),
             current_call: Mutex::new(None),

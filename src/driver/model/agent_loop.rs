@@ -61,7 +61,10 @@ pub async fn run_loop(
     let cancel = turn.cancellation();
     // The tokens the last request reported, and the conversation's length then.
     let mut reported: Option<(u64, usize)> = None;
+    // The reply's token limit: raised once when a reply with calls is cut off by it.
+    let mut current = *settings;
     for _step in 0..settings.max_steps {
+        let settings = &current;
         // Near the window, the model summarises first (`compaction`).
         let tokens = match reported {
             Some((tokens, len)) if len <= conversation.len() => {
@@ -85,7 +88,7 @@ pub async fn run_loop(
             Ok(reply) => reply,
             Err(message) => {
                 if !cancel.is_cancelled() {
-                    turn.say(&message);
+                    turn.notice(&message);
                 }
                 return StopReason::EndTurn;
             }
@@ -130,6 +133,26 @@ pub async fn run_loop(
                 _ => StopReason::EndTurn,
             };
         }
+        if reply.finish == Some(Finish::Length) {
+            // Cut off by the token limit: the last call's arguments are unfinished. Nothing
+            // runs; the model reads why and gets a larger budget for the next reply.
+            let raised = raised_limit(settings.max_tokens);
+            let hint = cut_off_hint(settings.max_tokens, raised);
+            tracing::info!(
+                max_tokens = settings.max_tokens,
+                raised,
+                "a reply with tool calls was cut off by the token limit"
+            );
+            for call in &calls {
+                conversation.push(Message::ToolResult {
+                    call_id: call.id.clone(),
+                    content: hint.clone(),
+                    is_error: true,
+                });
+            }
+            current.max_tokens = raised;
+            continue;
+        }
         for call in &calls {
             let answer = if cancel.is_cancelled() {
                 super::tools::ToolAnswer {
@@ -149,12 +172,34 @@ pub async fn run_loop(
             return StopReason::Cancelled;
         }
     }
-    turn.say(&format!(
+    turn.notice(&format!(
         "\n\nStopped: this turn made {} model requests, the most allowed (`--max-steps`). Send \
          another prompt to go on.",
         settings.max_steps
     ));
     StopReason::MaxTurnRequests
+}
+
+/// The most tokens a reply is given after a cut-off: 16 384, which every current model's
+/// output takes (Claude 3.5 Haiku and GPT-4o stop there).
+pub const MAX_RAISED_TOKENS: u32 = 16_384;
+
+/// The token limit after a reply was cut off at `max_tokens`: doubled, up to
+/// [`MAX_RAISED_TOKENS`] (never lowered).
+pub fn raised_limit(max_tokens: u32) -> u32 {
+    max_tokens.max(max_tokens.saturating_mul(2).min(MAX_RAISED_TOKENS))
+}
+
+/// What each call of a cut-off reply is answered with.
+pub fn cut_off_hint(max_tokens: u32, raised: u32) -> String {
+    let budget = if raised > max_tokens {
+        format!("The next reply may be up to {raised} tokens.")
+    } else {
+        "The limit cannot be raised further.".to_string()
+    };
+    format!(
+        "[Not run: your reply was cut off by its token limit ({max_tokens} tokens) before          this call's arguments were complete, so no call of that reply ran. {budget} Make each          call smaller: write a long file in parts (`cat > f <<'EOF'` for the first, then          `cat >> f <<'EOF'`), or change only the lines that need it with a short Python          script.]"
+    )
 }
 
 /// One model request with its retries and the overflow trim; `Err` is the message for the user.

@@ -16,6 +16,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{ApiError, Delta, ModelRequest, Reply, ReplyBuilder};
+use super::extras::Extras;
 use super::retry::parse_retry_after;
 use super::{anthropic, openai};
 
@@ -124,6 +125,8 @@ pub struct ModelClient {
     /// What an OpenAI-compatible body carries, as this server takes it (changed once when
     /// its error asks for it, and kept for the next requests).
     openai: Mutex<openai::Options>,
+    /// The user's headers and body fields (`--header`, `--extra-body`).
+    extras: Extras,
 }
 
 impl ModelClient {
@@ -135,7 +138,14 @@ impl ModelClient {
             openai: Mutex::new(openai::Options::for_base(&base_url)),
             base_url,
             http: OnceLock::new(),
+            extras: Extras::default(),
         }
+    }
+
+    /// Adds `extras` (headers, body fields) to every request.
+    pub fn with_extras(mut self, extras: Extras) -> Self {
+        self.extras = extras;
+        self
     }
 
     /// The OpenAI-compatible options the next request is sent with.
@@ -231,15 +241,27 @@ impl ModelClient {
             .post(self.url())
             .header("accept", "text/event-stream")
             .header("content-type", "application/json");
-        let builder = match self.provider {
-            Provider::OpenAi => builder
-                .bearer_auth(key.expose())
-                .body(openai::body(request, options).to_string()),
-            Provider::Anthropic => builder
-                .header("x-api-key", key.expose())
-                .header("anthropic-version", anthropic::VERSION)
-                .body(anthropic::body(request).to_string()),
+        let (builder, mut body) = match self.provider {
+            Provider::OpenAi => (
+                builder.bearer_auth(key.expose()),
+                openai::body(request, options),
+            ),
+            Provider::Anthropic => (
+                builder
+                    .header("x-api-key", key.expose())
+                    .header("anthropic-version", anthropic::VERSION),
+                anthropic::body(request),
+            ),
         };
+        self.extras.merge_into(&mut body);
+        let builder = self
+            .extras
+            .headers
+            .iter()
+            .fold(builder, |builder, (name, value)| {
+                builder.header(name.as_str(), value.as_str())
+            })
+            .body(body.to_string());
         let mut reply = ReplyBuilder::default();
         let response = tokio::select! {
             response = builder.send() => response.map_err(connection_error)?,

@@ -3,7 +3,8 @@
 //!
 //! Owns [`conversation_from_record`]: each recorded prompt as a user message, each call as a
 //! `bash` tool call answered with its kept output and status, the agent's text between them.
-//! Thinking is not recorded, so it is not sent again.
+//! Thinking is not recorded, so it is not sent again; nor are the agent's own notices (a failed
+//! request, `Stopped: …`), which the record marks as such.
 //!
 //! Also owns [`bound`], which keeps a live conversation within its byte bound after each turn:
 //! the oldest tool output goes first (replaced by a note), then, if that is not enough, the
@@ -57,7 +58,8 @@ pub fn conversation_from_record(record: &SessionRecord, budget: usize) -> Vec<Me
         let said = |after: usize| -> String {
             turn.said
                 .iter()
-                .filter(|piece| piece.after_calls == after as u64)
+                // The agent's own notices (a failed request, a stop) were never the model's.
+                .filter(|piece| piece.after_calls == after as u64 && !piece.notice)
                 .map(|piece| piece.text.as_str())
                 .collect()
         };

@@ -26,10 +26,12 @@ pub mod api;
 pub mod cache;
 pub mod client;
 pub mod compaction;
+pub mod extras;
 pub mod history;
 pub mod keyfile;
 pub mod mcp_tools;
 pub mod openai;
+pub mod project_docs;
 pub mod retry;
 pub mod system;
 pub mod tools;
@@ -40,6 +42,7 @@ pub use api::{
     ToolSpec,
 };
 pub use client::{ApiKey, ModelClient, Provider};
+pub use extras::Extras;
 pub use retry::RetryPolicy;
 
 use std::collections::HashMap;
@@ -94,6 +97,8 @@ pub struct ModelConfig {
     /// breakpoints, OpenAI's `prompt_cache_key` ([`cache`]). Off: requests as before caching
     /// was built (`--no-prompt-cache`).
     pub prompt_cache: bool,
+    /// Headers and body fields added to every request (`--header`, `--extra-body`).
+    pub extras: Extras,
 }
 
 /// The default [`ModelConfig::max_conversation_bytes`].
@@ -128,6 +133,7 @@ impl ModelConfig {
             retry: RetryPolicy::default(),
             max_conversation_bytes: DEFAULT_MAX_CONVERSATION_BYTES,
             prompt_cache: true,
+            extras: Extras::default(),
         }
     }
 
@@ -201,7 +207,8 @@ impl Conversation {
 impl ModelDriver {
     /// A driver with `config` (no connection is made until the first prompt).
     pub fn new(config: ModelConfig) -> Self {
-        let client = ModelClient::new(config.provider, config.base_url.clone());
+        let client = ModelClient::new(config.provider, config.base_url.clone())
+            .with_extras(config.extras.clone());
         ModelDriver {
             config,
             client,
@@ -214,7 +221,8 @@ impl ModelDriver {
     /// `PROVIDER:NAME`); the first model stays the default. The conversation carries over
     /// when a session changes models.
     pub fn with_model(mut self, config: ModelConfig) -> Self {
-        let client = ModelClient::new(config.provider, config.base_url.clone());
+        let client = ModelClient::new(config.provider, config.base_url.clone())
+            .with_extras(config.extras.clone());
         self.others.push((config, client));
         self
     }
@@ -287,14 +295,14 @@ impl ModelDriver {
                 return Ok(StopReason::EndTurn);
             }
             Some(Err(message)) => {
-                turn.say(&message);
+                turn.notice(&message);
                 return Ok(StopReason::EndTurn);
             }
             None => {}
         }
         if let Some(command) = text.trim_start().strip_prefix('!') {
             if command.trim().is_empty() {
-                turn.say("Nothing to run: write the command after the `!`, like `!ls -la`.");
+                turn.notice("Nothing to run: write the command after the `!`, like `!ls -la`.");
                 return Ok(StopReason::EndTurn);
             }
             let result = turn.run_bash(BashCall::new(command.trim())).await;
@@ -309,7 +317,7 @@ impl ModelDriver {
         let key = &key;
         let content = user_content(prompt, turn);
         if content.trim().is_empty() {
-            turn.say("The prompt is empty: write what you want done.");
+            turn.notice("The prompt is empty: write what you want done.");
             return Ok(StopReason::EndTurn);
         }
         // The system prompt stays the same for the session's life; what changed since it (or
@@ -449,7 +457,7 @@ fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> String {
             } => {
                 let (kept, cut) = bounded(text, MAX_RESOURCE_BYTES);
                 if cut {
-                    turn.say(&format!(
+                    turn.notice(&format!(
                         "Sent to the model: the first {} KiB of {uri} ({} bytes in all); it \
                          can read the rest with bash.\n\n",
                         MAX_RESOURCE_BYTES / 1024,
@@ -469,7 +477,7 @@ fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> String {
             PromptBlock::Resource {
                 uri, text: None, ..
             } => {
-                turn.say(&format!(
+                turn.notice(&format!(
                     "Not sent to the model: {uri} has no text content (the model can read files \
                      with bash).\n\n"
                 ));
@@ -478,7 +486,7 @@ fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> String {
             PromptBlock::Link { uri, name } => {
                 parts.push(format!("(The user points at {name}: {uri})"))
             }
-            PromptBlock::Other { kind } => turn.say(&format!(
+            PromptBlock::Other { kind } => turn.notice(&format!(
                 "Not sent to the model: an {kind} block (acp-bash sends text only).\n\n"
             )),
         }

@@ -1,38 +1,109 @@
-//! The system prompt: what the model is told about where it works.
+//! The system prompt: what the model is told about how to work and where.
 //!
-//! Owns [`system_prompt`]: bash is the only tool, the session's directory and current
-//! directory, the sandbox mode and what it forbids, no stdin, the output budget, how
-//! background jobs work. Must not touch: HTTP, ACP.
+//! Owns [`system_prompt`], which fills in the one prompt file, `prompt.md` (a workflow:
+//! explore, reproduce, edit, verify, summarise; editing idioms that work through bash; the
+//! environment: the OS, the date, the command timeout, the session's directories, the
+//! sandbox mode and what it forbids, no stdin, the output budget, background jobs), then the
+//! project's `AGENTS.md` / `CLAUDE.md` ([`super::project_docs`]). Changes to the prompt are
+//! measured: `tests/it/model/prompt.rs` pins its parts, `benches/agent/prompt.rs` (`cargo bench -- model-prompt`) reports its size.
+//! Must not touch: HTTP, ACP.
 
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::project_docs::project_instructions;
 use crate::exec::Session;
 use crate::sandbox;
+
+/// The prompt's text, with `{name}` holes that [`system_prompt`] fills.
+pub const PROMPT_TEMPLATE: &str = include_str!("prompt.md");
 
 /// The system prompt for a turn on `session`.
 pub fn system_prompt(session: &Session, budget: usize) -> String {
     let mode = session.mode();
-    format!(
-        "You are a coding agent working in the user's project through one tool: bash. You act \
-only by running bash scripts with the `bash` tool; there is no other way to read or change \
-files. Keep your answers short; when you are done, answer without a tool call.\n\
-\n\
-Environment:\n\
-- The project's directory is {root}; commands start in {cwd}. The working directory \
-carries over between calls (`cd` persists, and `cd -`), and so do exported variables and \
-`unset` (`export`, `source .venv/bin/activate`); functions, aliases, shell options and \
-non-exported variables do not.\n\
-- Sandbox mode `{mode_id}`: {mode_text}\n\
-- Commands have no terminal and no stdin: never run anything that waits for input (use \
-non-interactive flags such as `-y`, `--no-pager`, `GIT_PAGER=cat`).\n\
-- Secrets are removed from the environment.\n\
-- Each result is the output (stdout and stderr merged, at most {budget} bytes: longer output \
-is cut in the middle), then a status line such as `[exit code: 0]`.\n\
-- For a server or watcher that keeps running, call `bash` with `background: true`: it returns \
-a job id at once. Read the job with `job_output`, stop it with `job_kill`. Jobs end when the \
-session ends.\n\
-- The user sees every command you run and its output.",
-        root = session.root().display(),
-        cwd = session.cwd().display(),
-        mode_id = mode.id(),
-        mode_text = sandbox::describe(mode),
-    )
+    let cwd = session.cwd();
+    let timeout = session.engine().config().default_timeout;
+    let holes = [
+        ("{os}", os_name()),
+        ("{date}", today(SystemTime::now())),
+        ("{root}", session.root().display().to_string()),
+        ("{cwd}", cwd.display().to_string()),
+        ("{mode_id}", mode.id().to_string()),
+        ("{mode_text}", sandbox::describe(mode).to_string()),
+        ("{timeout}", human(timeout)),
+        ("{budget}", budget.to_string()),
+        ("{instructions}", project_instructions(&cwd)),
+    ];
+    fill(PROMPT_TEMPLATE, &holes)
+}
+
+/// `template` with each hole replaced once, left to right, so that a value holding `{name}`
+/// (a path, a project's instructions) is never filled in again.
+fn fill(template: &str, holes: &[(&str, String)]) -> String {
+    let mut out = String::with_capacity(template.len() + 1024);
+    let mut rest = template;
+    while let Some(at) = rest.find('{') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match holes.iter().find(|(hole, _)| rest.starts_with(hole)) {
+            Some((hole, value)) => {
+                out.push_str(value);
+                rest = &rest[hole.len()..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out.trim_end().to_string()
+}
+
+/// The operating system as the model should know it: `Linux (Debian GNU/Linux 12
+/// (bookworm))`, `macOS`.
+pub fn os_name() -> String {
+    let family = match std::env::consts::OS {
+        "linux" => "Linux",
+        "macos" => "macOS",
+        other => other,
+    };
+    let pretty = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("PRETTY_NAME="))
+                .map(|name| name.trim().trim_matches('"').to_string())
+        })
+        .filter(|name| !name.is_empty());
+    match pretty {
+        Some(pretty) => format!("{family} ({pretty}, {})", std::env::consts::ARCH),
+        None => format!("{family} ({})", std::env::consts::ARCH),
+    }
+}
+
+/// The UTC date of `now` as `YYYY-MM-DD` (a day's resolution: the prompt stays the same all day).
+pub fn today(now: SystemTime) -> String {
+    let days = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() / 86_400;
+    // Howard Hinnant's civil-from-days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// `600s` as `10 minutes`, `90s` as `90 seconds`.
+fn human(duration: Duration) -> String {
+    let secs = duration.as_secs();
+    if secs >= 60 && secs.is_multiple_of(60) {
+        let minutes = secs / 60;
+        format!("{minutes} minute{}", if minutes == 1 { "" } else { "s" })
+    } else {
+        format!("{secs} second{}", if secs == 1 { "" } else { "s" })
+    }
 }

@@ -595,3 +595,63 @@ async fn updates_until_message(c: &mut Conversation, session: &SessionId) -> Str
     })
     .await
 }
+
+/// The reasoning level is kept in the session's record like the model: `session/load` in a
+/// later process answers with it and its next request carries it. The agent's own notice of
+/// a failed request is replayed to the client, and never sent to the model as its words.
+#[tokio::test]
+async fn load_restores_the_reasoning_level_and_never_replays_notices_to_the_model() {
+    let fake = FakeModel::start(vec![
+        openai::error(
+            400,
+            &[],
+            "Invalid value for 'temperature'",
+            "invalid_request_error",
+        ),
+        openai::reply(&["loaded"], &[]),
+    ])
+    .await;
+    let (_tmp, dir) = temp_dir();
+    let (_state, state_dir) = temp_dir();
+    let base = format!("{}/v1", fake.base);
+    let (session, _) = converse_with(
+        model_client(&state_dir, &base, &["openai:fake-a"]),
+        "reasoning chosen",
+        async |mut c| {
+            let session = c.new_session(&dir).await?;
+            set_option(&c, &session, "reasoning", "high").await?;
+            c.prompt(&session, "first").await?;
+            Ok(session)
+        },
+    )
+    .await;
+    let (_, transcript) = converse_with(
+        model_client(&state_dir, &base, &["openai:fake-a"]),
+        "reasoning load",
+        async |mut c| {
+            c.load_session(&session, &dir).await?;
+            c.prompt(&session, "after load").await
+        },
+    )
+    .await;
+    let options = &response_to(&transcript.lines(), "session/load")["configOptions"];
+    assert_eq!(current(options, "reasoning"), "high");
+    // The notice was replayed to the client by the load.
+    assert!(
+        transcript
+            .lines()
+            .iter()
+            .any(|line| line.contains("rejected the request")),
+        "the load replays the notice"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[0].body["reasoning_effort"], "high");
+    assert_eq!(requests[1].body["reasoning_effort"], "high", "after load");
+    let messages = requests[1].body["messages"].to_string();
+    assert!(messages.contains("first"), "{messages}");
+    assert!(
+        !messages.contains("rejected the request") && !messages.contains("temperature"),
+        "the notice went to the model as its words: {messages}"
+    );
+}
