@@ -21,6 +21,7 @@ use crate::sandbox::{self, Launch};
 
 /// A started server program. Dropping it kills its process group (and, where the sandbox
 /// gives it a PID namespace, everything it started).
+#[non_exhaustive]
 pub struct ServerProcess {
     started: Option<Running>,
 }

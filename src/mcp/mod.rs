@@ -144,6 +144,7 @@ struct Server {
 }
 
 /// The MCP servers of one session. Dropping it ends them (their process groups are killed).
+#[non_exhaustive]
 pub struct McpServers {
     servers: Vec<Server>,
     timeout: Duration,
