@@ -248,8 +248,14 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
         view.private_dev = Some(nodes);
     }
     // Masks: never over (or above) the session folder, never inside a replaced temp dir
-    // (nothing of the host's is there).
-    let covered = |p: &Path| replace_temps && temps.iter().any(|t| p.starts_with(t));
+    // (nothing of the host's is there), except inside the session folder kept there: that is
+    // the host's, and a `--mask` in it must hold as anywhere else.
+    let kept_inside_temp = view.keep_inside_temp.is_some();
+    let covered = |p: &Path| {
+        replace_temps
+            && temps.iter().any(|t| p.starts_with(t))
+            && !(kept_inside_temp && p.starts_with(&workspace))
+    };
     let keeps_workspace = |p: &Path| workspace.starts_with(p);
     let mut hidden = hidden_sockets();
     for path in masked_paths(&roots.protection) {

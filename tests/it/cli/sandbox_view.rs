@@ -250,6 +250,44 @@ fn a_run_command_reads_no_credential_file_unless_allowed() {
     );
 }
 
+/// A session folder inside the temp dir (which the view replaces, keeping the session folder):
+/// a `--mask` of a file or folder in it holds as anywhere else. It used to be skipped as
+/// "inside a replaced temp dir", so the file stayed readable.
+#[test]
+fn a_mask_inside_a_session_folder_under_the_temp_dir_holds() {
+    as_root_and_nobody(
+        "cli::sandbox_view::a_mask_inside_a_session_folder_under_the_temp_dir_holds",
+        || {
+            let ws = tempfile::Builder::new()
+                .prefix("acpbash-cli-view-tmpmask-")
+                .tempdir()
+                .unwrap();
+            if !served_commands_get_a_view(ws.path()) {
+                return;
+            }
+            let secret = ws.path().join("credentials");
+            std::fs::write(&secret, "file-SECRET\n").unwrap();
+            let folder = ws.path().join("keys");
+            std::fs::create_dir(&folder).unwrap();
+            std::fs::write(folder.join("id"), "dir-SECRET\n").unwrap();
+            std::fs::write(ws.path().join("notes"), "public\n").unwrap();
+            let script = "cat credentials keys/id notes 2>/dev/null; echo done";
+            let open = acp_run(ws.path(), ws.path(), "workspace", &[], script);
+            assert_eq!(stdout(&open), "file-SECRET\ndir-SECRET\npublic\ndone\n");
+            let masks = [
+                "--mask",
+                secret.to_str().unwrap(),
+                "--mask",
+                folder.to_str().unwrap(),
+            ];
+            for mode in ["workspace", "read-only"] {
+                let output = acp_run(ws.path(), ws.path(), mode, &masks, script);
+                assert_eq!(stdout(&output), "public\ndone\n", "{mode}");
+            }
+        },
+    );
+}
+
 #[test]
 fn doctor_lists_what_is_masked_on_this_machine_with_the_flags_given() {
     let ws = dir("doctor");
