@@ -332,21 +332,36 @@ impl ModelDriver {
         let cache_key = cache::cache_key(turn.session_id());
         let mut tools = tools::specs();
         tools.extend(mcp_tools::specs(&turn.mcp_tools().await));
-        let settings = agent_loop::LoopSettings {
-            model: &config.model,
-            origin: &origin,
-            effort,
-            system: &system,
-            tools: &tools,
-            max_steps: config.max_steps,
-            max_tokens: config.max_tokens,
-            budget: config.budget,
-            context_window: config.context_window,
-            retry: config.retry,
-            cache_key: config.prompt_cache.then_some(cache_key.as_str()),
-        };
+        let settings = config.loop_settings(&origin, effort, &system, &tools, &cache_key);
         let cost = &mut state.cost;
         Ok(agent_loop::run_loop(client, key, &settings, conversation, cost, turn).await)
+    }
+}
+
+impl ModelConfig {
+    /// The agent loop's settings for a request with this configuration (cache hints only
+    /// where [`ModelConfig::prompt_cache`] is on).
+    fn loop_settings<'a>(
+        &'a self,
+        origin: &'a str,
+        effort: Option<Effort>,
+        system: &'a str,
+        tools: &'a [ToolSpec],
+        cache_key: &'a str,
+    ) -> agent_loop::LoopSettings<'a> {
+        agent_loop::LoopSettings {
+            model: &self.model,
+            origin,
+            effort,
+            system,
+            tools,
+            max_steps: self.max_steps,
+            max_tokens: self.max_tokens,
+            budget: self.budget,
+            context_window: self.context_window,
+            retry: self.retry,
+            cache_key: self.prompt_cache.then_some(cache_key),
+        }
     }
 }
 
@@ -368,19 +383,7 @@ impl ModelDriver {
         let system = state.system_prompt(origin, turn.session(), config.budget);
         let tools = tools::specs();
         let cache_key = cache::cache_key(turn.session_id());
-        let settings = agent_loop::LoopSettings {
-            model: &config.model,
-            origin,
-            effort: None,
-            system: &system,
-            tools: &tools,
-            max_steps: config.max_steps,
-            max_tokens: config.max_tokens,
-            budget: config.budget,
-            context_window: config.context_window,
-            retry: config.retry,
-            cache_key: config.prompt_cache.then_some(cache_key.as_str()),
-        };
+        let settings = config.loop_settings(origin, None, &system, &tools, &cache_key);
         let why = compaction::Why::Asked;
         // Told to the client either way (a failure leaves the conversation as it was).
         let _ = compaction::compact(client, &key, &settings, &mut state.messages, why, turn).await;

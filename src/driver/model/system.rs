@@ -83,18 +83,13 @@ pub fn os_name() -> String {
 
 /// The UTC date of `now` as `YYYY-MM-DD` (a day's resolution: the prompt stays the same all day).
 pub fn today(now: SystemTime) -> String {
-    let days = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() / 86_400;
-    // Howard Hinnant's civil-from-days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    let ms = now
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let mut date = crate::store::iso8601(u64::try_from(ms).unwrap_or(u64::MAX));
+    date.truncate("YYYY-MM-DD".len());
+    date
 }
 
 /// `600s` as `10 minutes`, `90s` as `90 seconds`.
