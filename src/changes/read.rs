@@ -62,6 +62,8 @@ pub(super) struct Stat {
     pub mtime: (i64, i64),
     pub ctime: (i64, i64),
     pub mode: u32,
+    /// The file's type (from the mode's `S_IFMT` bits, whose width differs between platforms).
+    pub kind: std::fs::FileType,
 }
 
 impl Stat {
@@ -73,19 +75,21 @@ impl Stat {
             mtime: (meta.mtime(), meta.mtime_nsec()),
             ctime: (meta.ctime(), meta.ctime_nsec()),
             mode: meta.mode(),
+            kind: meta.file_type(),
         }
     }
 
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn is_dir(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFDIR
+        self.kind.is_dir()
     }
 
     pub fn is_file(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFREG
+        self.kind.is_file()
     }
 
     pub fn is_symlink(&self) -> bool {
-        self.mode & libc::S_IFMT == libc::S_IFLNK
+        self.kind.is_symlink()
     }
 }
 

@@ -41,6 +41,8 @@ pub fn proxy_env(port: u16) -> Vec<(&'static str, String)> {
 
 /// A session's part of the proxy: the proxy, the runtime it runs on, what it refused for the
 /// session's commands, and the listeners of commands that have their own namespace.
+// The bridge is Linux's (a network namespace); elsewhere only the block record is read.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 #[derive(Debug)]
 pub(crate) struct SessionNetwork {
     proxy: Proxy,
@@ -49,6 +51,7 @@ pub(crate) struct SessionNetwork {
     per_command: std::sync::Mutex<Vec<(i32, Serving)>>,
 }
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl SessionNetwork {
     /// A session's network through `proxy`, served on `runtime`.
     pub(crate) fn new(proxy: Proxy, runtime: tokio::runtime::Handle) -> SessionNetwork {
