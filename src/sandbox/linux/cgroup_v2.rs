@@ -175,10 +175,17 @@ fn set_up() -> Result<Subtree, String> {
         .collect::<Vec<_>>()
         .join(" ");
     if let Err(error) = std::fs::write(dir.join("cgroup.subtree_control"), &enable) {
+        // EBUSY: a process still sits in `dir` itself ("no internal processes"): name them.
+        let left = processes_in(&dir);
         leave(&dir, &leaf);
         return Err(format!(
-            "cannot enable {enable} in {}: {error}",
-            dir.join("cgroup.subtree_control").display()
+            "cannot enable {enable} in {}: {error}{}",
+            dir.join("cgroup.subtree_control").display(),
+            if left.is_empty() {
+                String::new()
+            } else {
+                format!(" (processes still in {}: {left})", dir.display())
+            }
         ));
     }
     let clone_into =
@@ -191,6 +198,19 @@ fn set_up() -> Result<Subtree, String> {
         memory,
         clone_into,
     })
+}
+
+/// The processes in `dir` itself (not its children), as `pid (name)`, for an error message.
+fn processes_in(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .map(|pid| {
+            let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            format!("{pid} ({})", name.trim())
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Moves the agent from `leaf` back into `dir` (controllers off first: "no internal

@@ -130,7 +130,7 @@ fn prompt(id: u64, session: &str, text: &str) -> String {
 /// checks the file; its deadline is only a hang guard, so a run that never gets there fails
 /// loudly instead of hanging the suite.
 fn wait_for(path: &Path) {
-    let deadline = std::time::Instant::now() + crate::support::acp::HANG_GUARD;
+    let deadline = std::time::Instant::now() + crate::support::acp::hang_guard();
     while !path.exists() {
         assert!(
             std::time::Instant::now() < deadline,

@@ -11,7 +11,7 @@ use agent_client_protocol::v1::schema::{SessionUpdate, ToolCallId, ToolCallStatu
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::engine::HANG_GUARD;
+use crate::support::engine::hang_guard;
 use crate::support::engine::{full_session, mkfifo};
 
 const CARD: ClientFeatures = ClientFeatures::CARD;
@@ -34,7 +34,7 @@ fn final_status(update: &SessionUpdate) -> Option<ToolCallStatus> {
 }
 
 async fn next(updates: &mut mpsc::UnboundedReceiver<SessionUpdate>) -> SessionUpdate {
-    tokio::time::timeout(HANG_GUARD, updates.recv())
+    tokio::time::timeout(hang_guard(), updates.recv())
         .await
         .expect("no update came (a batch waited past its deadline?)")
         .expect("the sink closed")
@@ -119,7 +119,7 @@ async fn a_plain_client_gets_no_terminal_output() {
     let session = full_session(dir.path());
     let call = BashCall::new("echo one; sleep 0.05; echo two").description("Count");
     let (mut updates, task) = start(&session, call, PLAIN);
-    let result = tokio::time::timeout(HANG_GUARD, task)
+    let result = tokio::time::timeout(hang_guard(), task)
         .await
         .unwrap()
         .unwrap();
@@ -184,7 +184,7 @@ async fn model_call(
     let id = ToolCallId::new("call-1");
     let cancel = CancellationToken::new();
     let text = tokio::time::timeout(
-        HANG_GUARD,
+        hang_guard(),
         runner.run_model_call(session, &id, arguments, &mut sink, &cancel),
     )
     .await
@@ -273,7 +273,7 @@ async fn card_run(
             )
             .await
     });
-    tokio::time::timeout(HANG_GUARD, task)
+    tokio::time::timeout(hang_guard(), task)
         .await
         .unwrap()
         .unwrap();

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use acp_bash::exec::{RunHandle, RunRequest, Session};
 
-use crate::support::engine::HANG_GUARD;
+use crate::support::engine::hang_guard;
 use crate::support::engine::{full_session, mkfifo};
 
 /// Starts `script`, then `read < fifo`, and waits until the script printed `ready`.
@@ -17,7 +17,7 @@ async fn start_blocked(session: &Session, script: &str, fifo: &Path) -> RunHandl
         "{script}; echo ready; read -r _ < {}",
         fifo.display()
     )));
-    let ready = tokio::time::timeout(HANG_GUARD, handle.next_output()).await;
+    let ready = tokio::time::timeout(hang_guard(), handle.next_output()).await;
     assert_eq!(ready.unwrap().as_deref(), Some("ready\n"));
     handle
 }
@@ -28,7 +28,7 @@ async fn release(fifo: &Path, handle: RunHandle) -> acp_bash::exec::RunOutcome {
         .await
         .unwrap()
         .unwrap();
-    tokio::time::timeout(HANG_GUARD, handle.wait())
+    tokio::time::timeout(hang_guard(), handle.wait())
         .await
         .unwrap()
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use acp_bash::exec::{Engine, EngineConfig, Exit, RunOutcome, RunRequest, Session};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::engine::HANG_GUARD;
+use crate::support::engine::hang_guard;
 
 fn engine() -> Engine {
     engine_with(|_| {})
@@ -63,10 +63,10 @@ fn unique_sleep(tag: &str) -> String {
 }
 
 /// Whether every live process running `sleep <duration>` is gone: polls the condition, with
-/// [`HANG_GUARD`] as its deadline only (10 s was short for a killed process on a busy machine).
+/// [`hang_guard()`] as its deadline only (10 s was short for a killed process on a busy machine).
 fn gone(duration: &str) -> bool {
     let needle = format!("sleep\0{duration}\0");
-    let deadline = std::time::Instant::now() + HANG_GUARD;
+    let deadline = std::time::Instant::now() + hang_guard();
     while std::time::Instant::now() < deadline {
         let running = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
             let pid = entry

@@ -7,7 +7,7 @@ use acp_bash::exec::{Exit, RunHandle, RunRequest, Session};
 use futures::StreamExt;
 
 use crate::support::engine::full_session;
-use crate::support::engine::{gone, running, sleep_marker, HANG_GUARD};
+use crate::support::engine::{gone, hang_guard, running, sleep_marker};
 
 /// A script whose tree is a shell, a background `sleep`, a double-forked `sleep` (in a
 /// subshell that exits at once) and a foreground `sleep`, all with `marker`; it prints `ready`
@@ -23,7 +23,7 @@ fn tree(marker: &str) -> String {
 /// Starts `tree(marker)` and reads until it says `ready`.
 async fn started_tree(session: &Session, marker: &str) -> RunHandle {
     let mut handle = session.start(RunRequest::new(tree(marker)));
-    let ready = tokio::time::timeout(HANG_GUARD, handle.next_output())
+    let ready = tokio::time::timeout(hang_guard(), handle.next_output())
         .await
         .expect("the tree never got ready");
     assert_eq!(ready.as_deref(), Some("ready\n"));
@@ -79,7 +79,7 @@ async fn a_runs_own_timeout_applies_while_nobody_reads_or_waits() {
     );
     // Neither read nor awaited: the engine's task alone enforces the timeout.
     assert!(gone(&marker).await, "the timeout did not kill the command");
-    let outcome = tokio::time::timeout(HANG_GUARD, handle.wait())
+    let outcome = tokio::time::timeout(hang_guard(), handle.wait())
         .await
         .expect("the timed-out run never ended");
     assert_eq!(
@@ -110,7 +110,7 @@ async fn the_output_streams_to_another_task_after_the_starter_returned() {
         }
         (chunks.concat(), handle.wait().await)
     });
-    let (streamed, outcome) = tokio::time::timeout(HANG_GUARD, consumer)
+    let (streamed, outcome) = tokio::time::timeout(hang_guard(), consumer)
         .await
         .expect("the consumer hung")
         .unwrap();
@@ -128,7 +128,7 @@ async fn cancel_stops_the_run_and_the_outcome_says_so() {
     let mut handle = session.start(RunRequest::new(format!("echo ready; sleep {marker}")));
     assert_eq!(handle.next_output().await.as_deref(), Some("ready\n"));
     handle.cancel();
-    let outcome = tokio::time::timeout(HANG_GUARD, handle.wait())
+    let outcome = tokio::time::timeout(hang_guard(), handle.wait())
         .await
         .expect("cancel did not end the run");
     assert!(outcome.status.cancelled);
@@ -175,7 +175,7 @@ async fn a_discarded_stream_never_holds_the_command_back() {
     ));
     handle.discard_output();
     // A poll on the condition; the deadline is only a hang guard.
-    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    let deadline = tokio::time::Instant::now() + hang_guard();
     while !handle.is_finished() {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -216,7 +216,7 @@ async fn a_reader_behind_the_live_limit_still_gets_the_crossing_chunk() {
     std::fs::write(&go, "").unwrap();
     // Read nothing more until the command has written everything: the engine queues meanwhile.
     // A poll on the condition; the deadline is only a hang guard.
-    let deadline = std::time::Instant::now() + HANG_GUARD;
+    let deadline = std::time::Instant::now() + hang_guard();
     while !done.exists() {
         assert!(
             std::time::Instant::now() < deadline,
@@ -225,7 +225,7 @@ async fn a_reader_behind_the_live_limit_still_gets_the_crossing_chunk() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut streamed = "first\n".len();
-    while let Some(chunk) = tokio::time::timeout(HANG_GUARD, handle.next_output())
+    while let Some(chunk) = tokio::time::timeout(hang_guard(), handle.next_output())
         .await
         .expect("the stream hung")
     {
@@ -266,7 +266,7 @@ async fn output_already_in_the_pipe_when_the_shell_exits_is_never_dropped() {
         )));
         let pid = handle.pid().await.expect("the shell started");
         // A poll on the condition; the deadline is only a hang guard.
-        let reaped = tokio::time::timeout(HANG_GUARD, async {
+        let reaped = tokio::time::timeout(hang_guard(), async {
             while std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
@@ -274,7 +274,7 @@ async fn output_already_in_the_pipe_when_the_shell_exits_is_never_dropped() {
         .await;
         assert!(reaped.is_ok(), "round {round}: the shell never exited");
         let mut streamed = String::new();
-        while let Some(chunk) = tokio::time::timeout(HANG_GUARD, handle.next_output())
+        while let Some(chunk) = tokio::time::timeout(hang_guard(), handle.next_output())
             .await
             .expect("the stream hung")
         {
@@ -304,11 +304,11 @@ async fn pid_answers_for_a_run_that_never_starts_its_shell() {
     .session(dir.path())
     .unwrap();
     let started = session.start(RunRequest::new("true"));
-    let pid = tokio::time::timeout(HANG_GUARD, started.pid()).await;
+    let pid = tokio::time::timeout(hang_guard(), started.pid()).await;
     assert!(matches!(pid, Ok(Some(_))), "{pid:?}");
     let missing = dir.path().join("missing");
     let never = session.start(RunRequest::new("true").cwd(&missing));
-    let pid = tokio::time::timeout(HANG_GUARD, never.pid()).await;
+    let pid = tokio::time::timeout(hang_guard(), never.pid()).await;
     assert_eq!(pid, Ok(None), "a run whose shell never started");
     let outcome = never.wait().await;
     assert_ne!(outcome.exit_code(), Some(0));

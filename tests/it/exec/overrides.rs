@@ -7,7 +7,7 @@ use acp_bash::sandbox::Mode;
 use acp_bash::tool::{run_bash, BashCall};
 use acp_bash::CancellationToken;
 
-use crate::support::engine::HANG_GUARD;
+use crate::support::engine::hang_guard;
 
 fn engine(vars: &[(&str, &str)]) -> Engine {
     Engine::with_environment(
@@ -17,7 +17,7 @@ fn engine(vars: &[(&str, &str)]) -> Engine {
 }
 
 async fn run(session: &Session, request: RunRequest) -> acp_bash::exec::RunOutcome {
-    tokio::time::timeout(HANG_GUARD, session.start(request).wait())
+    tokio::time::timeout(hang_guard(), session.start(request).wait())
         .await
         .expect("the run hung")
 }

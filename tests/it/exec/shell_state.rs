@@ -13,7 +13,7 @@ use acp_bash::exec::{Engine, EngineConfig, Exit, RunRequest, Session};
 use acp_bash::sandbox::Mode;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::engine::{run, HANG_GUARD};
+use crate::support::engine::{hang_guard, run};
 
 /// A secret-looking value the agent has in its environment (the scrub removes it).
 const TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123";
@@ -330,7 +330,7 @@ fn hostile(test: &str, body: impl AsyncFnOnce(&Session, &Session, &Path)) {
             let engine = engine(Mode::Workspace, &[]);
             let mine = engine.session(&root).unwrap();
             let other = engine.session(&root).unwrap();
-            tokio::time::timeout(HANG_GUARD, body(&mine, &other, &root))
+            tokio::time::timeout(hang_guard(), body(&mine, &other, &root))
                 .await
                 .expect("the hostile test hung");
         });

@@ -75,9 +75,9 @@ fn processes_with(marker: &str) -> Vec<i32> {
 }
 
 /// Waits until no process holding `marker` is left; false if one still runs after
-/// [`HANG_GUARD`] (a hang guard, not a timing assertion).
+/// [`hang_guard()`] (a hang guard, not a timing assertion).
 async fn wait_until_none_with(marker: &str) -> bool {
-    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    let deadline = tokio::time::Instant::now() + hang_guard();
     while !processes_with(marker).is_empty() {
         if tokio::time::Instant::now() >= deadline {
             return false;

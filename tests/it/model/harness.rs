@@ -220,7 +220,7 @@ impl Host {
         .model(model)
         .thought_level(level);
         let ended = tokio::time::timeout(
-            crate::support::engine::HANG_GUARD,
+            crate::support::engine::hang_guard(),
             run_turn(driver, prompt, turn),
         );
         ended.await.expect("the turn hung")

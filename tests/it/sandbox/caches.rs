@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::support::engine::{run, HANG_GUARD};
+use crate::support::engine::{hang_guard, run};
 use crate::support::sandbox::{as_root_and_nobody, require_namespaces, session_folders};
 use crate::support::skip::skip_unless;
 use acp_bash::exec::{EngineConfig, Exit, Session};
@@ -120,7 +120,7 @@ fn cache_writes_stay_in_the_session_and_never_reach_the_host() {
             drop(first);
             drop(second);
             // A poll on the condition; the deadline is only a hang guard.
-            let deadline = Instant::now() + HANG_GUARD;
+            let deadline = Instant::now() + hang_guard();
             while !session_folders(&root).is_empty() {
                 assert!(
                     Instant::now() < deadline,
@@ -484,7 +484,7 @@ fn overlapping_commands_of_a_session_both_write_into_the_layer() {
                      && cat ~/.cargo/registry/moved",
                 ));
                 // A poll on the condition; the deadline is only a hang guard.
-                let deadline = Instant::now() + HANG_GUARD;
+                let deadline = Instant::now() + hang_guard();
                 while !ready.exists() {
                     assert!(Instant::now() < deadline, "the first command never started");
                     tokio::time::sleep(Duration::from_millis(20)).await;

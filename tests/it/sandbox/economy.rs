@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::view::{dir, require_view};
 use crate::support::acp::binary;
-use crate::support::engine::HANG_GUARD;
+use crate::support::engine::hang_guard;
 
 /// `acp-bash serve` over pipes, one request at a time.
 struct Agent {
@@ -89,7 +89,7 @@ impl Agent {
         loop {
             let line = self
                 .lines
-                .recv_timeout(HANG_GUARD)
+                .recv_timeout(hang_guard())
                 .unwrap_or_else(|_| panic!("no answer to {method}"));
             if line["id"] == id && line.get("method").is_none() {
                 return (line, before);
@@ -194,7 +194,7 @@ fn helpers(agent: i32) -> (usize, usize) {
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
-        assert!(start.elapsed() < HANG_GUARD, "{what}");
+        assert!(start.elapsed() < hang_guard(), "{what}");
         std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -9,7 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::support::engine::{run, HANG_GUARD};
+use crate::support::engine::{hang_guard, run};
 use crate::support::sandbox::{
     as_root_and_nobody, as_root_and_nobody_both_views, marker, processes_with, require_namespaces,
     running_as_nobody, view_way, wait_until_gone, without_notices,
@@ -334,7 +334,7 @@ sleep 1000"#
             block_on(async {
                 let cancel = CancellationToken::new();
                 let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
-                let request = RunRequest::new(script).timeout(HANG_GUARD);
+                let request = RunRequest::new(script).timeout(hang_guard());
                 let running = async {
                     let mut on_output = |text: &str| {
                         if text.contains("Resource temporarily unavailable")
@@ -346,7 +346,7 @@ sleep 1000"#
                     session.run(request, &mut on_output, &cancel).await
                 };
                 let watch = async {
-                    tokio::time::timeout(HANG_GUARD, seen_rx.recv())
+                    tokio::time::timeout(hang_guard(), seen_rx.recv())
                         .await
                         .expect("neither a failed fork nor the end of the loop showed");
                     let count = processes_with(&mark).len();
@@ -723,8 +723,8 @@ fn commands_start_while_other_threads_start_processes() {
     });
     for mode in modes {
         for i in 0..EACH {
-            let (got_mode, n, output) = rx.recv_timeout(HANG_GUARD).unwrap_or_else(|_| {
-                panic!("{mode:?}: command {i} did not end within {HANG_GUARD:?} while other threads started processes")
+            let (got_mode, n, output) = rx.recv_timeout(hang_guard()).unwrap_or_else(|_| {
+                panic!("{mode:?}: command {i} did not end within {:?} while other threads started processes", hang_guard())
             });
             assert_eq!((got_mode, n), (mode, i));
             assert!(output.contains(&format!("ran-{i}")), "{mode:?}: {output}");

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 
 use acp_bash::acp::client::{AcpClient, ClientProfile};
 
-use crate::support::acp::{binary, console_block, converse_with, HANG_GUARD};
+use crate::support::acp::{binary, console_block, converse_with, hang_guard};
 use crate::support::sandbox::require_namespaces;
 use crate::support::skip::{root, skip_unless, ROOT};
 
@@ -101,7 +101,7 @@ fn doctor_answers_as_root_in_a_partly_mapped_user_namespace() {
         let _ = tx.send((status, out, errors.join().unwrap_or_default()));
     });
     // The guard: doctor probes every layer, a few seconds on a loaded machine.
-    let guard = HANG_GUARD * 3;
+    let guard = hang_guard() * 3;
     let Ok((status, out, err)) = rx.recv_timeout(guard) else {
         // SAFETY: killing the process this test started.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };

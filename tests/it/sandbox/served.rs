@@ -366,7 +366,7 @@ fn a_sandboxed_commands_first_output_is_sent_while_it_still_runs() {
                         // that a held chunk fails the assertion below instead of hanging.
                         let (fifo, fired) = (fifo.clone(), guard_fired.clone());
                         std::thread::spawn(move || {
-                            std::thread::sleep(crate::support::engine::HANG_GUARD);
+                            std::thread::sleep(crate::support::engine::hang_guard());
                             fired.store(true, Ordering::SeqCst);
                             let _ = std::fs::OpenOptions::new()
                                 .write(true)

@@ -8,7 +8,7 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::support::engine::{run, HANG_GUARD};
+use crate::support::engine::{hang_guard, run};
 use crate::support::sandbox::{
     as_root_and_nobody_both_views, marker, require_namespaces, session_folders, view_way,
     without_notices,
@@ -289,7 +289,7 @@ c = socket.socket(socket.AF_UNIX); c.connect("\0{tag}-own"); print("abstract own
 fn wait_until_removed(path: &Path) {
     let start = Instant::now();
     while path.exists() {
-        assert!(start.elapsed() < HANG_GUARD, "{} stays", path.display());
+        assert!(start.elapsed() < hang_guard(), "{} stays", path.display());
         std::thread::sleep(Duration::from_millis(5));
     }
 }

@@ -17,7 +17,7 @@ use acp_bash::sandbox::Mode;
 
 use super::view::{block_on, dir, engine, require_view};
 use crate::support::acp::binary;
-use crate::support::engine::{run, HANG_GUARD};
+use crate::support::engine::{hang_guard, run};
 use crate::support::sandbox::{
     as_root_and_nobody, marker, processes_with, start_escapees, wait_until_gone,
 };
@@ -79,7 +79,10 @@ fn pid_gone(pid: i32) -> bool {
 fn wait_until_pids_gone(pids: &[i32], what: &str) {
     let start = Instant::now();
     while !pids.iter().all(|&pid| pid_gone(pid)) {
-        assert!(start.elapsed() < HANG_GUARD, "{what} still runs: {pids:?}");
+        assert!(
+            start.elapsed() < hang_guard(),
+            "{what} still runs: {pids:?}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -107,7 +110,7 @@ fn keep_namespaces(mark: &str, go: &Path) -> Vec<std::fs::File> {
         if let Some(&pid) = processes_with(mark).first() {
             break pid;
         }
-        assert!(start.elapsed() < HANG_GUARD, "{mark} never ran");
+        assert!(start.elapsed() < hang_guard(), "{mark} never ran");
         std::thread::sleep(Duration::from_millis(5));
     };
     let held = ["user", "mnt", "pid"]
@@ -336,7 +339,7 @@ impl Served {
         loop {
             let line = self
                 .lines
-                .recv_timeout(HANG_GUARD)
+                .recv_timeout(hang_guard())
                 .expect("the agent answered");
             if line["id"] == id && line.get("method").is_none() {
                 self.seen = seen;
@@ -403,7 +406,7 @@ impl Served {
         // A poll on the condition; the deadline is only a hang guard.
         let start = Instant::now();
         while processes_with(mark).len() < 4 {
-            assert!(start.elapsed() < HANG_GUARD, "{:?}", processes_with(mark));
+            assert!(start.elapsed() < hang_guard(), "{:?}", processes_with(mark));
             std::thread::sleep(Duration::from_millis(5));
         }
         id
@@ -543,7 +546,7 @@ fn sigkill_of_a_served_off_agent_ends_its_command() {
             served.start_prompt(&session, &format!("exec -a {mark}-fg sleep 1000"));
             let start = Instant::now();
             while processes_with(&mark).is_empty() {
-                assert!(start.elapsed() < HANG_GUARD, "the command never ran");
+                assert!(start.elapsed() < hang_guard(), "the command never ran");
                 std::thread::sleep(Duration::from_millis(5));
             }
             assert!(served.zygotes().is_empty(), "{:?}", served.zygotes());
@@ -808,7 +811,7 @@ fn read_only_commands_from_a_zygote_take_no_network_namespace_of_their_own() {
             // As root the zygote's start took the pool's namespace and the pool makes the
             // next one on a thread of its own: wait for it to be held.
             let spare = if root() {
-                let deadline = Instant::now() + HANG_GUARD;
+                let deadline = Instant::now() + hang_guard();
                 loop {
                     let held = network_namespaces_held(agent);
                     if !held.is_empty() {
@@ -908,7 +911,7 @@ fn wait_for_zygotes(served: &Served, count: usize, what: &str) -> Vec<i32> {
             return zygotes;
         }
         assert!(
-            start.elapsed() < HANG_GUARD,
+            start.elapsed() < hang_guard(),
             "{what}: {} zygotes, not {count}: {zygotes:?}",
             zygotes.len()
         );
@@ -1200,7 +1203,7 @@ fn wait_for_children(parent: i32, count: usize, what: &str) -> Vec<i32> {
             return children;
         }
         assert!(
-            start.elapsed() < HANG_GUARD,
+            start.elapsed() < hang_guard(),
             "{what}: {parent} has children {children:?}, not {count}"
         );
         std::thread::sleep(Duration::from_millis(5));

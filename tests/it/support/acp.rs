@@ -92,11 +92,12 @@ pub async fn converse_with<R>(
         flag.store(true, std::sync::atomic::Ordering::SeqCst);
         result
     });
-    let result = match tokio::time::timeout(HANG_GUARD, run).await {
+    let result = match tokio::time::timeout(hang_guard(), run).await {
         Ok(result) => result,
         Err(_) => panic!(
-            "{what}: still not done after {HANG_GUARD:?}: {}\nlast lines on the wire:\n{}\n\
+            "{what}: still not done after {:?}: {}\nlast lines on the wire:\n{}\n\
              agent stderr (last lines):\n{}",
+            hang_guard(),
             match returned.load(std::sync::atomic::Ordering::SeqCst) {
                 true =>
                     "the conversation returned and the agent's stdin was closed, \
@@ -132,12 +133,14 @@ fn last(lines: &[String], n: usize) -> String {
 }
 
 /// A hang guard: generous, never a timing assertion.
-pub const HANG_GUARD: Duration = Duration::from_secs(60);
+// HANG_GUARD stays importable from here (new tests should wait with hang_guard()).
+#[allow(unused_imports)]
+pub use super::{hang_guard, HANG_GUARD};
 
 pub async fn guard<T>(what: &str, future: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(HANG_GUARD, future).await {
+    match tokio::time::timeout(hang_guard(), future).await {
         Ok(value) => value,
-        Err(_) => panic!("{what}: still not done after {HANG_GUARD:?}"),
+        Err(_) => panic!("{what}: still not done after {:?}", hang_guard()),
     }
 }
 
@@ -578,11 +581,11 @@ pub async fn wait_for_process(name: &str) {
     .await
 }
 
-/// Waits until no process named `name` is left; false if one still runs after [`HANG_GUARD`].
+/// Waits until no process named `name` is left; false if one still runs after [`hang_guard()`].
 /// The poll checks the condition; its deadline is only a hang guard (it used to be 1000 rounds
 /// of 10 ms, which a loaded machine stretches past nothing and a killed process can outlast).
 pub async fn wait_until_no_process(name: &str) -> bool {
-    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    let deadline = tokio::time::Instant::now() + hang_guard();
     while !processes_named(name).is_empty() {
         if tokio::time::Instant::now() >= deadline {
             return false;

@@ -9,7 +9,9 @@ use acp_bash::sandbox::Mode;
 use tokio_util::sync::CancellationToken;
 
 /// How long any run may take before the test calls it a hang.
-pub const HANG_GUARD: Duration = Duration::from_secs(60);
+// HANG_GUARD stays importable from here (new tests should wait with hang_guard()).
+#[allow(unused_imports)]
+pub use super::{hang_guard, HANG_GUARD};
 
 /// A session rooted at `dir` of an engine in `full` mode (no file or network rules: the tests
 /// that use it are about runs, not confinement).
@@ -42,9 +44,12 @@ pub async fn run_with(
 ) -> RunOutcome {
     let mut request = RunRequest::new(script);
     request.timeout = timeout;
-    tokio::time::timeout(HANG_GUARD, session.run(request, &mut |_: &str| {}, cancel))
-        .await
-        .expect("the run hung")
+    tokio::time::timeout(
+        hang_guard(),
+        session.run(request, &mut |_: &str| {}, cancel),
+    )
+    .await
+    .expect("the run hung")
 }
 
 /// A `sleep` argument no other process on the machine uses: `1000.<pid><tag-digits>`. A script
@@ -74,10 +79,10 @@ pub fn running(marker: &str) -> usize {
         .count()
 }
 
-/// Waits (polling /proc, at most [`HANG_GUARD`]) until no process runs `sleep <marker>`;
+/// Waits (polling /proc, at most [`hang_guard()`]) until no process runs `sleep <marker>`;
 /// returns whether that happened.
 pub async fn gone(marker: &str) -> bool {
-    let deadline = tokio::time::Instant::now() + HANG_GUARD;
+    let deadline = tokio::time::Instant::now() + hang_guard();
     while tokio::time::Instant::now() < deadline {
         if running(marker) == 0 {
             return true;

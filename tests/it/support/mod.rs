@@ -27,6 +27,24 @@ pub mod zed_replay;
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub use skip::skip_unless;
 
+/// The default of [`hang_guard`]. Wait with [`hang_guard`], which the lab can stretch.
+pub const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long a test waits for something before it calls it a hang (generous, never a timing
+/// assertion): 60 s, or `ACPBASH_HANG_GUARD_SECS` seconds. The platform lab sets that variable
+/// under QEMU's TCG, where everything runs many times slower than here, so that a slow run is
+/// not reported as a hang (scripts/lab/guest/suite.sh).
+pub fn hang_guard() -> std::time::Duration {
+    static GUARD: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *GUARD.get_or_init(|| {
+        std::env::var("ACPBASH_HANG_GUARD_SECS")
+            .ok()
+            .and_then(|secs| secs.trim().parse::<u64>().ok())
+            .filter(|&secs| secs > 0)
+            .map_or(HANG_GUARD, std::time::Duration::from_secs)
+    })
+}
+
 /// Set in a copy of the test binary that [`in_own_process`] started.
 const IN_OWN_PROCESS: &str = "ACPBASH_TEST_IN_OWN_PROCESS";
 
