@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/lab/guest/suite.sh OUT REPO BIN TESTBIN FILTER TIMEOUT
+# scripts/lab/guest/suite.sh OUT REPO BIN TESTBIN FILTER TIMEOUT [HANG_GUARD [ONLY_AS_ROOT]]
 #
 # Runs inside a lab machine (the VM, or a container in it) as the user under test, and writes
 # into OUT (a folder, created if missing):
@@ -9,11 +9,16 @@
 #   run.{txt,rc}               one sandboxed command through `acp-bash run`
 #   list.txt                   the test binary's tests under FILTER (`--list`; FILTER is one
 #                              argument, a space-separated list of libtest filters)
-#   tests-MODULE.{txt,rc}      the test binary's run of each module under FILTER (TIMEOUT each)
+#   tests-MODULE.{txt,rc,secs} the test binary's run of the tests of each module that FILTER
+#                              selects (TIMEOUT each), and its wall time
+# HANG_GUARD (seconds, default 60) becomes the tests' ACPBASH_HANG_GUARD_SECS: how long a test
+# waits before it calls a run hung (the lab stretches it under QEMU's TCG).
 # Every command runs under `timeout`; a command killed by it gets rc 124 (or 137 after the
 # second signal), which the report shows as HANGS. Nothing here waits without a bound.
 set -u
-out=$1 repo=$2 bin=$3 testbin=$4 filter=$5 tmo=$6
+# ONLY_AS_ROOT=1: tests that run as root skip their copy as `nobody` (ACPBASH_ONLY_AS_ROOT,
+# tests/it/support/sandbox.rs), where the ordinary user is a setting of its own
+out=$1 repo=$2 bin=$3 testbin=$4 filter=$5 tmo=$6 guard=${7:-60} only_as_root=${8:-0}
 mkdir -p "$out" || exit 2
 work=$(mktemp -d /tmp/acp-bash-lab.XXXXXX) || exit 2
 cd "$work" || exit 2
@@ -42,8 +47,8 @@ bounded run 60 "$bin" run -- 'echo lab-run-ok; id -u'
 read -r -a filters <<< "$filter"
 bounded list 60 "$testbin" --list "${filters[@]}"
 
-# The tests, one run per module (`sandbox::view`, …) so that a test that hangs hides no other
-# module's results: skipped tests are listed (not required: the table says what doctor found),
+# The tests, one run per module (`sandbox::view`, …; only the tests FILTER selected there, by
+# their exact names) so that a test that hangs hides no other module's results: skipped tests are listed (not required: the table says what doctor found),
 # snapshots are never written, the skip list goes to OUT. When a plain command hangs, every test
 # would hang until TIMEOUT: that is recorded as such without spending it.
 modules=$(sed -n 's/^\([^:]*::[^:]*\)::.*: test$/\1/p' "$out/list.txt" | sort -u)
@@ -53,9 +58,13 @@ for m in $modules; do
     echo 124 > "$out/tests-$m.rc"
     continue
   fi
+  mapfile -t names < <(sed -n "s/^\($m::.*\): test\$/\1/p" "$out/list.txt")
+  t0=$SECONDS
   ( cd "$repo" && ACPBASH_SKIP_LOG="$out/skipped.txt" INSTA_UPDATE=no RUST_BACKTRACE=0 \
-      timeout -k 10 "$tmo" "$testbin" "$m::" --test-threads=2 ) > "$out/tests-$m.txt" 2>&1 < /dev/null
+      ACPBASH_HANG_GUARD_SECS="$guard" ACPBASH_ONLY_AS_ROOT="$only_as_root" \
+      timeout -k 10 "$tmo" "$testbin" --exact "${names[@]}" --test-threads=2 ) > "$out/tests-$m.txt" 2>&1 < /dev/null
   echo $? > "$out/tests-$m.rc"
+  echo $((SECONDS - t0)) > "$out/tests-$m.secs"
 done
 cd / && rm -rf "$work"
 exit 0
