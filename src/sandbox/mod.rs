@@ -979,7 +979,9 @@ pub fn network_proxied_here(support: &Support) -> Result<(), String> {
                     .into(),
             );
         }
-        Ok(())
+        // Root without CAP_SYS_ADMIN (rootless podman, a container's default capabilities)
+        // may not make one: its commands would have no network and not run.
+        linux::agent_network_namespace()
     }
     #[cfg(not(target_os = "linux"))]
     {

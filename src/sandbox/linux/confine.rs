@@ -24,7 +24,8 @@ pub(crate) fn confine_with(
     let confined_fs = mode != Mode::Full;
     // SAFETY: plain getter.
     let root = unsafe { libc::geteuid() } == 0;
-    let user_namespace = support.user_namespace.is_ok() && (confined_fs || !root);
+    let user_namespace = support.user_namespace.is_ok()
+        && (confined_fs || !root || support.root_needs_user_namespace);
     let proxied = mode == Mode::Workspace && roots.proxied_network;
     let proxied_here = proxied && super::super::network_proxied_here(support).is_ok();
     // Where it does not hold (an ordinary user's agent), `doctor` says so; no per-command

@@ -43,6 +43,9 @@ pub(crate) struct Facts {
     pub seccomp_filter: bool,
     /// CAP_SYS_ADMIN is in this process's effective set.
     pub cap_sys_admin: bool,
+    /// `unshare(0)`, which changes nothing, is refused (EPERM): a seccomp filter refuses
+    /// `unshare` whatever its flags (Docker's default profile without CAP_SYS_ADMIN).
+    pub unshare_refused: bool,
     /// The container engine this runs in, if it says (`/run/.containerenv`, `/.dockerenv`).
     pub container: Option<&'static str>,
     /// This process's user namespace maps only part of the ids: how many uids it maps.
@@ -101,6 +104,9 @@ impl Facts {
             label,
             seccomp_filter: field("Seccomp:") == "2",
             cap_sys_admin: cap_eff & (1 << CAP_SYS_ADMIN) != 0,
+            // SAFETY: unshare with no flags changes nothing; only its refusal is asked.
+            unshare_refused: unsafe { libc::unshare(0) } != 0
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM),
             container,
             partial_id_map: std::fs::read_to_string("/proc/self/uid_map")
                 .ok()
@@ -177,6 +183,9 @@ pub(crate) enum Cause {
     Seccomp,
     /// Root without CAP_SYS_ADMIN and without a filter (a chroot, a capability-dropping runtime).
     MissingCapability,
+    /// Root's PID + mount namespaces without a user namespace: refused for want of
+    /// CAP_SYS_ADMIN (a container engine's default capabilities), the filter allowing `unshare`.
+    NoCapSysAdmin,
     /// This user namespace maps only part of the ids (rootless podman or docker, LXD).
     PartialIdMap(u64),
     /// A sysctl turns them off.
@@ -231,6 +240,21 @@ pub(crate) fn userns_cause(failure: &Failure, facts: &Facts) -> Cause {
     Cause::Unknown
 }
 
+/// What stopped root's PID + mount namespaces without a user namespace (the probe tried after
+/// the user namespace failed): with EPERM from `unshare`, the filter where it refuses `unshare`
+/// itself, else the missing CAP_SYS_ADMIN those namespaces need.
+pub(crate) fn root_namespaces_cause(failure: &Failure, facts: &Facts) -> Cause {
+    if failure.step == Some(Step::Unshare) && failure.errno == libc::EPERM && facts.root {
+        if facts.seccomp_filter && facts.unshare_refused {
+            return Cause::Seccomp;
+        }
+        if !facts.cap_sys_admin {
+            return Cause::NoCapSysAdmin;
+        }
+    }
+    userns_cause(failure, facts)
+}
+
 /// The one-line reason a layer's `[missing]` line gives for `cause`.
 pub(crate) fn cause_text(failure: &Failure, cause: &Cause, facts: &Facts) -> String {
     let why = match cause {
@@ -253,17 +277,32 @@ pub(crate) fn cause_text(failure: &Failure, cause: &Cause, facts: &Facts) -> Str
             }
         ),
         Cause::Seccomp => format!(
-            "a seccomp filter refuses unshare{} (Docker's default profile allows it only with \
-             CAP_SYS_ADMIN); see below",
-            if facts.container.is_some() {
-                " — the container's"
-            } else {
-                ""
+            "{}; see below",
+            match (facts.container, facts.unshare_refused) {
+                (Some("docker"), true) =>
+                    "Docker's seccomp filter refuses unshare itself (its \
+                    default profile allows it only with CAP_SYS_ADMIN)",
+                (Some(_), true) => "the container's seccomp filter refuses unshare itself",
+                (None, true) => "a seccomp filter refuses unshare itself",
+                (Some(_), false) =>
+                    "the container's seccomp filter probably refuses unshare \
+                    with these flags (it allows unshare itself)",
+                (None, false) =>
+                    "a seccomp filter probably refuses unshare with these flags \
+                    (it allows unshare itself)",
             }
         ),
         Cause::MissingCapability => "root here lacks CAP_SYS_ADMIN and may not create user \
             namespaces (a chroot, or a runtime that drops capabilities); see below"
             .to_string(),
+        Cause::NoCapSysAdmin => format!(
+            "PID and mount namespaces without a user namespace need CAP_SYS_ADMIN, which root \
+             lacks here{}; see below",
+            match facts.container {
+                Some(engine) => format!(" ({engine}'s default capabilities)"),
+                None => String::new(),
+            }
+        ),
         Cause::PartialIdMap(n) => format!(
             "this process's user namespace maps only {n} user ids (a rootless container), and \
              mapping every id failed"
@@ -314,12 +353,20 @@ pub(crate) fn install_command(profile: &str) -> String {
 
 /// What would enable more here, each option with its cost: blocks of text for `doctor`.
 pub(crate) fn advice(
-    cause: Option<&Cause>,
+    causes: &[Cause],
     proc_refused: bool,
     overlay_refused: bool,
     facts: &Facts,
 ) -> Vec<String> {
     let mut out = Vec::new();
+    for cause in causes {
+        cause_advice(Some(cause), facts, &mut out);
+    }
+    proc_and_overlay_advice(proc_refused, overlay_refused, facts, &mut out);
+    out
+}
+
+fn cause_advice(cause: Option<&Cause>, facts: &Facts, out: &mut Vec<String>) {
     match cause {
         Some(Cause::UbuntuMapRefused | Cause::UbuntuUnshareRefused) => {
             let exe = facts
@@ -372,8 +419,24 @@ pub(crate) fn advice(
              where unprivileged user namespaces are allowed (no cost)."
                 .to_string(),
         ),
+        Some(Cause::NoCapSysAdmin) => out.push(
+            "Root here lacks CAP_SYS_ADMIN, which PID and mount namespaces without a user \
+             namespace need. Where the user namespace works, acp-bash uses it in every mode \
+             and needs nothing more; to give root its namespaces without one: --cap-add \
+             SYS_ADMIN  — cost: root in the container may mount, and much more (close to \
+             --privileged); on an AppArmor host its profile still denies mounts"
+                .to_string(),
+        ),
         _ => {}
     }
+}
+
+fn proc_and_overlay_advice(
+    proc_refused: bool,
+    overlay_refused: bool,
+    facts: &Facts,
+    out: &mut Vec<String>,
+) {
     if proc_refused && !facts.proc_masked.is_empty() {
         let shown: Vec<&str> = facts
             .proc_masked
@@ -404,7 +467,6 @@ pub(crate) fn advice(
             std::env::temp_dir().display()
         ));
     }
-    out
 }
 
 /// The overlayfs probe's reason: the real one where the temp dir is on overlayfs.
@@ -519,7 +581,7 @@ mod tests {
     #[test]
     fn the_ubuntu_advice_is_the_profile_for_this_binarys_path_and_never_bwraps_or_the_sysctl() {
         let facts = ubuntu();
-        let text = advice(Some(&Cause::UbuntuMapRefused), false, false, &facts).join("\n");
+        let text = advice(&[Cause::UbuntuMapRefused], false, false, &facts).join("\n");
         assert!(
             text.contains("profile acp-bash /home/me/.cargo/bin/acp-bash flags=(unconfined) {"),
             "{text}"
@@ -581,7 +643,7 @@ mod tests {
             cause,
             Cause::AppArmorProfile("containers-default-0.62.2".into())
         );
-        let text = advice(Some(&cause), false, false, &podman).join("\n");
+        let text = advice(std::slice::from_ref(&cause), false, false, &podman).join("\n");
         assert!(text.contains("--security-opt apparmor=unconfined  — cost:"));
         let line = cause_text(&failed(Step::Unshare, libc::EACCES), &cause, &podman);
         assert!(
@@ -597,7 +659,7 @@ mod tests {
         };
         let cause = userns_cause(&failed(Step::Unshare, libc::EPERM), &docker);
         assert_eq!(cause, Cause::Seccomp);
-        let text = advice(Some(&cause), false, false, &docker).join("\n");
+        let text = advice(std::slice::from_ref(&cause), false, false, &docker).join("\n");
         for option in [
             "seccomp=unconfined  — cost",
             "--cap-add SYS_ADMIN  — cost",
@@ -624,6 +686,76 @@ mod tests {
         );
     }
 
+    /// Rootful podman in the lab's VM: the user namespace refused by AppArmor (EACCES), then
+    /// root's PID + mount namespaces alone refused (EPERM) for want of CAP_SYS_ADMIN, podman's
+    /// filter allowing `unshare`: the capability is named, not Docker's profile; Docker's
+    /// filter, which refuses `unshare` itself, is named where it does.
+    #[test]
+    fn roots_namespaces_name_the_missing_capability_or_the_filter_that_refuses_unshare() {
+        let podman = Facts {
+            root: true,
+            apparmor: true,
+            label: Some("containers-default-0.62.2 (enforce)".into()),
+            seccomp_filter: true,
+            container: Some("podman"),
+            ..Facts::default()
+        };
+        let userns = failed(Step::Unshare, libc::EACCES);
+        let plain = failed(Step::Unshare, libc::EPERM);
+        let first = userns_cause(&userns, &podman);
+        let second = root_namespaces_cause(&plain, &podman);
+        assert_eq!(second, Cause::NoCapSysAdmin);
+        let line = cause_text(&plain, &second, &podman);
+        assert!(
+            line.contains("need CAP_SYS_ADMIN") && line.contains("podman's default capabilities"),
+            "{line}"
+        );
+        assert!(
+            !line.contains("Docker") && !line.contains("seccomp"),
+            "{line}"
+        );
+        let text = advice(&[first, second], false, false, &podman).join("\n");
+        assert!(
+            text.contains("--security-opt apparmor=unconfined  — cost:"),
+            "{text}"
+        );
+        assert!(text.contains("--cap-add SYS_ADMIN  — cost:"), "{text}");
+
+        // Docker's default profile: `unshare` itself refused without CAP_SYS_ADMIN.
+        let docker = Facts {
+            root: true,
+            seccomp_filter: true,
+            unshare_refused: true,
+            container: Some("docker"),
+            ..Facts::default()
+        };
+        for cause in [
+            userns_cause(&plain, &docker),
+            root_namespaces_cause(&plain, &docker),
+        ] {
+            assert_eq!(cause, Cause::Seccomp);
+            let line = cause_text(&plain, &cause, &docker);
+            assert!(
+                line.contains("Docker's seccomp filter refuses unshare itself"),
+                "{line}"
+            );
+        }
+        // A filter that allows unshare itself is not said to refuse it for sure, nor Docker's
+        // in a podman container.
+        let line = cause_text(&plain, &Cause::Seccomp, &podman);
+        assert!(
+            line.contains("probably") && !line.contains("Docker"),
+            "{line}"
+        );
+        // Root with CAP_SYS_ADMIN and no filter: neither is blamed.
+        let host = Facts {
+            root: true,
+            cap_sys_admin: true,
+            ..Facts::default()
+        };
+        assert_eq!(root_namespaces_cause(&plain, &host), Cause::Unknown);
+    }
+
     #[test]
     fn masked_proc_and_an_overlayfs_temp_dir_are_named_with_their_options() {
         let facts = Facts {
@@ -631,7 +763,7 @@ mod tests {
             temp_on_overlayfs: true,
             ..Facts::default()
         };
-        let text = advice(None, true, true, &facts).join("\n");
+        let text = advice(&[], true, true, &facts).join("\n");
         assert!(text.contains("/proc/kcore, /proc/keys"), "{text}");
         assert!(text.contains("unmask=ALL") && text.contains("systempaths=unconfined"));
         assert!(text.contains("--tmpfs /tmp"), "{text}");
@@ -642,7 +774,7 @@ mod tests {
         );
         let bare = Facts::default();
         assert!(overlay_text("mounting failed", &bare).contains("5.11"));
-        assert!(advice(None, true, true, &bare).is_empty());
+        assert!(advice(&[], true, true, &bare).is_empty());
     }
 
     #[test]

@@ -35,6 +35,7 @@ use super::backend::Backend;
 use super::{Confined, Launch, LayerReport, Limits, Mode, Roots, SpawnRequest, Support};
 use child::ChildPlan;
 pub(crate) use landlock::{handled_write_rights, ruleset};
+pub(crate) use netns::agent_network_namespace;
 pub(crate) use netns::listen_in;
 pub(crate) use netns::prepared_network_namespace;
 pub(crate) use view_plan::view_for;
@@ -537,7 +538,9 @@ impl Prepared {
                     None
                 },
                 reaper: !layers.namespaces,
-                drop_capabilities: user_namespace && uid == 0,
+                // Full mode's root keeps its capabilities (inside its user namespace, where
+                // one is needed: `Support::root_needs_user_namespace`).
+                drop_capabilities: user_namespace && uid == 0 && mode != Mode::Full,
                 drop_ptrace: !user_namespace && uid == 0,
                 host_proc_mounts: if !user_namespace && uid == 0 && layers.private_proc {
                     host_proc_mounts()

@@ -6,13 +6,15 @@ use std::os::fd::OwnedFd;
 
 use super::child;
 
+/// The network namespace made ahead of need (see [`prepared_network_namespace`]).
+static SPARE: std::sync::Mutex<Option<OwnedFd>> = std::sync::Mutex::new(None);
+
 /// A fresh network namespace (loopback up) for one read-only command, made ahead of need:
 /// creating one takes about a millisecond, which a command should not wait for. Each call takes
 /// the spare and starts making the next one on a short-lived thread, so every command still gets
 /// a namespace of its own. `None` when not root (the command then makes its own, inside its user
 /// namespace) or when the kernel refuses.
 pub(crate) fn prepared_network_namespace() -> Option<OwnedFd> {
-    static SPARE: std::sync::Mutex<Option<OwnedFd>> = std::sync::Mutex::new(None);
     // SAFETY: plain getter.
     if unsafe { libc::geteuid() } != 0 {
         return None;
@@ -38,6 +40,25 @@ pub(crate) fn prepared_network_namespace() -> Option<OwnedFd> {
         }
     }
     netns
+}
+
+/// Whether this agent (root) can make network namespaces of its own (the proxy's bridge needs
+/// one per workspace command): tried once per process, the namespace made kept as the spare.
+/// Root without CAP_SYS_ADMIN (rootless podman, a container's default capabilities) cannot.
+pub(crate) fn agent_network_namespace() -> Result<(), String> {
+    static MADE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    MADE.get_or_init(|| match new_network_namespace() {
+        Ok(netns) => {
+            SPARE.lock().unwrap().get_or_insert(netns);
+            Ok(())
+        }
+        Err(error) => Err(format!(
+            "the bridge to the proxy is made in a network namespace of the agent's own, and \
+             making one failed: {error} (root lacks CAP_SYS_ADMIN here, as in a rootless \
+             container)"
+        )),
+    })
+    .clone()
 }
 
 /// A new network namespace with its loopback up, made on a thread of its own (see

@@ -5,7 +5,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::child::ChildPlan;
-use super::diagnose::{self, cause_text, userns_cause, Facts, Failure};
+use super::diagnose::{self, cause_text, root_namespaces_cause, userns_cause, Facts, Failure};
 use super::landlock::{landlock_abi, ruleset};
 use super::view_plan::view_for;
 use super::{current_ids, spawn, step};
@@ -143,22 +143,34 @@ fn probe_support_with(
         p.landlock_fd = fd.as_raw_fd();
         probe(p).map(|()| abi)
     });
-    let mut cause = None;
-    let mut explain = |failure: Failure| {
-        let why = userns_cause(&failure, &facts);
+    // Each failure's cause, in the order found (the advice names each one's options).
+    let mut causes = Vec::new();
+    let mut explain = |failure: Failure, decide: fn(&Failure, &Facts) -> diagnose::Cause| {
+        let why = decide(&failure, &facts);
         let text = cause_text(&failure, &why, &facts);
-        cause.get_or_insert(why);
+        if !causes.contains(&why) {
+            causes.push(why);
+        }
         text
     };
-    let user_namespace = probe_step(userns_plan(true, true)).map_err(&mut explain);
+    let user_namespace = probe_step(userns_plan(true, true)).map_err(|f| explain(f, userns_cause));
     let namespaces = match (&user_namespace, root) {
         (Ok(()), _) => Ok(()),
         (Err(why), false) => Err(why.clone()),
         // Root without user namespaces: PID + mount namespaces alone (root keeps its
         // capabilities; said in the descriptions).
-        (Err(_), true) => probe_step(userns_plan(true, false)).map_err(&mut explain),
+        (Err(_), true) => {
+            probe_step(userns_plan(true, false)).map_err(|f| explain(f, root_namespaces_cause))
+        }
     };
     let with_userns = user_namespace.is_ok();
+    // Root's full mode runs without a user namespace where PID + mount namespaces alone work;
+    // without CAP_SYS_ADMIN (rootless podman, a container's default capabilities) they do not,
+    // and its commands get the user namespace too rather than failing at `unshare`.
+    let root_needs_user_namespace = root
+        && with_userns
+        && (!facts.cap_sys_admin || facts.seccomp_filter)
+        && probe(userns_plan(true, false)).is_err();
     let private_proc = match &namespaces {
         Err(_) => Err("needs the PID namespace, which does not work here".to_string()),
         Ok(()) => {
@@ -208,7 +220,7 @@ fn probe_support_with(
         Ok(()) => probe_cache_layer().map_err(|e| diagnose::overlay_text(&e, &facts)),
     };
     let advice = diagnose::advice(
-        cause.as_ref(),
+        &causes,
         private_proc.is_err() && namespaces.is_ok(),
         cache_layer.is_err() && filesystem_view.is_ok(),
         &facts,
@@ -223,6 +235,7 @@ fn probe_support_with(
         seccomp,
         session_keyring,
         cache_layer,
+        root_needs_user_namespace,
         advice,
     }
 }

@@ -248,6 +248,12 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     };
     let gaps = gaps(mode, support);
     let gives_up = match (mode, root) {
+        (Mode::Full, true) if support.root_needs_user_namespace => Some(
+            "As root here (without CAP_SYS_ADMIN, as in a rootless container) they run in a \
+             user namespace of their own with root's ids mapped to themselves: they change any \
+             file root may, and keep every capability inside it but none over this machine's \
+             namespaces (its host name, network and devices stay as they are).",
+        ),
         (Mode::Full, true) => Some(
             "As root they keep every capability but CAP_SYS_PTRACE: they cannot read the \
              memory or environment of the agent and its helpers, but can make devices, change \
@@ -391,7 +397,14 @@ pub(crate) fn layers(support: &Support) -> Vec<LayerReport> {
             LayerReport {
                 name: "PID + mount namespaces",
                 purpose: "every mode: nothing a command starts (setsid, double fork, nohup) outlives it",
-                status: ok(&support.namespaces, how),
+                status: ok(
+                    &support.namespaces,
+                    if root && support.root_needs_user_namespace {
+                        "in a user namespace (root's ids mapped to themselves), in every mode: root lacks CAP_SYS_ADMIN here"
+                    } else {
+                        how
+                    },
+                ),
             },
             LayerReport {
                 name: "user namespace",

@@ -30,6 +30,11 @@ pub struct Support {
     /// overlayfs in the command's user namespace (Linux 5.11+): workspace mode's copy-on-write
     /// layer of the session's own over the package caches (without it they stay read-only).
     pub cache_layer: Result<(), String>,
+    /// Root may not make PID + mount namespaces without a user namespace here (it lacks
+    /// CAP_SYS_ADMIN, as in rootless podman or a container's default capabilities), but may with
+    /// one: full mode's commands then get a user namespace too (root's ids mapped to
+    /// themselves, every capability kept inside it), as workspace and read-only ones do.
+    pub root_needs_user_namespace: bool,
     /// What would enable the missing layers here, each option with its cost (Ubuntu's
     /// AppArmor profile for this binary, a container's options), for `doctor`.
     pub advice: Vec<String>,
@@ -48,6 +53,7 @@ impl Support {
             seccomp: Err(reason.to_string()),
             session_keyring: Err(reason.to_string()),
             cache_layer: Err(reason.to_string()),
+            root_needs_user_namespace: false,
             advice: Vec::new(),
         }
     }
@@ -64,6 +70,7 @@ impl Support {
             seccomp: Ok(()),
             session_keyring: Ok(()),
             cache_layer: Ok(()),
+            root_needs_user_namespace: false,
             advice: Vec::new(),
         }
     }

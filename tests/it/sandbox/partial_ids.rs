@@ -172,3 +172,78 @@ fn a_served_command_runs_as_root_in_a_partly_mapped_user_namespace() {
         "the command runs in the agent's user namespace, not one of its own:\n{output}"
     );
 }
+
+/// Rootless podman's root as it is: a partly mapped user namespace AND podman's default
+/// capabilities, without CAP_SYS_ADMIN (dropped from the bounding set by `setpriv` before the
+/// agent starts). Every mode's command runs: full mode's too (PID + mount namespaces without a
+/// user namespace need CAP_SYS_ADMIN, so its commands get a user namespace like the others'),
+/// and workspace mode's (the proxy's bridge needs a network namespace of the agent's own, which
+/// root without CAP_SYS_ADMIN cannot make: the allowlist is then not enforced, as for an
+/// ordinary user, rather than the command refused). Each runs in a PID namespace of its own.
+#[test]
+fn every_modes_command_runs_as_root_without_cap_sys_admin_in_a_partly_mapped_user_namespace() {
+    if !ready() {
+        return;
+    }
+    let partial = Partial::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ws = tempfile::Builder::new()
+        .prefix("acpbash-partial-ids-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let agents_pid_ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    for mode in ["full", "workspace", "read-only"] {
+        let (program, mut args) = partial.command();
+        args.extend(
+            [
+                "setpriv",
+                "--bounding-set",
+                "-sys_admin",
+                "--inh-caps",
+                "-sys_admin",
+            ]
+            .map(String::from),
+        );
+        args.push(binary().to_string_lossy().into_owned());
+        args.extend(
+            [
+                "serve",
+                "--sandbox",
+                mode,
+                "--no-history",
+                "--log-level",
+                "warn",
+            ]
+            .map(String::from),
+        );
+        let cwd = ws.path().to_path_buf();
+        let client = AcpClient::new(program, args).profile(ClientProfile::Plain);
+        let (output, _) = runtime.block_on(converse_with(
+            client,
+            "a served command as root without CAP_SYS_ADMIN in a partly mapped user namespace",
+            async move |mut c| {
+                let session = c.new_session(&cwd).await?;
+                let turn = c
+                    .prompt(
+                        &session,
+                        "echo \"ran uid=$(id -u)\"; readlink /proc/self/ns/pid",
+                    )
+                    .await?;
+                Ok(console_block(&turn.updates))
+            },
+        ));
+        assert!(
+            output.contains("ran uid=0")
+                && (!output.contains("[exit code:") || output.contains("[exit code: 0]")),
+            "{mode} mode: the command did not run as root without CAP_SYS_ADMIN in a user \
+             namespace mapping {IDS} ids:\n{output}"
+        );
+        assert!(
+            !output.contains(&*agents_pid_ns.to_string_lossy()),
+            "{mode} mode: the command shares the agent's PID namespace:\n{output}"
+        );
+    }
+}
