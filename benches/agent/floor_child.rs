@@ -1,7 +1,8 @@
 //! The `floor` case's per-command processes, from the fork in its Z-like process to the exec of
 //! `bash -c true`: W (the fork of Z, which makes the command's own namespaces), I (PID 1 of the
 //! command's PID namespace) and B (the shell-to-be). The same shape as acp-bash's zygote
-//! commands (`src/sandbox/linux/child/`), with none of acp-bash's code: only the kernel's part.
+//! commands (`src/sandbox/linux/child/`), with none of acp-bash's code but its forks (the same
+//! file, `child/clone.rs`): only the kernel's part.
 //!
 //! Everything here runs between fork and exec: async-signal-safe only (raw system calls on data
 //! Z prepared before forking; no allocation, no locks, no panics). Each process stamps
@@ -16,6 +17,12 @@
 use std::os::fd::RawFd;
 
 use libc::{c_char, c_int, c_long};
+
+// acp-bash's own forks, the same file (it needs nothing but libc); not all of it is used here.
+#[allow(dead_code)]
+#[path = "../../src/sandbox/linux/child/clone.rs"]
+mod clone;
+use clone::{raw_clone3, raw_fork, CLONE_INTO_CGROUP};
 
 /// What one command does, as bits (each row of the case sets some).
 pub mod flag {
@@ -173,65 +180,6 @@ fn check(p: &Prepared, step: u64, result: c_long) {
     }
 }
 
-fn raw_fork() -> libc::pid_t {
-    // SAFETY: clone without CLONE_VM: the child gets a copy of memory and of this stack.
-    unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            libc::SIGCHLD as libc::c_ulong,
-            0usize,
-            0usize,
-            0usize,
-            0usize,
-        ) as libc::pid_t
-    }
-}
-
-/// `struct clone_args` (clone3, Linux 5.7 for `cgroup`).
-#[repr(C)]
-struct CloneArgs {
-    flags: u64,
-    pidfd: u64,
-    child_tid: u64,
-    parent_tid: u64,
-    exit_signal: u64,
-    stack: u64,
-    stack_size: u64,
-    tls: u64,
-    set_tid: u64,
-    set_tid_size: u64,
-    cgroup: u64,
-}
-
-/// `CLONE_INTO_CGROUP` (uapi `sched.h`).
-const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
-
-/// clone3 with `flags` (and `cgroup` with [`CLONE_INTO_CGROUP`]), no stack: fork semantics.
-fn clone3(flags: u64, cgroup: RawFd) -> libc::pid_t {
-    let args = CloneArgs {
-        flags,
-        pidfd: 0,
-        child_tid: 0,
-        parent_tid: 0,
-        exit_signal: libc::SIGCHLD as u64,
-        stack: 0,
-        stack_size: 0,
-        tls: 0,
-        set_tid: 0,
-        set_tid_size: 0,
-        cgroup: if cgroup >= 0 { cgroup as u64 } else { 0 },
-    };
-    // SAFETY: clone3 with a valid struct of its size; without CLONE_VM the child continues on a
-    // copy of this stack.
-    unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &args as *const CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        ) as libc::pid_t
-    }
-}
-
 /// Waits for `pid`; its wait status (EINTR retried).
 fn wait_for(pid: libc::pid_t) -> c_int {
     let mut status: c_int = 0;
@@ -262,14 +210,14 @@ pub fn spawn(p: &Prepared, flags: u32) -> libc::pid_t {
     let cgroup = if into_cgroup { CLONE_INTO_CGROUP } else { 0 };
     if flags & flag::PID1_BY_CLONE3 != 0 {
         let namespaces = (libc::CLONE_NEWPID | libc::CLONE_NEWNS) as u64;
-        let pid = clone3(namespaces | cgroup, p.cgroup_v2_dir);
+        let pid = raw_clone3(namespaces | cgroup, p.cgroup_v2_dir);
         if pid == 0 {
             pid1(p, flags, -1);
         }
         return pid;
     }
     let pid = if into_cgroup {
-        clone3(cgroup, p.cgroup_v2_dir)
+        raw_clone3(cgroup, p.cgroup_v2_dir)
     } else {
         raw_fork()
     };

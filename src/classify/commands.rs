@@ -45,6 +45,11 @@ impl Args {
     }
 }
 
+/// The options of a whitespace-separated list (`"-n --lines"`): a tool's table written compactly.
+fn options(list: &'static str) -> Vec<&'static str> {
+    list.split_whitespace().collect()
+}
+
 /// Splits `words` into options and operands; `valued` are the options that take a value
 /// (`-n`, `--lines`). `None` when a valued option has no value.
 fn split(words: &[String], valued: &[&str]) -> Option<Args> {
@@ -156,15 +161,7 @@ pub(super) fn action(command: &Command) -> Option<Action> {
         "fd" | "fdfind" => fd(words),
         "find" => find(words),
         "ls" => {
-            let valued = [
-                "-I",
-                "--ignore",
-                "-w",
-                "--width",
-                "-T",
-                "--tabsize",
-                "--hide",
-            ];
+            let valued = options("-I --ignore -w --width -T --tabsize --hide");
             let args = split(words, &valued)?;
             Some(Action::List {
                 paths: args.operands,
@@ -185,26 +182,10 @@ pub(super) fn action(command: &Command) -> Option<Action> {
 
 /// `bat f`, `bat -r 10:20 f` (a read from line 10).
 fn bat(words: &[String]) -> Option<Action> {
-    let valued = [
-        "-l",
-        "--language",
-        "-r",
-        "--line-range",
-        "-H",
-        "--highlight-line",
-        "--style",
-        "--theme",
-        "--tabs",
-        "--wrap",
-        "--terminal-width",
-        "-m",
-        "--map-syntax",
-        "--file-name",
-        "--paging",
-        "--color",
-        "--decorations",
-        "--pager",
-    ];
+    let valued = options(
+        "-l --language -r --line-range -H --highlight-line --style --theme --tabs --wrap \
+         --terminal-width -m --map-syntax --file-name --paging --color --decorations --pager",
+    );
     let args = split(words, &valued)?;
     if args.has(&["--pager"]) {
         return None;
@@ -263,41 +244,11 @@ fn printed_range(script: &str) -> Option<u32> {
 
 /// `rg PATTERN [PATH…]` a search; `rg --files [PATH…]` a listing.
 fn rg(words: &[String]) -> Option<Action> {
-    let valued = [
-        "-e",
-        "--regexp",
-        "-g",
-        "--glob",
-        "--iglob",
-        "-t",
-        "--type",
-        "-T",
-        "--type-not",
-        "-m",
-        "--max-count",
-        "-A",
-        "-B",
-        "-C",
-        "--context",
-        "-d",
-        "--max-depth",
-        "-M",
-        "--max-columns",
-        "-j",
-        "--threads",
-        "--sort",
-        "--sortr",
-        "--color",
-        "-E",
-        "--encoding",
-        "-r",
-        "--replace",
-        "-f",
-        "--file",
-        "--pre",
-        "--pre-glob",
-        "--max-filesize",
-    ];
+    let valued = options(
+        "-e --regexp -g --glob --iglob -t --type -T --type-not -m --max-count -A -B -C \
+         --context -d --max-depth -M --max-columns -j --threads --sort --sortr --color -E \
+         --encoding -r --replace -f --file --pre --pre-glob --max-filesize",
+    );
     let args = split(words, &valued)?;
     if args.has(&["-f", "--file", "--pre", "--pre-glob"]) {
         return None;
@@ -328,30 +279,11 @@ fn search(args: &Args, pattern_options: &[&str], searches_cwd: bool) -> Option<A
 
 /// `grep -rn P [PATH…]`, `git grep P [-- PATH…]`.
 fn grep(words: &[String], git: bool) -> Option<Action> {
-    let valued = [
-        "-e",
-        "--regexp",
-        "-f",
-        "--file",
-        "-m",
-        "--max-count",
-        "-A",
-        "-B",
-        "-C",
-        "--context",
-        "--include",
-        "--exclude",
-        "--exclude-dir",
-        "-d",
-        "--directories",
-        "-D",
-        "--devices",
-        "--max-depth",
-        "--color",
-        "--colour",
-        "-O",
-        "--open-files-in-pager",
-    ];
+    let valued = options(
+        "-e --regexp -f --file -m --max-count -A -B -C --context --include --exclude \
+         --exclude-dir -d --directories -D --devices --max-depth --color --colour -O --open- \
+         files-in-pager",
+    );
     let args = split(words, &valued)?;
     if args.has(&["-f", "--file", "-O", "--open-files-in-pager"]) {
         return None;
@@ -363,37 +295,12 @@ fn grep(words: &[String], git: bool) -> Option<Action> {
 
 /// `fd [PATTERN] [PATH…]`: a search by name, or a listing without a pattern.
 fn fd(words: &[String]) -> Option<Action> {
-    let valued = [
-        "-e",
-        "--extension",
-        "-t",
-        "--type",
-        "-d",
-        "--max-depth",
-        "--min-depth",
-        "--exact-depth",
-        "-E",
-        "--exclude",
-        "-c",
-        "--color",
-        "-j",
-        "--threads",
-        "-S",
-        "--size",
-        "--changed-within",
-        "--changed-before",
-        "-o",
-        "--owner",
-        "--max-results",
-        "-x",
-        "--exec",
-        "-X",
-        "--exec-batch",
-        "--base-directory",
-        "--search-path",
-        "--path-separator",
-        "--format",
-    ];
+    let valued = options(
+        "-e --extension -t --type -d --max-depth --min-depth --exact-depth -E --exclude -c \
+         --color -j --threads -S --size --changed-within --changed-before -o --owner --max- \
+         results -x --exec -X --exec-batch --base-directory --search-path --path-separator \
+         --format",
+    );
     let args = split(words, &valued)?;
     if args.has(&["-x", "--exec", "-X", "--exec-batch", "--base-directory"]) {
         return None;

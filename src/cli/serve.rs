@@ -4,6 +4,7 @@
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use acp_bash::acp::{AcpBashAgent, AgentStdio, TransportLimits};
@@ -116,9 +117,15 @@ async fn serve_on_worker(agent: AcpBashAgent, transport: AgentStdio) -> ExitCode
     let served = agent.serve_until(transport, stop).await;
     match served {
         // Stopped by a signal: the conventional 128 + its number, once the commands are gone.
-        Ok(()) => match signal_rx.try_recv() {
-            Ok(signal) => ExitCode::from((128 + signal) as u8),
-            Err(_) => ExitCode::SUCCESS,
+        // EOF that came with the signal (a client that kills the agent and closes its pipes)
+        // can win the race to end `serve_until`: the signal still decides the code.
+        Ok(()) => match signal_rx
+            .try_recv()
+            .ok()
+            .or_else(termination_signal_received)
+        {
+            Some(signal) => ExitCode::from((128 + signal) as u8),
+            None => ExitCode::SUCCESS,
         },
         Err(error) => {
             tracing::error!(%error, "the connection failed");
@@ -128,10 +135,31 @@ async fn serve_on_worker(agent: AcpBashAgent, transport: AgentStdio) -> ExitCode
     }
 }
 
+/// The termination signals the agent stops on.
+const TERMINATION_SIGNALS: [i32; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+/// The first termination signal whose handler ran, 0 before any: set in the handler itself,
+/// beside tokio's, so that it holds whatever the tasks that wait for tokio's did not see yet.
+static TERMINATED_BY: AtomicI32 = AtomicI32::new(0);
+
 /// Waits for SIGTERM, SIGINT or SIGHUP (an editor or a terminal stopping the agent) and returns
 /// its number. Without signal support, waits forever.
 async fn termination_signal() -> i32 {
     use tokio::signal::unix::{signal, SignalKind};
+    // Ours first, then tokio's: a signal that comes between them is in TERMINATED_BY, read
+    // below, and none after them is lost (before both, it ends the process as by default).
+    for number in TERMINATION_SIGNALS {
+        // SAFETY: the action is one atomic compare-exchange, which is async-signal-safe.
+        let registered = unsafe {
+            signal_hook_registry::register(number, move || {
+                let _ =
+                    TERMINATED_BY.compare_exchange(0, number, Ordering::SeqCst, Ordering::SeqCst);
+            })
+        };
+        if let Err(error) = registered {
+            tracing::debug!(%error, number, "no handler of our own for this signal");
+        }
+    }
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -139,9 +167,37 @@ async fn termination_signal() -> i32 {
     ) else {
         return std::future::pending().await;
     };
+    if let Some(signal) = termination_signal_received() {
+        return signal;
+    }
     tokio::select! {
         _ = term.recv() => libc::SIGTERM,
         _ = int.recv() => libc::SIGINT,
         _ = hup.recv() => libc::SIGHUP,
     }
+}
+
+/// The termination signal this process got, if any: one whose handler ran, or (on Linux) one
+/// still pending, which is taken here so that it cannot end the process on the way out.
+fn termination_signal_received() -> Option<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain system calls on a local set; a zero timeout never blocks.
+        let pending = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for number in TERMINATION_SIGNALS {
+                libc::sigaddset(&mut set, number);
+            }
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            libc::sigtimedwait(&set, std::ptr::null_mut(), &zero)
+        };
+        if pending > 0 {
+            return Some(pending);
+        }
+    }
+    Some(TERMINATED_BY.load(Ordering::SeqCst)).filter(|&signal| signal != 0)
 }

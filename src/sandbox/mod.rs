@@ -54,6 +54,9 @@ mod macos;
 // The portable spawn path (posix_spawn) macOS uses, unit-tested on every platform.
 #[cfg(any(target_os = "macos", test))]
 mod portable;
+// Temp files for Linux's memfds where there are none (macOS, unsupported), tested everywhere.
+#[cfg(any(not(target_os = "linux"), test))]
+mod temp_files;
 #[cfg(not(any(target_os = "linux", target_os = "macos")))]
 mod unsupported;
 
@@ -373,6 +376,7 @@ pub struct SpawnRequest<'a> {
     /// else but 0–2 reaches the shell.
     pub pass: &'a [(std::os::fd::BorrowedFd<'a>, i32)],
     /// The session whose zygote starts the command (the engine's path, [`spawn_watched`]).
+    #[cfg_attr(not(any(target_os = "linux", target_os = "macos")), allow(dead_code))]
     pub(crate) session: Option<&'a SessionSandbox>,
 }
 

@@ -1,6 +1,7 @@
 //! The portable way to start and wait for a command, for platforms without Linux's clone and
 //! pidfds (macOS): `posix_spawn`, so that no code of ours runs between fork and exec, and a
-//! waiter on a thread of its own. Also the portable stand-ins for Linux's sealed memfds.
+//! waiter on a thread of its own. The portable stand-ins for Linux's sealed memfds are in
+//! `temp_files.rs`.
 //!
 //! What a command gets, as on Linux's bare path: a process group of its own (a session of its
 //! own when the agent has a controlling terminal), stdin from `/dev/null`, stdout and stderr on
@@ -11,7 +12,7 @@
 //! Compiled where a backend uses it (macOS) and in the unit tests on every platform, which run
 //! it for real on Linux (glibc's `posix_spawn`).
 
-use std::ffi::{CStr, CString, OsString};
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -299,54 +300,6 @@ fn wait_for(pid: libc::pid_t) -> io::Result<std::process::ExitStatus> {
     }
 }
 
-/// A new file in the temp dir named after `name` (mode 0600, `create_new`, so nothing planted
-/// there is followed), opened read-write and as `reopen` says, then removed.
-fn unlinked_temp_file(name: &CStr, contents: &[u8], reopen_read_only: bool) -> io::Result<OwnedFd> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut bytes = [0u8; 8];
-    crate::random::random_bytes(&mut bytes);
-    let path = std::env::temp_dir().join(format!(
-        "{}-{}-{}-{:016x}",
-        name.to_string_lossy(),
-        std::process::id(),
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        u64::from_ne_bytes(bytes)
-    ));
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    let opened = file.write_all(contents).and_then(|()| {
-        if reopen_read_only {
-            std::fs::File::open(&path)
-        } else {
-            file.try_clone()
-        }
-    });
-    let removed = std::fs::remove_file(&path);
-    let opened = opened?;
-    removed?;
-    Ok(opened.into())
-}
-
-/// The portable stand-in for a sealed memfd: a new file in the temp dir (mode 0600,
-/// `create_new`), opened again read-only and removed at once. Until the removal another
-/// process of the same user could open it.
-pub(crate) fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd> {
-    unlinked_temp_file(name, contents, true)
-}
-
-/// The portable stand-in for a bounded memfd: a new file in the temp dir (mode 0600,
-/// `create_new`), removed at once, read and written through the one fd. Writes past the
-/// bound are not refused: the reader reads no more than it keeps.
-pub(crate) fn bounded_file(name: &CStr) -> io::Result<OwnedFd> {
-    unlinked_temp_file(name, &[], false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -474,20 +427,5 @@ mod tests {
         let status = waiter.wait().await.unwrap();
         assert_eq!(status.signal(), Some(libc::SIGTERM));
         assert!(cleaned.load(std::sync::atomic::Ordering::SeqCst));
-    }
-
-    #[test]
-    fn the_portable_files_are_gone_from_disk_and_keep_their_contents() {
-        let sealed = sealed_file(c"acp-bash-test", b"hello").unwrap();
-        let mut text = String::new();
-        std::fs::File::from(sealed)
-            .read_to_string(&mut text)
-            .unwrap();
-        assert_eq!(text, "hello");
-        let bounded = bounded_file(c"acp-bash-test").unwrap();
-        // SAFETY: fstat into a local struct.
-        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-        assert_eq!(unsafe { libc::fstat(bounded.as_raw_fd(), &mut stat) }, 0);
-        assert_eq!(stat.st_nlink, 0, "the file is still linked");
     }
 }

@@ -1,8 +1,8 @@
 //! The backend for platforms without a kernel sandbox (anything but Linux, until a backend such
 //! as `macos.rs` exists): every layer is reported missing, commands are refused rather than run
 //! unconfined by surprise, and `doctor` and the mode descriptions say so. Not compiled on Linux
-//! (checked with `cargo check --lib --no-default-features --target x86_64-apple-darwin` and
-//! `x86_64-unknown-freebsd`). Portable std only: no platform call.
+//! or macOS: CI type-checks it for `x86_64-unknown-freebsd` (`.ci/run`). Portable std only: no
+//! platform call; its temp files are `temp_files.rs`'s.
 
 use std::ffi::CStr;
 use std::io;
@@ -168,58 +168,13 @@ impl Backend for Unsupported {
             .collect()
     }
 
-    /// The portable stand-in for a sealed memfd: a new file in the temp dir (mode 0600,
-    /// `create_new` so nothing planted there is followed), opened again read-only and removed
-    /// at once. Until the removal another process of the same user could open it.
+    /// The portable stand-in for a sealed memfd ([`super::temp_files::sealed_file`]).
     fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd> {
-        use std::io::Write as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let mut bytes = [0u8; 8];
-        crate::random::random_bytes(&mut bytes);
-        let path = std::env::temp_dir().join(format!(
-            "{}-{}-{}-{:016x}",
-            name.to_string_lossy(),
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            u64::from_ne_bytes(bytes)
-        ));
-        let mut writer = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        let reader = writer
-            .write_all(contents)
-            .and_then(|()| std::fs::File::open(&path));
-        let removed = std::fs::remove_file(&path);
-        let reader = reader?;
-        removed?;
-        Ok(reader.into())
+        super::temp_files::sealed_file(name, contents)
     }
 
-    /// The portable stand-in for a bounded memfd: a new file in the temp dir (mode 0600,
-    /// `create_new`), removed at once, read and written through the one fd. Writes past
-    /// `bound` are not refused here: the reader reads no more than it keeps.
+    /// The portable stand-in for a bounded memfd ([`super::temp_files::bounded_file`]).
     fn bounded_file(name: &CStr, _bound: u64) -> io::Result<OwnedFd> {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let mut bytes = [0u8; 8];
-        crate::random::random_bytes(&mut bytes);
-        let path = std::env::temp_dir().join(format!(
-            "{}-{}-{}-{:016x}",
-            name.to_string_lossy(),
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            u64::from_ne_bytes(bytes)
-        ));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        std::fs::remove_file(&path)?;
-        Ok(file.into())
+        super::temp_files::bounded_file(name)
     }
 }

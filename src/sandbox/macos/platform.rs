@@ -415,10 +415,10 @@ impl Backend for MacOs {
     }
 
     fn sealed_file(name: &CStr, contents: &[u8]) -> io::Result<OwnedFd> {
-        portable::sealed_file(name, contents)
+        crate::sandbox::temp_files::sealed_file(name, contents)
     }
 
     fn bounded_file(name: &CStr, _bound: u64) -> io::Result<OwnedFd> {
-        portable::bounded_file(name)
+        crate::sandbox::temp_files::bounded_file(name)
     }
 }

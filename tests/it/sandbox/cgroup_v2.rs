@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use crate::support::acp::binary;
-use crate::support::sandbox::{as_root_and_nobody, require_namespaces};
+use crate::support::sandbox::{as_root_and_nobody, require_namespaces, MEMORY_HOGS};
 use crate::support::skip::{skip_unless, CGROUP_V2_DELEGATION};
 
 /// A workspace outside the temp dir, that an ordinary user may enter.
@@ -75,22 +75,6 @@ const FORK_LOOP: &str = r#"cat /proc/self/cgroup
 sh -c 'i=0; pids=; while [ $i -lt 300 ]; do sleep 1000 & pids="$pids $!"; i=$((i+1)); echo $i > ./forks; done; kill $pids'
 echo "started $(cat ./forks) of 300 children""#;
 
-/// Four processes of 30 MiB each, every one under the 64 MiB per-process limit, 120 MiB
-/// together (as `hostile.rs`): the poller says when all four hold their memory at once.
-const HOGS: &str = r#"for i in 1 2 3 4; do
-  ( tail -c 30M < <(head -c 30M /dev/zero; exec sleep 1000) >/dev/null; echo "tail $i ended: $?" ) &
-done
-(
-  while :; do
-    held=0
-    for s in /proc/[0-9]*/status; do
-      { grep -q '^Name:.tail$' "$s" && awk '/^VmRSS/ { exit !($2 >= 30000) }' "$s"; } 2>/dev/null && held=$((held + 1))
-    done
-    [ "$held" -ge 4 ] && { echo "HELD 4"; exit; }
-  done
-) &
-wait -n"#;
-
 #[test]
 fn cgroup_v2_limits_hold_for_a_served_agents_commands() {
     as_root_and_nobody(
@@ -128,7 +112,7 @@ fn cgroup_v2_limits_hold_for_a_served_agents_commands() {
             assert!(!scope.join("agent").exists(), "{} is left", scope.display());
             // The hogs: over the tree's limit the kernel kills one (a tail), not the shell.
             for mode in ["workspace", "read-only"] {
-                let output = run(mode, &["--max-memory", "64M"], HOGS);
+                let output = run(mode, &["--max-memory", "64M"], MEMORY_HOGS);
                 assert!(output.contains("ended: 137"), "{mode}: {output}");
                 assert!(!output.contains("HELD 4"), "{mode}: {output}");
             }

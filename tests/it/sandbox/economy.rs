@@ -5,7 +5,7 @@
 //! (`acp-bash serve` over pipes).
 #![cfg(target_os = "linux")]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::view::{dir, require_view};
-use crate::support::acp::binary;
+use crate::support::acp::{binary, json_lines};
 use crate::support::engine::hang_guard;
 
 /// `acp-bash serve` over pipes, one request at a time.
@@ -37,17 +37,7 @@ impl Agent {
         let mut child = command.spawn().expect("start acp-bash serve");
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if let Ok(value) = serde_json::from_str(&line) {
-                    if tx.send(value).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
+        let lines = json_lines(stdout);
         let mut agent = Agent {
             child,
             stdin,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::engine::{hang_guard, run};
 use crate::support::sandbox::{
     as_root_and_nobody, as_root_and_nobody_both_views, marker, processes_with, require_namespaces,
-    running_as_nobody, view_way, wait_until_gone, without_notices,
+    running_as_nobody, view_way, wait_until_gone, without_notices, MEMORY_HOGS,
 };
 use crate::support::skip_unless;
 use acp_bash::exec::{Engine, EngineConfig, Exit, RunRequest, Session};
@@ -492,24 +492,10 @@ fn a_commands_whole_tree_stays_under_the_memory_limit_where_doctor_says_so() {
             if !require_namespaces() {
                 return;
             }
-            // Four processes of 30 MiB each, every one under the 64 MiB per-process limit, 120 MiB
-            // together. The poller says when all four hold their memory at once; `wait -n` ends
-            // the script at that or when a tail is killed. Over the limit the kernel kills the
-            // largest process of the command (a tail), never the sandbox's own helpers (they
-            // stay out of the memory cgroup): the shell lives on to say so.
-            let script = r#"for i in 1 2 3 4; do
-  ( tail -c 30M < <(head -c 30M /dev/zero; exec sleep 1000) >/dev/null; echo "tail $i ended: $?" ) &
-done
-(
-  while :; do
-    held=0
-    for s in /proc/[0-9]*/status; do
-      { grep -q '^Name:.tail$' "$s" && awk '/^VmRSS/ { exit !($2 >= 30000) }' "$s"; } 2>/dev/null && held=$((held + 1))
-    done
-    [ "$held" -ge 4 ] && { echo "HELD 4"; exit; }
-  done
-) &
-wait -n"#;
+            // Over the limit the kernel kills the largest process of the command (a tail), never
+            // the sandbox's own helpers (they stay out of the memory cgroup): the shell lives on
+            // to say so.
+            let script = MEMORY_HOGS;
             let tree_limited = memory_cgroup_works();
             if !running_as_nobody() {
                 let _ = crate::support::skip::skip_unless(

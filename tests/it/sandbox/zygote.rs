@@ -7,7 +7,7 @@
 //! session, with its agent, on SIGKILL of the agent).
 #![cfg(target_os = "linux")]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use acp_bash::exec::{EngineConfig, Exit, Session};
 use acp_bash::sandbox::Mode;
 
 use super::view::{block_on, dir, engine, require_view};
-use crate::support::acp::binary;
+use crate::support::acp::{binary, json_lines};
 use crate::support::engine::{hang_guard, run};
 use crate::support::sandbox::{
     as_root_and_nobody, marker, processes_with, start_escapees, wait_until_gone,
@@ -298,17 +298,7 @@ impl Served {
         let mut agent = command.spawn().unwrap();
         let stdin = agent.stdin.take().unwrap();
         let stdout = agent.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if let Ok(value) = serde_json::from_str(&line) {
-                    if tx.send(value).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
+        let lines = json_lines(stdout);
         let mut served = Served {
             agent,
             stdin: Some(stdin),

@@ -13,6 +13,24 @@ use serde_json::Value;
 
 use crate::support::schema::{Direction, WireValidator};
 
+/// The JSON messages `stdout` carries, one a line, as they come: read on a thread of their own
+/// until EOF or until the receiver is dropped (lines that are not JSON are passed over).
+pub fn json_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<Value> {
+    use std::io::BufRead as _;
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if let Ok(value) = serde_json::from_str(&line) {
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    lines
+}
+
 /// The binary under test (in the ordinary-user half of `as_root_and_nobody`, its copy where
 /// that user can reach it).
 pub fn binary() -> PathBuf {

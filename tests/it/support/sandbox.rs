@@ -521,3 +521,20 @@ pub fn as_root_and_nobody_both_views(test: &str, body: impl Fn()) {
 pub fn view_way(config: acp_bash::exec::EngineConfig) -> acp_bash::exec::EngineConfig {
     config.view_without_mount_setattr(WITHOUT_MOUNT_SETATTR.get())
 }
+
+/// Four processes of 30 MiB each, every one under a 64 MiB per-process limit, 120 MiB together.
+/// A poller prints `HELD 4` when all four hold their memory at once; `wait -n` ends the script
+/// at that or when a tail is killed (each tail's end is printed as `tail N ended: STATUS`).
+pub const MEMORY_HOGS: &str = r#"for i in 1 2 3 4; do
+  ( tail -c 30M < <(head -c 30M /dev/zero; exec sleep 1000) >/dev/null; echo "tail $i ended: $?" ) &
+done
+(
+  while :; do
+    held=0
+    for s in /proc/[0-9]*/status; do
+      { grep -q '^Name:.tail$' "$s" && awk '/^VmRSS/ { exit !($2 >= 30000) }' "$s"; } 2>/dev/null && held=$((held + 1))
+    done
+    [ "$held" -ge 4 ] && { echo "HELD 4"; exit; }
+  done
+) &
+wait -n"#;

@@ -31,6 +31,8 @@
     clippy::expect_used
 )]
 
+// Also compiled by the `floor` bench (`#[path]`): libc only.
+pub(crate) mod clone;
 pub(crate) mod init;
 pub(crate) mod reaper;
 pub(crate) mod remount;

@@ -185,6 +185,18 @@ fn setattr(dirfd: RawFd, path: &CStr, flags: c_uint, set: u64, clear: u64) -> i6
     }
 }
 
+/// Makes every mount of the detached tree `tree` writable, nosuid and nodev (`mount_setattr`;
+/// 0, or -1 with errno).
+fn make_tree_writable(tree: RawFd) -> i64 {
+    setattr(
+        tree,
+        c"",
+        AT_EMPTY_PATH | AT_RECURSIVE,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        MOUNT_ATTR_RDONLY,
+    )
+}
+
 /// A detached recursive copy of the mount tree at `path` (close-on-exec fd), or -1.
 fn clone_tree(path: &CStr) -> RawFd {
     // SAFETY: open_tree with a valid path.
@@ -668,17 +680,7 @@ pub(crate) fn build(view: &View, error_fd: RawFd) {
             );
             continue;
         }
-        check(
-            error_fd,
-            Step::WritablePlace,
-            setattr(
-                tree,
-                c"",
-                AT_EMPTY_PATH | AT_RECURSIVE,
-                MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                MOUNT_ATTR_RDONLY,
-            ),
-        );
+        check(error_fd, Step::WritablePlace, make_tree_writable(tree));
         check(error_fd, Step::WritablePlace, attach(tree, dir));
         close(tree);
     }
@@ -771,17 +773,7 @@ fn build_temps(view: &View, error_fd: RawFd) {
                 fail(error_fd, step, errno());
             }
             if !view.without_mount_setattr {
-                check(
-                    error_fd,
-                    step,
-                    setattr(
-                        tree,
-                        c"",
-                        AT_EMPTY_PATH | AT_RECURSIVE,
-                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                        MOUNT_ATTR_RDONLY,
-                    ),
-                );
+                check(error_fd, step, make_tree_writable(tree));
             }
             tree
         }
