@@ -91,9 +91,13 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
             })
         })
         .collect();
+    // The model's own ceiling on `max_tokens`: above it the API refuses the request
+    // ("max_tokens: 32768 > 32000, which is the maximum allowed number of output tokens for
+    // claude-opus-4-1-…"), as a raised budget after a cut-off reply with high thinking asks.
+    let cap = max_output_tokens(request.model).unwrap_or(u32::MAX);
     let mut body = json!({
         "model": request.model,
-        "max_tokens": request.max_tokens,
+        "max_tokens": request.max_tokens.min(cap),
         "system": request.system,
         "messages": messages,
         "tools": tools,
@@ -101,15 +105,58 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
     });
     if let Some(effort) = request.effort {
         // Extended thinking: the budget comes on top of the reply's own limit (the API wants
-        // `budget_tokens` below `max_tokens`).
-        let budget = effort.thinking_budget();
+        // `budget_tokens` below `max_tokens`). Past the model's ceiling, `max_tokens` is the
+        // ceiling and thinking takes at most half of it (never below the API's floor, 1024).
+        let wanted = effort.thinking_budget();
+        let total = request.max_tokens.saturating_add(wanted).min(cap);
+        let budget = match total == cap {
+            true => wanted.min(total / 2).max(1024),
+            false => wanted,
+        };
         body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
-        body["max_tokens"] = json!(request.max_tokens.saturating_add(budget));
+        body["max_tokens"] = json!(total);
     }
     if request.cache_key.is_some() {
         super::cache::mark_anthropic(&mut body);
     }
     body
+}
+
+/// The most output tokens (`max_tokens`, thinking included) a Claude model takes, by family,
+/// as Anthropic's models overview lists them: Claude Opus 4 and 4.1 32 000; Opus 4.5, Sonnet
+/// 4 and 4.5, Haiku 4.5 and Sonnet 3.7 64 000; Opus 4.6 and later 4.x, Sonnet 4.6 128 000;
+/// Claude 3.5 8 192; Claude 3 4 096. `None` for a name it does not know (a newer family, a
+/// gateway's own name): the request is sent as asked.
+pub fn max_output_tokens(model: &str) -> Option<u32> {
+    let name = model.to_ascii_lowercase().replace('.', "-");
+    if name.contains("claude-3-7-sonnet") {
+        return Some(64_000);
+    }
+    if name.contains("claude-3-5-") {
+        return Some(8_192);
+    }
+    if name.contains("claude-3-") {
+        return Some(4_096);
+    }
+    for family in ["opus", "sonnet", "haiku"] {
+        let Some(at) = name.find(&format!("{family}-")) else {
+            continue;
+        };
+        // `opus-4-1-20250805`, `opus-4-20250514` (4.0), `sonnet-4-5`, `opus-4`.
+        let mut parts = name[at + family.len() + 1..].split('-');
+        let major: u32 = parts.next()?.parse().ok()?;
+        let minor: u32 = match parts.next() {
+            Some(part) if part.len() <= 2 => part.parse().ok()?,
+            _ => 0,
+        };
+        return match (family, major, minor) {
+            ("opus", 4, 0 | 1) => Some(32_000),
+            ("sonnet", 4, 0) | (_, 4, 5) => Some(64_000),
+            (_, 4, _) => Some(128_000),
+            _ => None,
+        };
+    }
+    None
 }
 
 /// Reads one reply's events; remembers which blocks are tool calls and whether their input
@@ -332,6 +379,43 @@ mod tests {
         assert_eq!(body["messages"][1]["content"][2]["input"], json!({}));
         assert_eq!(body["messages"][2]["content"][1]["is_error"], true);
         assert_eq!(body["messages"][2]["content"][2]["text"], "next");
+    }
+
+    #[test]
+    fn max_tokens_stays_within_each_models_ceiling() {
+        for (model, cap) in [
+            ("claude-opus-4-1-20250805", Some(32_000)),
+            ("claude-opus-4-20250514", Some(32_000)),
+            ("claude-opus-4-0", Some(32_000)),
+            ("anthropic/claude-opus-4.1", Some(32_000)),
+            ("claude-opus-4-5-20251101", Some(64_000)),
+            ("claude-sonnet-4-20250514", Some(64_000)),
+            ("claude-sonnet-4-5", Some(64_000)),
+            ("claude-haiku-4-5", Some(64_000)),
+            ("claude-3-7-sonnet-20250219", Some(64_000)),
+            ("claude-opus-4-6", Some(128_000)),
+            ("claude-3-5-haiku-20241022", Some(8_192)),
+            ("claude-3-haiku-20240307", Some(4_096)),
+            ("claude-opus-5", None),
+            ("fake-model", None),
+        ] {
+            assert_eq!(max_output_tokens(model), cap, "{model}");
+        }
+        let messages = [Message::User("go".into())];
+        let mut request =
+            ModelRequest::new("claude-opus-4-1-20250805", "s", &messages, &[], 16_384);
+        request.effort = Some(super::super::api::Effort::High);
+        let sent = body(&request);
+        assert_eq!(sent["max_tokens"], 32_000);
+        assert_eq!(sent["thinking"]["budget_tokens"], 16_000);
+        // Within the ceiling nothing changes.
+        request.max_tokens = 8192;
+        let sent = body(&request);
+        assert_eq!(sent["max_tokens"], 8192 + 16_384);
+        assert_eq!(sent["thinking"]["budget_tokens"], 16_384);
+        // Without thinking, the reply's own limit is clamped too.
+        let request = ModelRequest::new("claude-3-5-haiku-latest", "s", &messages, &[], 16_384);
+        assert_eq!(body(&request)["max_tokens"], 8_192);
     }
 
     #[test]

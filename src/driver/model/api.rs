@@ -656,7 +656,8 @@ pub const OVERFLOW_CODES: &[&str] = &["context_length_exceeded", "exceed_context
 /// Whether a provider's error message says the conversation is too long for the model (for
 /// the servers that give no code): OpenAI and vLLM ("maximum context length"), Anthropic
 /// ("prompt is too long"), llama.cpp ("exceeds the available context size"), LM Studio
-/// ("context length of only"), Ollama ("prompt too long").
+/// ("context length of only"), Ollama ("prompt too long"; since its own runner: "the prompt
+/// is longer than the context length", "the input length exceeds the context length").
 pub fn is_context_overflow(message: &str) -> bool {
     let message = message.to_ascii_lowercase();
     [
@@ -670,6 +671,8 @@ pub fn is_context_overflow(message: &str) -> bool {
         "exceeds the available context size",
         "context length of only",
         "longer than the model's context length",
+        "longer than the context length",
+        "exceeds the context length",
     ]
     .iter()
     .any(|needle| message.contains(needle))

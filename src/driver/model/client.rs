@@ -333,7 +333,8 @@ fn error_message(body: &str) -> String {
 /// The message of a provider's error body and its code: `error.code` when it is a string
 /// (OpenAI's `insufficient_quota`, `context_length_exceeded`), else `error.type` (Anthropic's,
 /// llama.cpp's `exceed_context_size_error`). Gemini's OpenAI-compatible endpoint wraps the
-/// error in a list.
+/// error in a list; LM Studio's `error` is the message itself; vLLM before 0.10 answers
+/// `{"object": "error", "message", "type", "code"}` without an `error` object.
 fn error_fields(body: &str) -> (String, Option<String>) {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
         return (body.trim().to_string(), None);
@@ -342,10 +343,13 @@ fn error_fields(body: &str) -> (String, Option<String>) {
         .as_array()
         .and_then(|list| list.first())
         .unwrap_or(&value);
-    let error = &value["error"];
-    let message = match error["message"].as_str() {
-        Some(message) => message.to_string(),
-        None => body.trim().to_string(),
+    let error = match &value["error"] {
+        serde_json::Value::Null if value["object"] == "error" => value,
+        error => error,
+    };
+    let message = match (error["message"].as_str(), error.as_str()) {
+        (Some(message), _) | (None, Some(message)) => message.to_string(),
+        (None, None) => body.trim().to_string(),
     };
     let code = error["code"]
         .as_str()

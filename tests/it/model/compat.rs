@@ -2,30 +2,15 @@
 //! `--header NAME=VALUE` and `--extra-body JSON` on every request (and never a header's value
 //! in the log), the base URL's credentials never logged.
 
-use acp_bash::acp::client::{AcpClient, ClientProfile};
+use acp_bash::acp::client::AcpClient;
 use agent_client_protocol::v1::schema::StopReason;
 
-use super::harness::KEY;
+use super::harness::{served, KEY};
 use crate::support::acp::*;
 use crate::support::fake_model::{anthropic, openai, FakeModel};
 
 fn agent(model: &str, args: &[&str]) -> AcpClient {
-    let mut all = vec![
-        "serve",
-        "--sandbox",
-        "full",
-        "--no-history",
-        "--log-level",
-        "acp_bash=debug",
-        "--model",
-        model,
-    ];
-    all.extend_from_slice(args);
-    AcpClient::new(binary(), all)
-        .profile(ClientProfile::Zed)
-        .env("XDG_CONFIG_HOME", "/nonexistent/acp-bash-tests")
-        .env("OPENAI_API_KEY", KEY)
-        .env("ANTHROPIC_API_KEY", KEY)
+    served(model, args, &[])
 }
 
 /// `--header` (twice) and `--extra-body` reach each request of both providers: the headers as

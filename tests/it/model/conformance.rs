@@ -1,26 +1,67 @@
-//! Recorded reality: provider responses as the providers published them
-//! (`tests/it/fixtures/providers/`, each file's source in `SOURCES.md`), replayed byte for byte
-//! by the fake provider through the real driver and turn.
+//! Recorded reality: provider responses as the providers sent them, published by their SDKs'
+//! and their clients' test fixtures or quoted whole in bug reports
+//! (`tests/it/fixtures/providers/`, each file's source and any change to it in `SOURCES.md`),
+//! replayed byte for byte by the fake provider over real HTTP on loopback, through the real
+//! driver: in this process (`Host`, real turn and bash) or through the served binary over ACP.
+//! The fakes refuse what the real servers refuse, with the bodies they answer with.
 
-use serde_json::json;
+use std::sync::Arc;
 
-use acp_bash::driver::model::Provider;
+use acp_bash::driver::model::{ModelDriver, Provider};
+use acp_bash::driver::StopReason;
+use agent_client_protocol::v1::schema::{ContentBlock, SessionUpdate, StopReason as AcpStop};
+use serde_json::{json, Value};
 
-use super::harness::{driver, prompt, said, Event, Host};
-use crate::support::fake_model::{anthropic, Answer, FakeModel};
+use super::harness::{config, driver, prompt, said, served, Event, Host};
+use crate::support::acp::{converse_with, temp_dir};
+use crate::support::fake_model::{
+    anthropic, openai, recorded, recorded_events, refuse, Answer, FakeModel, Refusal,
+};
 
-/// A recorded SSE stream as the events the fake writes one by one (a recorded file leaves out
-/// the blank line after its last event; the server sent it).
-fn recorded(path: &str) -> Vec<String> {
-    let path = format!(
-        "{}/tests/it/fixtures/providers/{path}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(&path).unwrap();
-    text.trim_end()
-        .split("\n\n")
-        .map(|event| format!("{event}\n\n"))
+fn thoughts(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Thought(text) => Some(text.as_str()),
+            _ => None,
+        })
         .collect()
+}
+
+fn usages(events: &[Event]) -> Vec<u64> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Usage(used, _) => Some(*used),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text of the agent's message chunks on the wire.
+fn said_on_the_wire(updates: &[SessionUpdate]) -> String {
+    updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+                ContentBlock::Text(text) => Some(text.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// The `n`th assistant message of a request body.
+fn assistant(body: &Value, n: usize) -> Value {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .nth(n)
+        .cloned()
+        .unwrap_or_else(|| panic!("no assistant message {n} in {body}"))
 }
 
 /// Anthropic's own recorded tool-use stream (a `ping`, input in pieces, an unknown `caller`
@@ -29,7 +70,7 @@ fn recorded(path: &str) -> Vec<String> {
 #[tokio::test]
 async fn anthropic_recorded_tool_use_stream() {
     let fake = FakeModel::start(vec![
-        Answer::Sse(recorded("anthropic/tool_use.sse")),
+        Answer::Sse(recorded_events("anthropic/tool_use.sse")),
         anthropic::reply(&["No weather tool here."], &[]),
     ])
     .await;
@@ -58,4 +99,340 @@ async fn anthropic_recorded_tool_use_stream() {
     assert_eq!(answer["type"], "tool_result");
     assert_eq!(answer["tool_use_id"], "toolu_01NRLabsLyVHZPKxbKvkfSMn");
     assert_eq!(answer["is_error"], true);
+}
+
+/// o3-mini through the served binary: a server that is not api.openai.com first gets
+/// `max_tokens`, which the o-series refuses with OpenAI's recorded 400; the one retry carries
+/// `max_completion_tokens`, and o3-mini's recorded stream (its reasoning only counted in
+/// `usage`) is the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn o3_mini_refuses_max_tokens_as_recorded_and_streams_as_recorded_through_the_binary() {
+    let (_tmp, dir) = temp_dir();
+    let fake = FakeModel::start_refusing(
+        vec![Answer::Sse(recorded_events("openai/o3-mini.sse"))],
+        Arc::new(refuse::openai_reasoning_model),
+    )
+    .await;
+    let base = format!("{}/v1", fake.base);
+    let client = served("openai:o3-mini", &["--base-url", &base], &[]);
+    let (updates, _) = converse_with(client, "o3-mini", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let answer = c.prompt(&session, "hello").await?;
+        assert_eq!(answer.stop_reason, AcpStop::EndTurn);
+        Ok(answer.updates)
+    })
+    .await;
+    assert_eq!(said_on_the_wire(&updates), "hello");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[0].body["max_tokens"], 8192);
+    assert_eq!(requests[1].body.get("max_tokens"), None);
+    assert_eq!(requests[1].body["max_completion_tokens"], 8192);
+}
+
+/// gpt-5-nano as Azure's model router streamed it: a first chunk with no choices and an empty
+/// id (the prompt's filter results), `content_filter_results` in each choice, usage with
+/// reasoning tokens in a last chunk of its own, and no `[DONE]` in the recording. The text is
+/// shown once, the usage counted, and the end after `finish_reason` is not retried.
+#[tokio::test]
+async fn gpt_5_as_azure_streamed_it_is_read_whole_and_not_retried() {
+    let fake = FakeModel::start(vec![Answer::Sse(recorded_events("openai/gpt-5-nano.sse"))]).await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("capital?"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(said(&events), "Capital of Denmark.");
+    assert_eq!(usages(&events), [15 + 78]);
+    assert_eq!(fake.requests().len(), 1);
+}
+
+/// vLLM with continuous usage stats: `usage` in every chunk, growing, then once more in a
+/// last chunk. The usage is the last one, reported once.
+#[tokio::test]
+async fn vllm_usage_in_every_chunk_is_counted_once() {
+    let fake = FakeModel::start(vec![Answer::Sse(recorded_events(
+        "vllm/usage_in_every_chunk.sse",
+    ))])
+    .await;
+    let host = Host::new();
+    host.turn(&driver(Provider::OpenAi, &fake.base), &prompt("hi"))
+        .await
+        .unwrap();
+    let events = host.take_events();
+    assert_eq!(
+        said(&events),
+        "Hello Sam. It's nice to meet you. Is there something I can help you with or would you like to chat?"
+    );
+    assert_eq!(usages(&events), [46 + 26]);
+}
+
+/// DeepSeek's thinking mode through the served binary: its recorded tool call (reasoning
+/// first, then the call in pieces, usage in the chunk with `finish_reason`, no `[DONE]` in the
+/// recording) is answered, and the next request carries the call back with its
+/// `reasoning_content`, which DeepSeek refuses the loop without (the fake refuses it as
+/// DeepSeek words it). The thoughts reach the client once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deepseek_recorded_tool_call_goes_back_with_its_reasoning_content_through_the_binary() {
+    const REASONING: &str = "The user is asking for the weather in San Francisco. I need to use the weather tool to get this information. Let me invoke the weather tool with the location parameter set to \"San Francisco\".";
+    let (_tmp, dir) = temp_dir();
+    let fake = FakeModel::start_refusing(
+        vec![
+            Answer::Sse(recorded_events("deepseek/tool_call.sse")),
+            openai::reply(&["No weather tool here."], &[]),
+        ],
+        Arc::new(refuse::deepseek_thinking),
+    )
+    .await;
+    let base = format!("{}/v1", fake.base);
+    let client = served("openai:deepseek-v4-flash", &["--base-url", &base], &[]);
+    let (updates, _) = converse_with(client, "deepseek", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let answer = c.prompt(&session, "weather in San Francisco?").await?;
+        assert_eq!(answer.stop_reason, AcpStop::EndTurn);
+        Ok(answer.updates)
+    })
+    .await;
+    let shown: String = updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::AgentThoughtChunk(chunk) => match &chunk.content {
+                ContentBlock::Text(text) => Some(text.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown, REASONING);
+    assert_eq!(said_on_the_wire(&updates), "No weather tool here.");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "not retried, not refused: {requests:?}");
+    let sent = assistant(&requests[1].body, 0);
+    assert_eq!(sent["reasoning_content"], REASONING);
+    assert_eq!(
+        sent["tool_calls"][0]["id"],
+        "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF"
+    );
+    assert_eq!(
+        sent["tool_calls"][0]["function"],
+        json!({"name": "weather", "arguments": "{\"location\": \"San Francisco\"}"})
+    );
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let answer = messages.last().unwrap();
+    assert_eq!(answer["role"], "tool");
+    assert_eq!(answer["tool_call_id"], "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF");
+}
+
+/// What Anthropic checks of a thinking block sent back: its signature is the one the API gave
+/// that very text (here: the recorded block's), else 400 as the API words it.
+fn signed_as_recorded(thinking: &'static str, signature: &'static str) -> Refusal {
+    Arc::new(move |body: &Value| {
+        for (i, message) in body["messages"].as_array()?.iter().enumerate() {
+            for (j, block) in message["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let altered = block["type"] == "thinking"
+                    && (block["thinking"] != thinking || block["signature"] != signature);
+                if altered {
+                    let message = format!(
+                        "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                    );
+                    return Some(Answer::Status(
+                        400,
+                        Vec::new(),
+                        json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+                            .to_string(),
+                    ));
+                }
+            }
+        }
+        None
+    })
+}
+
+/// Claude Sonnet 4.5's recorded thinking (its signature in one `signature_delta`, the block
+/// opened with an empty `signature`, an empty last `thinking_delta`): shown once as thoughts,
+/// and sent back in the next request exactly as recorded, which the API checks.
+#[tokio::test]
+async fn anthropic_recorded_thinking_goes_back_with_its_signature_unchanged() {
+    const THINKING: &str =
+        "The previous result was 925. Now I need to divide that by 5.\n\n925 ÷ 5 = 185";
+    const SIGNATURE: &str = "EvQBCkYICxgCKkAxhD4NUKFzudtZ6NzbZdEiBACIScTzqjPViM596iWLZIk4EFKYYBj3B6Ptl3b0dcQv/VeJBNbejNWIWRBn+KPNEgz6HWtKx7p+QRgKsEoaDGjsiqfht7gTRFYHiyIwD1VSmNqHxv3wy8KEMP+LYb/TC4UH3H97tuoaADARFFcA0phdfxnzKQxFnc9lwY+dKlzUsaKSUAFeu1bDL5ikZJ1vL0Fkz6JjoFke0L/wOJRIUDUlDUOFJ1tZ3ea7g6LGE/5hwuvWgLwewdcm64d+43l7F57XrOmqNd6flI2K/oPr/4yzNgvi/EhT6Ca17BgB";
+    let fake = FakeModel::start_refusing(
+        vec![
+            Answer::Sse(recorded_events("anthropic/thinking.sse")),
+            anthropic::reply(&["37."], &[]),
+        ],
+        signed_as_recorded(THINKING, SIGNATURE),
+    )
+    .await;
+    let host = Host::new();
+    let driver = driver(Provider::Anthropic, &fake.base);
+    let first = host
+        .turn_choosing(&driver, &prompt("925 / 5?"), None, Some("high"))
+        .await;
+    assert_eq!(first, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(thoughts(&events), THINKING);
+    assert_eq!(said(&events), "925 ÷ 5 = 185");
+    assert_eq!(usages(&events), [69 + 53]);
+    let second = host
+        .turn_choosing(&driver, &prompt("and / 5 again?"), None, Some("high"))
+        .await;
+    assert_eq!(second, Ok(StopReason::EndTurn));
+    assert_eq!(said(&host.take_events()), "37.");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let sent = assistant(&requests[1].body, 0);
+    assert_eq!(
+        sent["content"][0],
+        json!({"type": "thinking", "thinking": THINKING, "signature": SIGNATURE})
+    );
+}
+
+/// A Claude Opus 4.1 turn with high thinking whose reply is cut off by the token limit: the
+/// retry's raised budget (16 384 + a 16 384 thinking budget) would pass Opus 4.1's 32 000
+/// output tokens, which the API refuses; it is clamped to the ceiling with thinking below it.
+#[tokio::test]
+async fn opus_4_1_with_high_thinking_stays_within_its_output_ceiling_after_a_cut_off() {
+    let cut_off: Vec<String> =
+        anthropic::events(&["Write it."], &[], &[("toolu_1", "bash", &["{\"comm"])])
+            .into_iter()
+            .map(|e| {
+                e.replace(
+                    "\"stop_reason\":\"tool_use\"",
+                    "\"stop_reason\":\"max_tokens\"",
+                )
+            })
+            .collect();
+    assert!(cut_off.iter().any(|e| e.contains("\"max_tokens\"")));
+    let fake = FakeModel::start_refusing(
+        vec![Answer::Sse(cut_off), anthropic::reply(&["Done."], &[])],
+        refuse::anthropic_output_cap(32_000),
+    )
+    .await;
+    let host = Host::new();
+    let mut config = config(Provider::Anthropic, &fake.base);
+    config.model = "claude-opus-4-1-20250805".into();
+    let driver = ModelDriver::new(config);
+    let ended = host
+        .turn_choosing(&driver, &prompt("write a big file"), None, Some("high"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    assert_eq!(said(&host.take_events()), "Done.");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let limit = |n: usize| requests[n].body["max_tokens"].as_u64().unwrap();
+    let budget = |n: usize| {
+        requests[n].body["thinking"]["budget_tokens"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!((limit(0), budget(0)), (8192 + 16_384, 16_384));
+    assert_eq!(limit(1), 32_000, "raised, up to the ceiling");
+    assert!(budget(1) >= 1024 && budget(1) < limit(1), "{}", budget(1));
+}
+
+/// Each server's context-overflow answer, as recorded (or as its source builds it, see
+/// `SOURCES.md`): recognised as an overflow (by code or type where there is one, else by its
+/// words), never retried as a failure, and the user reads the server's words, not its JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_servers_context_overflow_is_recognised_and_shown_in_words() {
+    let cases = [
+        (
+            Provider::OpenAi,
+            400,
+            "openai/context_length_exceeded.json",
+            "This model's maximum context length is 4097 tokens",
+        ),
+        (
+            Provider::Anthropic,
+            400,
+            "anthropic/prompt_too_long.json",
+            "prompt is too long: 200251 tokens > 200000 maximum",
+        ),
+        (
+            Provider::OpenAi,
+            400,
+            "llama.cpp/exceed_context_size.json",
+            "the request exceeds the available context size",
+        ),
+        (
+            Provider::OpenAi,
+            500,
+            "llama.cpp/exceed_context_size_500.json",
+            "the request exceeds the available context size",
+        ),
+        (
+            Provider::OpenAi,
+            400,
+            "vllm/context_overflow.json",
+            "This model's maximum context length is 16384 tokens",
+        ),
+        (
+            Provider::OpenAi,
+            400,
+            "ollama/prompt_too_long.json",
+            "the prompt is longer than the context length",
+        ),
+        (
+            Provider::OpenAi,
+            400,
+            "lmstudio/context_overflow.json",
+            "the model is loaded with context length of only 32768 tokens",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (provider, status, path, words) in cases {
+        let body = recorded(path);
+        // Every request gets it (the compaction's summary request too).
+        let fake = FakeModel::start_refusing(
+            Vec::new(),
+            Arc::new(move |_: &Value| Some(Answer::Status(status, Vec::new(), body.clone()))),
+        )
+        .await;
+        let host = Host::new();
+        let ended = host
+            .turn(&driver(provider, &fake.base), &prompt("hi"))
+            .await;
+        assert_eq!(ended, Ok(StopReason::EndTurn), "{path}");
+        let events = host.take_events();
+        let text = said(&events);
+        let retried = thoughts(&events).contains("trying again");
+        if !text.contains("no longer fits")
+            || !text.contains(words)
+            || text.contains("{\"")
+            || retried
+        {
+            wrong.push(format!("{path} (retried: {retried}): {text}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// OpenAI's recorded 429 `insufficient_quota`: final, not retried like a rate limit, and the
+/// user reads what to do.
+#[tokio::test]
+async fn openai_recorded_insufficient_quota_is_final() {
+    let fake = FakeModel::start(vec![Answer::Status(
+        429,
+        Vec::new(),
+        recorded("openai/insufficient_quota.json"),
+    )])
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("hi"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    assert_eq!(fake.requests().len(), 1, "not retried");
+    let text = said(&host.take_events());
+    assert!(
+        text.contains("no credit left") && text.contains("You exceeded your current quota"),
+        "{text}"
+    );
 }

@@ -1,7 +1,10 @@
 //! A test host for model turns: the real `turn::Turn` over a `TurnPort` that runs each call on a
-//! real engine session (real bash) and records every event in order.
+//! real engine session (real bash) and records every event in order; and [`served`], the built
+//! binary as a client starts it, for the tests that go through ACP.
 
 use std::sync::{Arc, Mutex};
+
+use acp_bash::acp::client::{AcpClient, ClientProfile};
 
 use acp_bash::driver::commands::{CommandHost, SlashCommand};
 use acp_bash::driver::model::{ApiKey, ModelConfig, ModelDriver, Provider, RetryPolicy};
@@ -288,4 +291,29 @@ pub fn config(provider: Provider, base: &str) -> ModelConfig {
 /// A text prompt.
 pub fn prompt(text: &str) -> Prompt {
     Prompt::text_only(text)
+}
+
+/// The built binary serving ACP (`serve`, full mode, no history, debug log) with
+/// `--model MODEL`, the test key in both providers' variables, plus `args` and `env`.
+pub fn served(model: &str, args: &[&str], env: &[(&str, &str)]) -> AcpClient {
+    let mut all = vec![
+        "serve",
+        "--sandbox",
+        "full",
+        "--no-history",
+        "--log-level",
+        "acp_bash=debug",
+        "--model",
+        model,
+    ];
+    all.extend_from_slice(args);
+    let mut client = AcpClient::new(crate::support::acp::binary(), all)
+        .profile(ClientProfile::Zed)
+        .env("XDG_CONFIG_HOME", "/nonexistent/acp-bash-tests")
+        .env("OPENAI_API_KEY", KEY)
+        .env("ANTHROPIC_API_KEY", KEY);
+    for (name, value) in env {
+        client = client.env(*name, *value);
+    }
+    client
 }

@@ -10,32 +10,13 @@ use agent_client_protocol::v1::schema::{
     SessionUpdate, StopReason, TextResourceContents,
 };
 
-use super::harness::KEY;
+use super::harness::{served, KEY};
 use crate::support::acp::*;
 use crate::support::fake_model::{anthropic, openai, Answer, FakeModel};
 
 /// The binary with `--model MODEL` and the key in its variable, plus `args`, plus `env`.
 fn agent(model: &str, args: &[&str], env: &[(&str, &str)]) -> AcpClient {
-    let mut all = vec![
-        "serve",
-        "--sandbox",
-        "full",
-        "--no-history",
-        "--log-level",
-        "acp_bash=debug",
-        "--model",
-        model,
-    ];
-    all.extend_from_slice(args);
-    let mut client = AcpClient::new(binary(), all)
-        .profile(ClientProfile::Zed)
-        .env("XDG_CONFIG_HOME", "/nonexistent/acp-bash-tests")
-        .env("OPENAI_API_KEY", KEY)
-        .env("ANTHROPIC_API_KEY", KEY);
-    for (name, value) in env {
-        client = client.env(*name, *value);
-    }
-    client
+    served(model, args, env)
 }
 
 fn thoughts(updates: &[SessionUpdate]) -> String {

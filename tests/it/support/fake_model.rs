@@ -463,8 +463,29 @@ pub mod anthropic {
     }
 }
 
-/// What the real servers refuse, as they word it (`notes/2026-12-06-reasoning-message-model.md`
-/// gives each message's source).
+/// A provider's recorded response, `tests/it/fixtures/providers/PATH` (each file's source is in
+/// `SOURCES.md` there), as its bytes.
+pub fn recorded(path: &str) -> String {
+    let path = format!(
+        "{}/tests/it/fixtures/providers/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"))
+}
+
+/// A recorded SSE stream as the events the fake writes one by one (a recorded file leaves out
+/// the blank line after its last event; the server sent it).
+pub fn recorded_events(path: &str) -> Vec<String> {
+    recorded(path)
+        .trim_end()
+        .split("\n\n")
+        .map(|event| format!("{event}\n\n"))
+        .collect()
+}
+
+/// What the real servers refuse, as they word it (recorded bodies where one was found, see
+/// `fixtures/providers/SOURCES.md`; `notes/2026-12-06-reasoning-message-model.md` gives the
+/// others' sources).
 pub mod refuse {
     use super::*;
 
@@ -472,12 +493,39 @@ pub mod refuse {
         Answer::Status(400, Vec::new(), body.to_string())
     }
 
-    /// OpenAI's reasoning models (o-series, gpt-5): `max_tokens` is refused.
+    /// OpenAI's reasoning models (o-series, gpt-5): `max_tokens` is refused, with the body
+    /// OpenAI sent (`openai/max_tokens_unsupported.json`).
     pub fn openai_reasoning_model(body: &Value) -> Option<Answer> {
         body.get("max_tokens")?;
-        Some(bad_request(json!({"error": {
-            "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
-            "type": "invalid_request_error", "param": "max_tokens", "code": "unsupported_parameter"}})))
+        Some(Answer::Status(
+            400,
+            Vec::new(),
+            recorded("openai/max_tokens_unsupported.json"),
+        ))
+    }
+
+    /// Anthropic: a `max_tokens` above the model's own ceiling (`cap`) is refused, as the API
+    /// words it ("max_tokens: 9999999 > 128000, which is the maximum allowed number of output
+    /// tokens for claude-opus-4-8", quoted from the API in github.com/Effect-TS/effect#7129);
+    /// and so is a thinking budget not below `max_tokens`.
+    pub fn anthropic_output_cap(cap: u64) -> Refusal {
+        Arc::new(move |body: &Value| {
+            let max_tokens = body["max_tokens"].as_u64().unwrap_or(0);
+            let model = body["model"].as_str().unwrap_or("");
+            let message = if max_tokens > cap {
+                format!("max_tokens: {max_tokens} > {cap}, which is the maximum allowed number of output tokens for {model}")
+            } else if body["thinking"]["budget_tokens"]
+                .as_u64()
+                .is_some_and(|budget| budget >= max_tokens || budget < 1024)
+            {
+                "`max_tokens` must be greater than `thinking.budget_tokens`".to_string()
+            } else {
+                return None;
+            };
+            Some(bad_request(
+                json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}}),
+            ))
+        })
     }
 
     /// A gateway that does not know `stream_options`.
