@@ -72,10 +72,17 @@ fn agent_on_stdio(
     // `--no-history` too (an earlier agent's store is still there).
     config.protection.agent_dirs.extend(store.state_dir_path());
     // So are the keys `acp-bash login` stored.
-    config.protection.agent_dirs.extend(
-        keyfile::config_home(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-            .map(|home| keyfile::key_dir(&home)),
-    );
+    let config_home =
+        keyfile::config_home(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
+    config
+        .protection
+        .agent_dirs
+        .extend(config_home.as_ref().map(|home| keyfile::key_dir(home)));
+    // And what the user allowed always when asked: no command may add to it.
+    let always = config_home.as_deref().map(acp_bash::permit::AlwaysFile::under);
+    if let Some(always) = &always {
+        config.protection.agent_dirs.push(always.folder());
+    }
     if let Some(dir) = store.log_dir() {
         config = config.log_dir(dir);
     }
@@ -95,6 +102,9 @@ fn agent_on_stdio(
         .with_client_behind(transport.client_behind())
         .with_job_limits(engine.job_limits())
         .with_mcp_timeout(engine.mcp_timeout());
+    if engine.permission_requests() {
+        agent = agent.with_permission_requests(acp_bash::permit::Permits::asking(always));
+    }
     if let Some(store) = store.store() {
         agent = agent.with_session_store(store);
     }
