@@ -38,7 +38,11 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
     });
     print!(
         "{}",
-        always_report(config_home.as_deref().map(acp_bash::permit::AlwaysFile::under))
+        always_report(
+            config_home
+                .as_deref()
+                .map(acp_bash::permit::AlwaysFile::under)
+        )
     );
     print!("\n{}", verdicts(&report));
     print!("\n{}", scrub_report(&args.env, std::env::vars_os()));
@@ -203,7 +207,11 @@ fn always_report(file: Option<acp_bash::permit::AlwaysFile>) -> String {
         return out;
     };
     let (grants, bad) = file.read();
-    let _ = writeln!(out, "  kept in {} (commands never see it)", file.path.display());
+    let _ = writeln!(
+        out,
+        "  kept in {} (commands never see it)",
+        file.path.display()
+    );
     if grants.is_empty() {
         out.push_str("  nothing yet\n");
     }

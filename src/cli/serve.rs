@@ -79,8 +79,22 @@ fn agent_on_stdio(
         .agent_dirs
         .extend(config_home.as_ref().map(|home| keyfile::key_dir(home)));
     // And what the user allowed always when asked: no command may add to it.
-    let always = config_home.as_deref().map(acp_bash::permit::AlwaysFile::under);
+    // The folder is made now (0700) when missing: a mask applies only to what exists, and a
+    // command whose session folder holds the config directory must not be able to make it.
+    let always = config_home
+        .as_deref()
+        .map(acp_bash::permit::AlwaysFile::under);
     if let Some(always) = &always {
+        if engine.permission_requests() {
+            use std::os::unix::fs::DirBuilderExt as _;
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(always.folder());
+            if let Err(error) = made {
+                tracing::warn!(%error, folder = %always.folder().display(), "no folder for what is allowed always");
+            }
+        }
         config.protection.agent_dirs.push(always.folder());
     }
     if let Some(dir) = store.log_dir() {

@@ -156,7 +156,10 @@ pub struct Grants(std::sync::Arc<std::sync::RwLock<Vec<HostPattern>>>);
 impl Grants {
     /// Also allows `pattern` (until [`Grants::remove`]).
     pub fn add(&self, pattern: HostPattern) {
-        self.0.write().unwrap_or_else(|e| e.into_inner()).push(pattern);
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pattern);
     }
 
     /// Takes back one grant of `pattern` (made by [`Grants::add`]).

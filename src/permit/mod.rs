@@ -278,7 +278,6 @@ impl Writable {
     fn of(session: &Session, mode: Mode) -> Writable {
         let mut places = vec![
             PathBuf::from("/tmp"),
-            PathBuf::from("/var/tmp"),
             PathBuf::from("/dev"),
             std::env::temp_dir(),
         ];
@@ -519,7 +518,10 @@ impl AlwaysFile {
 
     /// The folder that holds it (masked from commands).
     pub fn folder(&self) -> PathBuf {
-        self.path.parent().map(Path::to_path_buf).unwrap_or_default()
+        self.path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
     }
 
     /// Its grants, and a note per line that is not one. A missing file holds none.
@@ -716,7 +718,10 @@ mod tests {
 
     #[test]
     fn a_prefix_covers_only_simple_commands_that_start_with_it() {
-        assert_eq!(prefix_of("npm install left-pad").as_deref(), Some("npm install"));
+        assert_eq!(
+            prefix_of("npm install left-pad").as_deref(),
+            Some("npm install")
+        );
         assert_eq!(prefix_of("touch /etc/x").as_deref(), Some("touch"));
         assert_eq!(prefix_of("touch /etc/x; curl evil"), None);
         assert!(covers("npm install", "npm install x"));
@@ -764,7 +769,10 @@ mod tests {
             keep: true,
         };
         let ids: Vec<_> = ask.choices().iter().map(|c| c.id).collect();
-        assert_eq!(ids, ["allow-once", "allow-session", "allow-always", "reject"]);
+        assert_eq!(
+            ids,
+            ["allow-once", "allow-session", "allow-always", "reject"]
+        );
         let chained = Ask {
             refusal: Refusal::Write {
                 path: "/etc/x".into(),

@@ -534,17 +534,18 @@ impl TurnPort for AcpTurn<'_> {
                             v2::PermissionOption::new(c.id, c.name.clone(), kind)
                         })
                         .collect();
-                    let subject = v2::CommandPermissionSubject::new(
-                        ask.command.clone(),
-                        ask.cwd.clone(),
+                    let subject =
+                        v2::CommandPermissionSubject::new(ask.command.clone(), ask.cwd.clone())
+                            .tool_call_id(v2::ToolCallId::new(call_id.to_string()))
+                            .terminal_id(v2::TerminalId::new(call_id.to_string()));
+                    let request = v2::RequestPermissionRequest::new(
+                        (*session_id).clone(),
+                        ask.title(),
+                        options,
                     )
-                    .tool_call_id(v2::ToolCallId::new(call_id.to_string()))
-                    .terminal_id(v2::TerminalId::new(call_id.to_string()));
-                    let request =
-                        v2::RequestPermissionRequest::new((*session_id).clone(), ask.title(), options)
-                            .description(ask.refusal.what())
-                            .subject(v2::RequestPermissionSubject::Command(subject))
-                            .meta(meta.as_object().cloned());
+                    .description(ask.refusal.what())
+                    .subject(v2::RequestPermissionSubject::Command(subject))
+                    .meta(meta.as_object().cloned());
                     let sent = cx.send_request(request).block_task();
                     tokio::select! {
                         response = sent => response.map(|r| match r.outcome {
