@@ -75,18 +75,18 @@ impl Refusal {
     pub fn how_to_allow(&self) -> String {
         match self {
             Refusal::Host { host } => format!(
-                "acp-bash blocked {host}. To allow it, start acp-bash with --allow-host {host}, \
-                 or add a line `host {host}` to {} (allowed always)",
+                "{host} was blocked. To allow it, start acp-bash with --allow-host {host}, or \
+                 add a line `host {host}` to {} (allowed always)",
                 AlwaysFile::shown()
             ),
             Refusal::Write { path, mode } => format!(
-                "acp-bash's {} mode refused a write to {}. To allow it, switch the session to \
-                 full mode and run the command again, or start acp-bash with --sandbox full",
+                "{} mode refused a write to {}. To allow it, switch the session to full mode \
+                 and run the command again, or start acp-bash with --sandbox full",
                 mode.id(),
                 path.display()
             ),
-            Refusal::Network => "acp-bash's read-only mode has no network. To allow it, switch \
-                 the session to workspace mode and run the command again"
+            Refusal::Network => "read-only mode has no network. To allow it, switch the session \
+                 to workspace mode and run the command again"
                 .into(),
         }
     }

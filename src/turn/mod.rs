@@ -392,6 +392,10 @@ impl Turn<'_> {
                 }
             }
         }
+        if let Some(kept) = &kept_note {
+            // The user sees where it was kept, and how to take it back.
+            self.notice(&format!("acp-bash: {kept}.\n"));
+        }
         let mut again = call;
         let once_host = match (&ask.refusal, answer) {
             (permit::Refusal::Host { host }, Answer::Once) => permits.allow_once(host),

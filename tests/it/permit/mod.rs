@@ -8,6 +8,9 @@
 //! the agent's requests as a user would click; every transcript is checked against the schema.
 #![cfg(target_os = "linux")]
 
+mod model;
+mod transcripts;
+
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -59,10 +62,21 @@ pub struct Agent {
 impl Agent {
     /// `acp-bash serve --no-history` with `args`, its config directory `config_home`.
     pub fn start(face: Face, args: &[&str], config_home: &Path) -> Agent {
+        Agent::start_with_env(face, args, config_home, &[])
+    }
+
+    /// [`Agent::start`] with `env` set for the agent.
+    pub fn start_with_env(
+        face: Face,
+        args: &[&str],
+        config_home: &Path,
+        env: &[(&str, &str)],
+    ) -> Agent {
         let mut child = tokio::process::Command::new(binary())
             .args(["serve", "--no-history", "--log-level", "acp_bash=info"])
             .args(args)
             .env("XDG_CONFIG_HOME", config_home)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
