@@ -151,6 +151,7 @@ pub struct Rules {
 /// (for one command, or for the session). Shared: the proxy reads it at each connection. A
 /// denied host stays denied.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Grants(std::sync::Arc<std::sync::RwLock<Vec<HostPattern>>>);
 
 impl Grants {

@@ -370,7 +370,7 @@ fn quoted(line: &str) -> Option<PathBuf> {
 fn colon_path(line: &str) -> Option<PathBuf> {
     line.split(": ")
         .map(|part| part.strip_prefix("cannot create ").unwrap_or(part).trim())
-        .find(|part| part.starts_with('/') && looks_like_path(part))
+        .find(|part| looks_like_path(part))
         .map(PathBuf::from)
 }
 

@@ -655,3 +655,29 @@ fn the_network_in_read_only_mode_is_asked_about() {
         agent.finish().await;
     });
 }
+
+/// `doctor` lists what is allowed always, and says which lines it ignores.
+#[test]
+fn doctor_lists_what_is_allowed_always() {
+    let places = Places::new();
+    let file = places.always_file();
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(
+        &file,
+        "# mine\nhost example.com\nfull npm install\nnonsense\n",
+    )
+    .unwrap();
+    let output = std::process::Command::new(binary())
+        .arg("doctor")
+        .env("XDG_CONFIG_HOME", places.config.path())
+        .output()
+        .expect("run acp-bash doctor");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let (_, section) = text
+        .split_once("Allowed always (answers to permission requests):")
+        .unwrap_or_else(|| panic!("no section in:\n{text}"));
+    assert!(section.contains(&file.display().to_string()), "{section}");
+    assert!(section.contains("\n  host example.com\n"), "{section}");
+    assert!(section.contains("\n  full npm install\n"), "{section}");
+    assert!(section.contains("[ignored] `nonsense`"), "{section}");
+}
