@@ -35,6 +35,7 @@ pub mod exec;
 pub mod jobs;
 pub mod mcp;
 pub mod netproxy;
+pub mod permit;
 pub mod present;
 mod random;
 pub mod sandbox;

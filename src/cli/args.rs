@@ -280,6 +280,11 @@ impl Cli {
                         allow_host: [network.allow_host, args.network.allow_host].concat(),
                         deny_host: [network.deny_host, args.network.deny_host].concat(),
                         map_host: [network.map_host, args.network.map_host].concat(),
+                        map_unlisted_host: [
+                            network.map_unlisted_host,
+                            args.network.map_unlisted_host,
+                        ]
+                        .concat(),
                     },
                 })
             }

@@ -33,6 +33,17 @@ pub fn doctor(args: &DoctorArgs) -> ExitCode {
     print!("{}", sandbox::masked_report(engine.protection()));
     print!("{}", sandbox::cache_layer_report(config_home.as_deref()));
     print!("{}", network_report(&args.network));
+    let config_home = acp_bash::driver::model::keyfile::config_home(|name| {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    });
+    print!(
+        "{}",
+        always_report(
+            config_home
+                .as_deref()
+                .map(acp_bash::permit::AlwaysFile::under)
+        )
+    );
     print!("\n{}", verdicts(&report));
     print!("\n{}", scrub_report(&args.env, std::env::vars_os()));
     let (last, status) = exit_status(&report, EngineConfig::default().sandbox_mode);
@@ -184,6 +195,35 @@ fn network_report(args: &super::flags::NetworkArgs) -> String {
     out.push_str(
         "  (--allow-host HOST adds one, *.domain its subdomains; --deny-host HOST refuses one)\n",
     );
+    out
+}
+
+/// What the user allowed always when asked (`acp_bash::permit::AlwaysFile`): each line, and
+/// how to take one back.
+fn always_report(file: Option<acp_bash::permit::AlwaysFile>) -> String {
+    let mut out = String::from("\nAllowed always (answers to permission requests):\n");
+    let Some(file) = file else {
+        out.push_str("  none: neither XDG_CONFIG_HOME nor HOME is an absolute path\n");
+        return out;
+    };
+    let (grants, bad) = file.read();
+    let _ = writeln!(
+        out,
+        "  kept in {} (commands never see it)",
+        file.path.display()
+    );
+    if grants.is_empty() {
+        out.push_str("  nothing yet\n");
+    }
+    for grant in &grants {
+        let _ = writeln!(out, "  {}", grant.line());
+    }
+    for why in bad {
+        let _ = writeln!(out, "  [ignored] {why}");
+    }
+    if !grants.is_empty() {
+        out.push_str("  (delete a line of the file to take it back)\n");
+    }
     out
 }
 

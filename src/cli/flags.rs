@@ -141,6 +141,10 @@ pub struct NetworkArgs {
     /// registry mirror, and for tests against a loopback server (repeatable).
     #[arg(long = "map-host", value_name = "NAME=IP:PORT", value_parser = parse_map_host)]
     pub map_host: Vec<(String, std::net::SocketAddr)>,
+    /// Tests: like --map-host without allowing NAME (it is refused, and asked about, until
+    /// allowed).
+    #[arg(long = "map-unlisted-host", value_name = "NAME=IP:PORT", value_parser = parse_map_host, hide = true)]
+    pub map_unlisted_host: Vec<(String, std::net::SocketAddr)>,
 }
 
 fn parse_host(text: &str) -> Result<acp_bash::netproxy::HostPattern, String> {
@@ -168,6 +172,9 @@ impl NetworkArgs {
             // Parsed already: a bad name was refused then.
             rules = rules.clone().map(name, *to).unwrap_or(rules);
         }
+        for (name, to) in &self.map_unlisted_host {
+            rules = rules.clone().map_unlisted(name, *to).unwrap_or(rules);
+        }
         Some(rules)
     }
 
@@ -185,6 +192,9 @@ impl NetworkArgs {
         }
         for (name, to) in &self.map_host {
             args.extend(["--map-host".to_string(), format!("{name}={to}")]);
+        }
+        for (name, to) in &self.map_unlisted_host {
+            args.extend(["--map-unlisted-host".to_string(), format!("{name}={to}")]);
         }
         args
     }
@@ -276,6 +286,11 @@ pub struct EngineArgs {
     /// a terminal card. Display only: the command runs the same.
     #[arg(long)]
     classify_typed: bool,
+    /// Do not ask the client (`session/request_permission`) when the sandbox refuses a command
+    /// a host, a write or the network: the command just fails, as before. On by default
+    /// (README, "Permission requests").
+    #[arg(long)]
+    no_permission_requests: bool,
     /// Do not show what each workspace-mode command changed in the session folder (an edit
     /// card with a diff per file after the command's card, and a `[changed: …]` line for the
     /// model). On by default; it watches the folder with inotify and keeps the earlier
@@ -354,6 +369,11 @@ impl EngineArgs {
             limits.plain_live = None;
         }
         limits
+    }
+
+    /// Whether to ask the client when the sandbox refuses a command (`--no-permission-requests`).
+    pub fn permission_requests(&self) -> bool {
+        !self.no_permission_requests
     }
 
     /// Whether the shell driver shows typed reads and searches as such (`--classify-typed`).
@@ -439,6 +459,9 @@ impl EngineArgs {
         }
         if self.classify_typed {
             args.push("--classify-typed".into());
+        }
+        if self.no_permission_requests {
+            args.push("--no-permission-requests".into());
         }
         if self.no_changes {
             args.push("--no-changes".into());

@@ -73,10 +73,31 @@ fn agent_on_stdio(
     // `--no-history` too (an earlier agent's store is still there).
     config.protection.agent_dirs.extend(store.state_dir_path());
     // So are the keys `acp-bash login` stored.
-    config.protection.agent_dirs.extend(
-        keyfile::config_home(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-            .map(|home| keyfile::key_dir(&home)),
-    );
+    let config_home =
+        keyfile::config_home(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
+    config
+        .protection
+        .agent_dirs
+        .extend(config_home.as_ref().map(|home| keyfile::key_dir(home)));
+    // And what the user allowed always when asked: no command may add to it.
+    // The folder is made now (0700) when missing: a mask applies only to what exists, and a
+    // command whose session folder holds the config directory must not be able to make it.
+    let always = config_home
+        .as_deref()
+        .map(acp_bash::permit::AlwaysFile::under);
+    if let Some(always) = &always {
+        if engine.permission_requests() {
+            use std::os::unix::fs::DirBuilderExt as _;
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(always.folder());
+            if let Err(error) = made {
+                tracing::warn!(%error, folder = %always.folder().display(), "no folder for what is allowed always");
+            }
+        }
+        config.protection.agent_dirs.push(always.folder());
+    }
     if let Some(dir) = store.log_dir() {
         config = config.log_dir(dir);
     }
@@ -96,6 +117,9 @@ fn agent_on_stdio(
         .with_client_behind(transport.client_behind())
         .with_job_limits(engine.job_limits())
         .with_mcp_timeout(engine.mcp_timeout());
+    if engine.permission_requests() {
+        agent = agent.with_permission_requests(acp_bash::permit::Permits::asking(always));
+    }
     if let Some(store) = store.store() {
         agent = agent.with_session_store(store);
     }

@@ -217,5 +217,6 @@ fn lost(cwd: &Path, why: &str) -> RunOutcome {
         next_shell_state: None,
         notices: vec![notice],
         duration: std::time::Duration::ZERO,
+        blocked_hosts: Vec::new(),
     }
 }

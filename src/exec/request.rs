@@ -109,6 +109,10 @@ pub struct RunOutcome {
     pub notices: Vec<String>,
     /// How long the run took, start to reaped.
     pub duration: Duration,
+    /// The hosts workspace mode's network allowlist refused to this run's connections, from
+    /// the proxy's own record (never from the output), in the order first refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked_hosts: Vec<String>,
 }
 
 impl RunOutcome {

@@ -443,11 +443,15 @@ async fn run(
     let pid = started.pgid;
     let ended = supervise(started, &mut output, &control, timeout, config).await;
     sandbox::command_ended();
+    let mut blocked_hosts: Vec<String> = Vec::new();
     if let Some(network) = &session.inner.sandbox.network {
         network.ended(pid);
         // Read from the proxy's own record, never from the command's output.
         for blocked in network.take_blocks() {
             output.notice(blocked.reason.trim_start_matches("acp-bash ").to_string());
+            if !blocked_hosts.contains(&blocked.host) {
+                blocked_hosts.push(blocked.host);
+            }
         }
     }
     let report = match shell.report.as_ref().map(prelude::read_report) {
@@ -503,6 +507,7 @@ async fn run(
         next_shell_state: Some(session.shell_state()),
         notices,
         duration: started_at.elapsed(),
+        blocked_hosts,
     }
 }
 
@@ -735,5 +740,6 @@ async fn not_started(
         cwd,
         notices: output.notices,
         duration: started_at.elapsed(),
+        blocked_hosts: Vec::new(),
     }
 }

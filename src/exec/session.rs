@@ -396,6 +396,24 @@ impl Session {
         notes
     }
 
+    /// The hosts the user allowed for this session's workspace commands beyond the network
+    /// allowlist's rules (`None`: no allowlist here, the network is whole or absent).
+    pub fn network_grants(&self) -> Option<crate::netproxy::Grants> {
+        let network = self.inner.sandbox.network.as_ref()?;
+        Some(network.grants().clone())
+    }
+
+    /// Whether `host`, refused to one of this session's commands, was refused only because
+    /// the allowlist does not list it (not denied, not a private address): what the user may
+    /// be asked to allow.
+    pub fn host_askable(&self, host: &str) -> bool {
+        self.inner
+            .sandbox
+            .network
+            .as_ref()
+            .is_some_and(|network| network.rules().only_unlisted(host))
+    }
+
     /// The sandbox mode of the session's next commands.
     pub fn mode(&self) -> sandbox::Mode {
         *self.inner.mode.lock().unwrap()

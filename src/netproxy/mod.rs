@@ -13,7 +13,7 @@
 mod rules;
 mod server;
 
-pub use rules::{is_private, Decision, HostPattern, Rules, DEFAULT_HOSTS};
+pub use rules::{is_private, Decision, Grants, HostPattern, Rules, DEFAULT_HOSTS};
 pub use server::{BlockRecord, Blocked, Proxy, Serving, DEFAULT_MAX_CONNECTIONS};
 
 /// The port the proxy listens on inside each command's network namespace (its own loopback,
@@ -48,6 +48,7 @@ pub(crate) struct SessionNetwork {
     proxy: Proxy,
     runtime: tokio::runtime::Handle,
     record: BlockRecord,
+    grants: Grants,
     per_command: std::sync::Mutex<Vec<(i32, Serving)>>,
 }
 
@@ -55,10 +56,12 @@ pub(crate) struct SessionNetwork {
 impl SessionNetwork {
     /// A session's network through `proxy`, served on `runtime`.
     pub(crate) fn new(proxy: Proxy, runtime: tokio::runtime::Handle) -> SessionNetwork {
+        let grants = Grants::default();
         SessionNetwork {
-            proxy,
+            proxy: proxy.granting(grants.clone()),
             runtime,
             record: BlockRecord::default(),
+            grants,
             per_command: Default::default(),
         }
     }
@@ -83,6 +86,16 @@ impl SessionNetwork {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|(p, _)| *p != pid);
+    }
+
+    /// The hosts the user allowed for this session's commands (beyond the rules).
+    pub(crate) fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
+    /// The proxy's rules.
+    pub(crate) fn rules(&self) -> &Rules {
+        self.proxy.rules()
     }
 
     /// What the proxy refused for this session since the last call.

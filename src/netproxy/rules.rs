@@ -143,6 +143,42 @@ pub struct Rules {
     allow: Vec<HostPattern>,
     deny: Vec<HostPattern>,
     map: HashMap<String, SocketAddr>,
+    /// Mapped names that are not allowed by their mapping (`--map-unlisted-host`).
+    unlisted: Vec<String>,
+}
+
+/// Hosts allowed beyond the [`Rules`] while the agent runs: what the user allowed when asked
+/// (for one command, or for the session). Shared: the proxy reads it at each connection. A
+/// denied host stays denied.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct Grants(std::sync::Arc<std::sync::RwLock<Vec<HostPattern>>>);
+
+impl Grants {
+    /// Also allows `pattern` (until [`Grants::remove`]).
+    pub fn add(&self, pattern: HostPattern) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pattern);
+    }
+
+    /// Takes back one grant of `pattern` (made by [`Grants::add`]).
+    pub fn remove(&self, pattern: &HostPattern) {
+        let mut list = self.0.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = list.iter().position(|p| p == pattern) {
+            list.remove(at);
+        }
+    }
+
+    /// Whether a grant matches `host`.
+    pub fn allows(&self, host: &str) -> bool {
+        let Some(host) = normalize(host) else {
+            return false;
+        };
+        let list = self.0.read().unwrap_or_else(|e| e.into_inner());
+        list.iter().any(|p| p.matches(&host))
+    }
 }
 
 impl Default for Rules {
@@ -155,6 +191,7 @@ impl Default for Rules {
                 .collect(),
             deny: Vec::new(),
             map: HashMap::new(),
+            unlisted: Vec::new(),
         }
     }
 }
@@ -166,6 +203,7 @@ impl Rules {
             allow: Vec::new(),
             deny: Vec::new(),
             map: HashMap::new(),
+            unlisted: Vec::new(),
         }
     }
 
@@ -188,6 +226,23 @@ impl Rules {
         let host = normalize(host).ok_or_else(|| format!("`{host}` is not a host name"))?;
         self.map.insert(host, to);
         Ok(self)
+    }
+
+    /// Like [`Rules::map`], without allowing `host`: it is still refused (and asked about)
+    /// until allowed (`--map-unlisted-host`: for tests of permission requests).
+    pub fn map_unlisted(mut self, host: &str, to: SocketAddr) -> Result<Self, String> {
+        self = self.map(host, to)?;
+        self.unlisted.extend(normalize(host));
+        Ok(self)
+    }
+
+    /// Whether `host` is refused only because no entry allows it (not denied, not malformed):
+    /// what the user may be asked to allow.
+    pub fn only_unlisted(&self, host: &str) -> bool {
+        let Some(host) = normalize(host) else {
+            return false;
+        };
+        !self.deny.iter().any(|p| p.matches(&host)) && self.check(&host).is_err()
     }
 
     /// Parses `NAME=IP:PORT` for [`Rules::map`].
@@ -220,6 +275,11 @@ impl Rules {
 
     /// Whether `host` may be reached before any resolution (`Err`: why not and how to allow it).
     pub fn check(&self, host: &str) -> Result<(), String> {
+        self.check_granted(host, &Grants::default())
+    }
+
+    /// [`Rules::check`], with `grants` allowing more hosts (never a denied one).
+    pub fn check_granted(&self, host: &str, grants: &Grants) -> Result<(), String> {
         let Some(host) = normalize(host) else {
             return Err(format!("`{host}` is not a host name"));
         };
@@ -229,7 +289,8 @@ impl Rules {
                  to reach it"
             ));
         }
-        if self.map.contains_key(&host) || self.allow.iter().any(|p| p.matches(&host)) {
+        let mapped = self.map.contains_key(&host) && !self.unlisted.contains(&host);
+        if mapped || self.allow.iter().any(|p| p.matches(&host)) || grants.allows(&host) {
             return Ok(());
         }
         Err(format!(
@@ -241,7 +302,12 @@ impl Rules {
     /// Decides for `host:port` and, when allowed, where to connect: the mapping, the IP
     /// literal itself, or the resolved addresses that are not the host's private ones.
     pub async fn decide(&self, host: &str, port: u16) -> Decision {
-        if let Err(why) = self.check(host) {
+        self.decide_granted(host, port, &Grants::default()).await
+    }
+
+    /// [`Rules::decide`], with `grants` allowing more hosts.
+    pub async fn decide_granted(&self, host: &str, port: u16, grants: &Grants) -> Decision {
+        if let Err(why) = self.check_granted(host, grants) {
             return Decision::Refuse(why);
         }
         let name = normalize(host).unwrap_or_default();

@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
-use super::rules::{Decision, Rules};
+use super::rules::{Decision, Grants, Rules};
 
 /// The largest request head (request line and headers) a client may send.
 const MAX_HEAD: usize = 16 * 1024;
@@ -45,6 +45,7 @@ pub struct Blocked {
 pub struct Proxy {
     rules: Arc<Rules>,
     max_connections: usize,
+    grants: Grants,
 }
 
 impl Proxy {
@@ -53,12 +54,19 @@ impl Proxy {
         Proxy {
             rules: Arc::new(rules),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            grants: Grants::default(),
         }
     }
 
     /// At most `max` connections at once per listener (at least 1).
     pub fn max_connections(mut self, max: usize) -> Proxy {
         self.max_connections = max.max(1);
+        self
+    }
+
+    /// The same proxy, also allowing the hosts `grants` holds when a connection asks.
+    pub fn granting(mut self, grants: Grants) -> Proxy {
+        self.grants = grants;
         self
     }
 
@@ -92,6 +100,7 @@ impl Proxy {
         let stop = tokio_util::sync::CancellationToken::new();
         let state = Listener {
             rules: self.rules.clone(),
+            grants: self.grants.clone(),
             slots: Arc::new(Semaphore::new(self.max_connections)),
             blocks: blocks.clone(),
         };
@@ -157,6 +166,7 @@ impl Drop for Serving {
 #[derive(Clone)]
 struct Listener {
     rules: Arc<Rules>,
+    grants: Grants,
     slots: Arc<Semaphore>,
     blocks: Arc<Mutex<Vec<Blocked>>>,
 }
@@ -412,7 +422,7 @@ async fn connect(
     host: &str,
     port: u16,
 ) -> Result<TcpStream, (&'static str, String)> {
-    let addrs = match state.rules.decide(host, port).await {
+    let addrs = match state.rules.decide_granted(host, port, &state.grants).await {
         Decision::Connect(addrs) => addrs,
         Decision::Refuse(why) => {
             state.record(host, port, &why);

@@ -409,6 +409,7 @@ mod tests {
             next_shell_state: None,
             notices: Vec::new(),
             duration: std::time::Duration::from_millis(7),
+            blocked_hosts: Vec::new(),
         }
     }
 

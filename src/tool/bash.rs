@@ -108,6 +108,18 @@ impl BashResult {
         }
     }
 
+    /// Adds the agent's `note` to the result (a line `[acp-bash: note]` after the output, and
+    /// a notice): what the model reads after a permission question, say.
+    pub fn add_note(&mut self, note: &str) {
+        let output = &mut self.outcome.output;
+        if !output.is_empty() && !output.ends_with('\n') {
+            output.push('\n');
+        }
+        output.push_str(&format!("[acp-bash: {note}]\n"));
+        self.outcome.notices.push(note.to_string());
+        self.text = render_result(&self.outcome.output, &self.outcome.status);
+    }
+
     /// The result of a call that could not run at all (its task failed): `message` as its
     /// output, exit code 1, in `cwd`.
     pub fn failed(message: String, cwd: std::path::PathBuf) -> Self {
@@ -119,6 +131,7 @@ impl BashResult {
             cwd,
             notices: Vec::new(),
             duration: std::time::Duration::ZERO,
+            blocked_hosts: Vec::new(),
         })
     }
 }

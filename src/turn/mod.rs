@@ -17,6 +17,7 @@ use crate::driver::{Compaction, Driver, Prompt, StopReason, TurnError, TurnHost,
 use crate::exec::Session;
 use crate::jobs::JobRegistry;
 use crate::mcp::{McpResult, McpTool};
+use crate::permit::{self, Answer, Ask, SessionPermits};
 use crate::store::{SessionLog, SessionRecord};
 use crate::tool::{BashCall, BashResult};
 
@@ -53,6 +54,19 @@ pub trait TurnPort: Send + Sync {
 
     /// Runs a slash command and shows its answer; returns the answer's text.
     fn run_command(&self, command: SlashCommand) -> BoxFuture<'_, String>;
+
+    /// Asks the user about `ask`, what the sandbox refused the call `call_id` (which has
+    /// ended), and returns the answer. The default cannot ask ([`Answer::NotAsked`]).
+    fn ask_permission<'a>(
+        &'a self,
+        call_id: &'a str,
+        call: &'a BashCall,
+        ask: &'a Ask,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Answer> {
+        let _ = (call_id, call, ask, cancel);
+        Box::pin(async { Answer::NotAsked })
+    }
 
     /// The tools of the session's MCP servers (empty by default); tells the user, once, of a
     /// server that failed.
@@ -100,6 +114,8 @@ pub struct Turn<'a> {
     model: Option<String>,
     /// The reasoning level the session chose ([`TurnHost::thought_level`]).
     thought_level: Option<String>,
+    /// What the session's user allowed, and whether to ask (`None`: never ask).
+    permits: Option<SessionPermits>,
 }
 
 impl<'a> Turn<'a> {
@@ -130,7 +146,15 @@ impl<'a> Turn<'a> {
             unrecorded_text: String::new(),
             model: None,
             thought_level: None,
+            permits: None,
         }
+    }
+
+    /// Asks the user (through the port) when the sandbox refuses one of the turn's calls, and
+    /// applies what the session's user allowed ([`crate::permit`]).
+    pub fn permits(mut self, permits: Option<SessionPermits>) -> Self {
+        self.permits = permits;
+        self
     }
 
     /// Sets the reasoning level the session chose for this turn ([`TurnHost::thought_level`]).
@@ -198,32 +222,22 @@ impl TurnHost for Turn<'_> {
 
     fn run_bash<'b>(&'b mut self, call: BashCall) -> BoxFuture<'b, BashResult> {
         async move {
-            self.record_text();
-            let call_id = (self.new_call_id)();
-            let cwd = call
-                .request
-                .cwd
-                .clone()
-                .unwrap_or_else(|| self.session.cwd());
-            // A turn's first record is written with its first call (one write, not two).
-            let which = match self.recorded {
-                Some(number) => Err(number),
-                None => Ok(self.prompt.as_str()),
-            };
-            let (turn, title) = self.log.turn_and_call_started(
-                which,
-                &call_id,
-                call.command(),
-                call.description.as_deref(),
-                &cwd,
-            );
-            self.recorded = Some(turn);
-            let result = self.port.run_call(&call_id, &call, &self.cancel).await;
-            self.log.call_finished(&call_id, &result.outcome);
-            if let Some(title) = title {
-                self.port.title(&title);
+            let mut call = call;
+            let session_mode = || call_mode(&call, self.session);
+            if let Some(permits) = &self.permits {
+                // A granted prefix: the command runs in the mode the user allowed it.
+                if let Some(mode) = permits.mode_for(call.command(), session_mode()) {
+                    call.request.sandbox_mode = Some(mode);
+                }
             }
-            result
+            let (call_id, result) = self.run_one(&call).await;
+            match &self.permits {
+                Some(permits) if permits.settings.ask => {
+                    let permits = permits.clone();
+                    self.ask_after(&permits, call, &call_id, result).await
+                }
+                _ => result,
+            }
         }
         .boxed()
     }
@@ -280,6 +294,141 @@ impl TurnHost for Turn<'_> {
         }
         .boxed()
     }
+}
+
+impl Turn<'_> {
+    /// Runs `call` as a call of its own (recorded, on the wire): its id and result.
+    async fn run_one(&mut self, call: &BashCall) -> (String, BashResult) {
+        self.record_text();
+        let call_id = (self.new_call_id)();
+        let cwd = call
+            .request
+            .cwd
+            .clone()
+            .unwrap_or_else(|| self.session.cwd());
+        // A turn's first record is written with its first call (one write, not two).
+        let which = match self.recorded {
+            Some(number) => Err(number),
+            None => Ok(self.prompt.as_str()),
+        };
+        let (turn, title) = self.log.turn_and_call_started(
+            which,
+            &call_id,
+            call.command(),
+            call.description.as_deref(),
+            &cwd,
+        );
+        self.recorded = Some(turn);
+        let result = self.port.run_call(&call_id, call, &self.cancel).await;
+        self.log.call_finished(&call_id, &result.outcome);
+        if let Some(title) = title {
+            self.port.title(&title);
+        }
+        (call_id, result)
+    }
+
+    /// After `call` (`call_id`) ended with `result`: when the sandbox refused it something the
+    /// user may allow, asks; runs it again when allowed (a call of its own), else tells the
+    /// model (and the user) what the answer was or how to allow it.
+    async fn ask_after(
+        &mut self,
+        permits: &SessionPermits,
+        call: BashCall,
+        call_id: &str,
+        mut result: BashResult,
+    ) -> BashResult {
+        let mode = call_mode(&call, self.session);
+        let Some(refusal) = permit::refusal_of(&result.outcome, self.session, mode) else {
+            return result;
+        };
+        if self.cancel.is_cancelled() {
+            return result;
+        }
+        let prefix = match refusal {
+            permit::Refusal::Host { .. } => None,
+            _ => permit::prefix_of(call.command()),
+        };
+        let ask = Ask {
+            refusal,
+            command: call.command().to_string(),
+            cwd: result.outcome.cwd.clone(),
+            prefix,
+            keep: permits.settings.always.is_some(),
+        };
+        let answer = self
+            .port
+            .ask_permission(call_id, &call, &ask, &self.cancel)
+            .await;
+        tracing::info!(?answer, refusal = ?ask.refusal, "permission asked");
+        match answer {
+            Answer::Once | Answer::Session | Answer::Always => {}
+            other => {
+                if let Some(note) = ask.note(other) {
+                    self.notice(&format!("acp-bash: {note}.\n"));
+                    result.add_note(&note);
+                }
+                return result;
+            }
+        }
+        let mut kept_note = None;
+        if answer != Answer::Once {
+            if let Some(grant) = SessionPermits::grant_for(&ask) {
+                permits.apply(&grant);
+                if answer == Answer::Always {
+                    if let Some(file) = &permits.settings.always {
+                        kept_note = Some(match file.add(&grant) {
+                            Ok(()) => format!(
+                                "kept `{}` in {} (delete the line to take it back)",
+                                grant.line(),
+                                file.path.display()
+                            ),
+                            Err(error) => format!(
+                                "could not keep `{}` in {}: {error}; it holds for this session",
+                                grant.line(),
+                                file.path.display()
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        if let Some(kept) = &kept_note {
+            // The user sees where it was kept, and how to take it back.
+            self.notice(&format!("acp-bash: {kept}.\n"));
+        }
+        let mut again = call;
+        let once_host = match (&ask.refusal, answer) {
+            (permit::Refusal::Host { host }, Answer::Once) => permits.allow_once(host),
+            _ => None,
+        };
+        if let Some(mode) = ask.refusal.mode_that_allows() {
+            again.request.sandbox_mode = Some(mode);
+        }
+        let (_, mut second) = self.run_one(&again).await;
+        if let Some(pattern) = once_host {
+            permits.end_once(&pattern);
+        }
+        let scope = match answer {
+            Answer::Once => "this once",
+            Answer::Session => "for this session",
+            _ => "always",
+        };
+        let mut note = format!(
+            "the user allowed it {scope} ({}); this is the result of running it again",
+            ask.refusal.what()
+        );
+        if let Some(kept) = kept_note {
+            note.push_str("; ");
+            note.push_str(&kept);
+        }
+        second.add_note(&note);
+        second
+    }
+}
+
+/// The mode `call` runs in on `session`.
+fn call_mode(call: &BashCall, session: &Session) -> crate::sandbox::Mode {
+    call.request.sandbox_mode.unwrap_or_else(|| session.mode())
 }
 
 /// Runs `prompt`'s turn with `driver` on `turn`. A cancelled turn ends

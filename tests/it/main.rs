@@ -19,6 +19,7 @@ mod exec;
 mod mcp;
 mod model;
 mod netproxy;
+mod permit;
 mod present;
 // The Linux kernel sandbox's tests (macOS's backend is unit-tested in src/sandbox/macos/).
 #[cfg(target_os = "linux")]

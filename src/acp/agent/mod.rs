@@ -80,6 +80,7 @@ pub struct AcpBashAgent {
     store: Option<Store>,
     driver: Arc<dyn Driver>,
     mcp_timeout: Duration,
+    permits: crate::permit::Permits,
 }
 
 impl AcpBashAgent {
@@ -94,7 +95,17 @@ impl AcpBashAgent {
             store: None,
             driver: Arc::new(ShellDriver::default()),
             mcp_timeout: crate::mcp::DEFAULT_TIMEOUT,
+            permits: crate::permit::Permits::default(),
         }
+    }
+
+    /// Asks the client (`session/request_permission`) when the sandbox refuses a command
+    /// something the user may allow, and keeps what the user allowed always where `permits`
+    /// says ([`crate::permit`]). Off by default for the library; the binary turns it on
+    /// unless `--no-permission-requests`.
+    pub fn with_permission_requests(mut self, permits: crate::permit::Permits) -> Self {
+        self.permits = permits;
+        self
     }
 
     /// Bounds an MCP server's start and each call of its tools (default
@@ -170,6 +181,7 @@ impl AcpBashAgent {
         connection.max_prompt_bytes = self.max_prompt_bytes;
         connection.client_behind = self.client_behind;
         connection.mcp_timeout = self.mcp_timeout;
+        connection.permits = self.permits;
         let connection = Arc::new(connection);
         let result = tokio::select! {
             result = connection.clone().handle(transport) => result,
@@ -210,6 +222,8 @@ struct Connection {
     driver: Arc<dyn Driver>,
     /// The bound on an MCP server's start and on each call of its tools.
     mcp_timeout: Duration,
+    /// Whether to ask when the sandbox refuses a command, and where "always" is kept.
+    permits: crate::permit::Permits,
 }
 
 impl Connection {
@@ -232,6 +246,7 @@ impl Connection {
             runs: TaskTracker::new(),
             driver: Arc::new(ShellDriver::default()),
             mcp_timeout: crate::mcp::DEFAULT_TIMEOUT,
+            permits: crate::permit::Permits::default(),
         }
     }
 

@@ -53,6 +53,9 @@ pub(super) struct SessionState {
     /// The MCP servers the client gave the session (replaced by `session/load` and
     /// `session/resume`; ended with the session).
     pub mcp: Mutex<Arc<crate::mcp::McpServers>>,
+    /// What the session's user allowed when asked, and whether to ask
+    /// (`notes/2026-12-06-permission-requests.md`).
+    pub permits: crate::permit::SessionPermits,
 }
 
 impl SessionState {
@@ -88,7 +91,6 @@ impl Connection {
             next_call: AtomicU64::new(record.calls_and_jobs() + 1),
             model: Mutex::new(record.model.clone()),
             thought_level: Mutex::new(record.thought_level.clone()),
-            session,
             log: Arc::new(SessionLog::new(self.store.clone(), record)),
             current_call: Mutex::new(None),
             turn: tokio::sync::Mutex::new(()),
@@ -98,6 +100,8 @@ impl Connection {
             v2_calls: Mutex::new(HashMap::new()),
             v2_foreground: std::sync::atomic::AtomicBool::new(false),
             mcp: Mutex::new(Arc::new(crate::mcp::McpServers::none())),
+            permits: self.permits.session(&session),
+            session,
         });
         self.sessions.lock().unwrap().insert(id, state.clone());
         state

@@ -39,6 +39,7 @@ use crate::acp::ClientBehind;
 use crate::driver::commands::SlashCommand;
 use crate::driver::{Prompt, PromptBlock, StopReason, TurnError, Usage};
 use crate::mcp::{McpResult, McpTool};
+use crate::permit::{Answer, Ask};
 use crate::present::mcp::{mcp_result_text, present_mcp_call};
 use crate::present::{console_block, present_call, ResultView};
 use crate::tool::{BashCall, BashResult};
@@ -149,7 +150,8 @@ impl Connection {
             prompt.text(),
         )
         .model(state.model.lock().unwrap().clone())
-        .thought_level(state.thought_level.lock().unwrap().clone());
+        .thought_level(state.thought_level.lock().unwrap().clone())
+        .permits(Some(state.permits.clone()));
         let ended = run_turn(&*self.driver, prompt, turn).await;
         let card = port.card.lock().unwrap().take();
         if let Some(failure) = port.failure.lock().unwrap().take() {
@@ -452,6 +454,126 @@ impl TurnPort for AcpTurn<'_> {
         .boxed()
     }
 
+    fn ask_permission<'b>(
+        &'b self,
+        call_id: &'b str,
+        call: &'b BashCall,
+        ask: &'b Ask,
+        cancel: &'b CancellationToken,
+    ) -> BoxFuture<'b, Answer> {
+        async move {
+            let choices = ask.choices();
+            let meta = permission_meta(ask);
+            // Awaited here, in the turn's connection task, never in a handler: the connection's
+            // loop goes on dispatching (the answer, a session/cancel) meanwhile (SDK guide §4).
+            let selected: Result<Option<String>, Error> = match &self.face {
+                Face::V1 {
+                    cx,
+                    session_id,
+                    features,
+                } => {
+                    use agent_client_protocol::v1::schema::{
+                        PermissionOption, PermissionOptionKind as Kind, RequestPermissionOutcome,
+                        RequestPermissionRequest, ToolCallUpdate, ToolCallUpdateFields,
+                    };
+                    let options = choices
+                        .iter()
+                        .map(|c| {
+                            let kind = match c.answer {
+                                Answer::Once => Kind::AllowOnce,
+                                Answer::Session | Answer::Always => Kind::AllowAlways,
+                                _ => Kind::RejectOnce,
+                            };
+                            PermissionOption::new(c.id, c.name.clone(), kind)
+                        })
+                        .collect();
+                    let id = ToolCallId::new(call_id.to_string());
+                    let asking = ToolCallUpdate::new(
+                        id.clone(),
+                        ToolCallUpdateFields::new().title(ask.title()),
+                    );
+                    let request =
+                        RequestPermissionRequest::new((*session_id).clone(), asking, options)
+                            .meta(meta.as_object().cloned());
+                    let sent = cx.send_request(request).block_task();
+                    let outcome = tokio::select! {
+                        response = sent => response.map(|r| match r.outcome {
+                            RequestPermissionOutcome::Selected(chosen) => {
+                                Some(chosen.option_id.0.to_string())
+                            }
+                            _ => None,
+                        }),
+                        // Dropping the request sends `$/cancel_request` (SDK guide §4, rule 5).
+                        () = cancel.cancelled() => Ok(None),
+                    };
+                    // The card's title again (the question had it).
+                    let view = present_call(call, &ask.cwd);
+                    let title = bridge::title(&view, *features);
+                    self.face.send(
+                        |_| {
+                            SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                                id.clone(),
+                                ToolCallUpdateFields::new().title(title.clone()),
+                            ))
+                        },
+                        |_| None,
+                    );
+                    outcome
+                }
+                Face::V2 { cx, session_id, .. } => {
+                    let options = choices
+                        .iter()
+                        .map(|c| {
+                            let kind = match c.answer {
+                                Answer::Once => v2::PermissionOptionKind::AllowOnce,
+                                Answer::Session | Answer::Always => {
+                                    v2::PermissionOptionKind::AllowAlways
+                                }
+                                _ => v2::PermissionOptionKind::RejectOnce,
+                            };
+                            v2::PermissionOption::new(c.id, c.name.clone(), kind)
+                        })
+                        .collect();
+                    let subject =
+                        v2::CommandPermissionSubject::new(ask.command.clone(), ask.cwd.clone())
+                            .tool_call_id(v2::ToolCallId::new(call_id.to_string()))
+                            .terminal_id(v2::TerminalId::new(call_id.to_string()));
+                    let request = v2::RequestPermissionRequest::new(
+                        (*session_id).clone(),
+                        ask.title(),
+                        options,
+                    )
+                    .description(ask.refusal.what())
+                    .subject(v2::RequestPermissionSubject::Command(subject))
+                    .meta(meta.as_object().cloned());
+                    let sent = cx.send_request(request).block_task();
+                    tokio::select! {
+                        response = sent => response.map(|r| match r.outcome {
+                            v2::RequestPermissionOutcome::Selected(chosen) => {
+                                Some(chosen.option_id.0.to_string())
+                            }
+                            _ => None,
+                        }),
+                        () = cancel.cancelled() => Ok(None),
+                    }
+                }
+            };
+            match selected {
+                // An option not offered is not an approval (the schema's rule).
+                Ok(Some(id)) => choices
+                    .iter()
+                    .find(|c| c.id == id)
+                    .map_or(Answer::Reject, |c| c.answer),
+                Ok(None) => Answer::Dismissed,
+                Err(error) => {
+                    tracing::info!(%error, "the client did not answer session/request_permission");
+                    Answer::NotAsked
+                }
+            }
+        }
+        .boxed()
+    }
+
     fn mcp_tools(&self) -> BoxFuture<'_, Vec<McpTool>> {
         async move {
             let servers = self.state.mcp.lock().unwrap().clone();
@@ -509,6 +631,19 @@ impl TurnPort for AcpTurn<'_> {
         }
         .boxed()
     }
+}
+
+/// What a permission question carries under `_meta["acp-bash"]`: what was refused, in fields
+/// a client can read.
+fn permission_meta(ask: &Ask) -> serde_json::Value {
+    let refused = match &ask.refusal {
+        crate::permit::Refusal::Host { host } => json!({"kind": "host", "host": host}),
+        crate::permit::Refusal::Write { path, mode } => {
+            json!({"kind": "write", "path": path, "mode": mode.id()})
+        }
+        crate::permit::Refusal::Network => json!({"kind": "network", "mode": "read-only"}),
+    };
+    json!({"acp-bash": {"refused": refused, "why": ask.refusal.what(), "prefix": ask.prefix}})
 }
 
 /// A v1 update whose shape v2 keeps (commands, usage, session info) as its v2 update.

@@ -25,5 +25,5 @@ mod streaming;
 mod tool_call;
 mod transcripts;
 mod turns;
-mod v2_face;
+pub(crate) mod v2_face;
 mod v2_terminals;

@@ -259,7 +259,7 @@ fn background(update: &Value) -> Vec<String> {
 
 /// Every line against the v2 schema: requests and notifications by method (and direction),
 /// results by the request they answer, errors as `Error`; every request answered.
-fn validate_v2(transcript: &[String]) {
+pub(crate) fn validate_v2(transcript: &[String]) {
     let schema = schema_v2();
     let mut pending: HashMap<(bool, String), String> = HashMap::new();
     for line in transcript {
@@ -307,7 +307,7 @@ fn fail(line: &str, problem: String) -> ! {
 /// The transcript as a snapshot shows it: ids renumbered, session ids numbered, the temp dir
 /// `[TMP]`, the command list redacted, and each terminal's consecutive chunks merged and
 /// decoded (how the bytes are batched depends on timing; the bytes do not).
-fn normalized(transcript: &[String], temp: &Path) -> String {
+pub(crate) fn normalized(transcript: &[String], temp: &Path) -> String {
     let temp = temp.to_str().unwrap();
     let session_id = regex::Regex::new("sess-[0-9a-f]{32}").unwrap();
     let mut sessions = HashMap::<String, usize>::new();
