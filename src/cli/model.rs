@@ -25,7 +25,9 @@ pub struct ModelArgs {
     /// `anthropic:NAME` (the Anthropic messages API), e.g. `openai:gpt-4.1`,
     /// `anthropic:claude-sonnet-4-5`. Slash commands and `!COMMAND` still run directly.
     /// Give it more than once to let each session choose (the `model` config option); the
-    /// first is the default. `--base-url` and `--api-key-env` apply to every one.
+    /// first is the default. `--base-url` and `--api-key-env` apply to every one. A provider
+    /// alone (`openai`, `anthropic`) offers every model its server lists (`GET /v1/models`),
+    /// the first the default.
     #[arg(long, value_name = "PROVIDER:NAME", value_parser = parse_model,
           action = clap::ArgAction::Append)]
     model: Vec<String>,
@@ -43,8 +45,10 @@ pub struct ModelArgs {
     #[arg(long, value_name = "N", requires = "model",
           value_parser = clap::value_parser!(u32).range(1..))]
     max_steps: Option<u32>,
-    /// The model's context window, in tokens (default 200000 for anthropic, 128000 for
-    /// openai). The conversation is compacted (the model summarises it) at 80% of it.
+    /// The model's context window, in tokens. Default: what the server's model list says
+    /// (OpenRouter, vLLM, LM Studio, llama.cpp's `/props`; Ollama's `num_ctx` from
+    /// --extra-body), else 200000 for anthropic, 128000 for openai. The conversation is
+    /// compacted (the model summarises it) at 80% of it.
     #[arg(long, value_name = "TOKENS", requires = "model",
           value_parser = clap::value_parser!(u64).range(1024..))]
     context_window: Option<u64>,
@@ -144,6 +148,7 @@ impl ModelArgs {
         }
         if let Some(window) = self.context_window {
             config.context_window = window;
+            config.window_from_list = false;
         }
         config.prompt_cache = !self.no_prompt_cache;
         for header in &self.headers {

@@ -70,6 +70,14 @@ pub trait Driver: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// A session is being opened (`session/new`, `load`, `resume`): the driver may start
+    /// what it needs in the background (a provider's model list). `Some`: the session's
+    /// [`Driver::models`] are known once the future resolves (it must be bounded in time), and
+    /// the answer waits for it; `None` (the default): nothing to wait for.
+    fn session_opening(&self) -> Option<BoxFuture<'static, ()>> {
+        None
+    }
+
     /// Session `session_id` was closed (its turns have ended): free what the driver keeps for
     /// it. A session loaded again later starts from its record.
     fn session_closed(&self, session_id: &str) {

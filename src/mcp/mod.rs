@@ -32,6 +32,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The most bytes of a server's stderr kept for a failure's message.
 const KEEP_STDERR: usize = 2048;
 
+/// How long a failure's message waits for the server's last words: its stderr to its end, its
+/// exit (a server that failed has usually exited, and its pipes are read to the end at once).
+const LAST_WORDS: Duration = Duration::from_secs(2);
+
 /// The most bytes of a tool's result handed on.
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 
@@ -134,6 +138,14 @@ struct Connected {
     tools: Vec<McpTool>,
     /// Its stderr's last bytes.
     stderr: Arc<Mutex<String>>,
+    /// Whether its process still runs (false once it exited: its tools are no longer offered).
+    alive: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Connected {
+    fn alive(&self) -> bool {
+        *self.alive.borrow() && !self.service.is_transport_closed()
+    }
 }
 
 struct Server {
@@ -234,6 +246,14 @@ impl McpServers {
         }
     }
 
+    /// The same servers started anew on `session`, in its sandbox mode now (a session whose
+    /// mode changed). These end when the last handle to them is dropped (a turn under way
+    /// keeps them until it ends).
+    pub fn restarted(&self, session: &Session) -> Self {
+        let configs = self.servers.iter().map(|s| s.config.clone()).collect();
+        Self::start(session, configs, self.timeout)
+    }
+
     /// Adds `sentence` to what the user is told (a server that was not started).
     pub fn note(&self, sentence: String) {
         self.news.lock().unwrap().push(sentence);
@@ -244,12 +264,15 @@ impl McpServers {
         self.servers.is_empty()
     }
 
-    /// The tools of every server that has started (waiting for the starts still under way).
+    /// The tools of every server that has started and still runs (waiting for the starts
+    /// still under way).
     pub async fn tools(&self) -> Vec<McpTool> {
         let mut tools = Vec::new();
         for server in &self.servers {
             if let Ok(connected) = server.started.clone().await {
-                tools.extend(connected.tools.iter().cloned());
+                if connected.alive() {
+                    tools.extend(connected.tools.iter().cloned());
+                }
             }
         }
         tools
@@ -300,6 +323,10 @@ impl McpServers {
             result = call => match result {
                 Ok(result) => result_of(result.content, result.is_error.unwrap_or(false)),
                 Err(error) => {
+                    // A server that died: its exit first (its tools are then no longer
+                    // offered), and its stderr with it, bounded.
+                    let mut alive = connected.alive.clone();
+                    let _ = tokio::time::timeout(LAST_WORDS, alive.wait_for(|alive| !*alive)).await;
                     let stderr = connected.stderr.lock().unwrap().clone();
                     McpResult::error(format!(
                         "The MCP server \"{server_name}\" failed the call of {name}: {error}{}",
@@ -383,7 +410,8 @@ async fn connect(
         Err(error) => return fail(format!("it could not be started ({error})")),
     };
     let kept = Arc::new(Mutex::new(String::new()));
-    tokio::spawn(keep_stderr(stderr, kept.clone(), name.clone()));
+    let mut stderr_read = tokio::spawn(keep_stderr(stderr, kept.clone(), name.clone()));
+    let (alive_tx, alive) = tokio::sync::watch::channel(true);
     // The process belongs to this task: it ends when the servers are dropped (the token), or
     // when the runtime ends (the task is dropped); either way dropping it kills its group.
     let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -399,6 +427,7 @@ async fn connect(
                 () = cancel.cancelled() => return,
             };
             drop(process);
+            alive_tx.send_replace(false);
             let how = match status {
                 Ok(status) => status.to_string(),
                 Err(error) => error.to_string(),
@@ -421,6 +450,8 @@ async fn connect(
         done = handshake => match done {
             Ok(done) => done,
             Err(error) => {
+                // What it said before it went: its stderr read to the end (bounded).
+                let _ = tokio::time::timeout(LAST_WORDS, &mut stderr_read).await;
                 let tail = stderr_tail(&kept.lock().unwrap());
                 return fail(format!("the MCP handshake failed ({error}){tail}"));
             }
@@ -445,6 +476,7 @@ async fn connect(
         service,
         tools,
         stderr: kept,
+        alive,
     }))
 }
 

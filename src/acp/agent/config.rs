@@ -181,8 +181,10 @@ impl Connection {
                     }
                 };
                 tracing::info!(session = %session_id, mode = mode.id(), "session/set_config_option");
+                let was = state.session.mode();
                 state.session.set_mode(mode);
                 state.log.set_mode(mode.id());
+                self.restart_mcp_if_mode_changed(state, was);
                 Ok(Some(modes.id(mode)))
             }
             REASONING_OPTION_ID => {

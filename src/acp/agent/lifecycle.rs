@@ -143,6 +143,8 @@ impl Connection {
             Err(error) => return responder.respond_with_error(error),
         };
         self.start_mcp(&state, &request.mcp_servers);
+        // The providers' model lists, in the background (not waited for here).
+        drop(self.driver.session_opening());
         let features = *self.features.lock().unwrap();
         let current = state.current_call.lock().unwrap().clone();
         let updates = replay(&state.log.record(), features, |call| {
@@ -183,6 +185,7 @@ impl Connection {
         };
         tracing::info!(session = %id.0, "session/resume");
         self.start_mcp(&state, &request.mcp_servers);
+        drop(self.driver.session_opening());
         for note in notes {
             cx.send_notification(SessionNotification::new(id.clone(), agent_text(note)))?;
         }

@@ -67,6 +67,32 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// Starts `state`'s servers anew in the session's mode now, when it is not `was`: a
+    /// server runs in its session's sandbox, and one started in a wider mode must not keep it
+    /// (notes/2026-12-06-mcp-leftovers.md).
+    pub(super) fn restart_mcp_if_mode_changed(
+        &self,
+        state: &SessionState,
+        was: crate::sandbox::Mode,
+    ) {
+        let mode = state.session.mode();
+        if mode == was {
+            return;
+        }
+        let mut servers = state.mcp.lock().unwrap();
+        if servers.is_empty() {
+            return;
+        }
+        tracing::info!(
+            from = was.id(),
+            to = mode.id(),
+            "the sandbox mode changed: MCP servers restart"
+        );
+        *servers = Arc::new(servers.restarted(&state.session));
+    }
+}
+
 /// The `tool_call` that opens an MCP call.
 pub(super) fn call_opened(call_id: &ToolCallId, view: &McpCallView) -> SessionUpdate {
     SessionUpdate::ToolCall(

@@ -351,7 +351,7 @@ impl Connection {
     }
 
     fn new_session(
-        &self,
+        self: Arc<Self>,
         request: NewSessionRequest,
         responder: Responder<NewSessionResponse>,
         cx: ConnectionTo<Client>,
@@ -378,16 +378,30 @@ impl Connection {
         tracing::info!(session = %id.0, cwd = %request.cwd.display(), "session/new");
         let state = self.open(id.clone(), number, session, record);
         self.start_mcp(&state, &request.mcp_servers);
-        responder.respond(
-            NewSessionResponse::new(id.clone())
-                .modes(modes)
-                .config_options(self.config_options(&state)),
-        )?;
-        // After the answer, so that the client knows the session the commands are for.
-        cx.send_notification(agent_client_protocol::v1::schema::SessionNotification::new(
-            id,
-            slash::available_commands(),
-        ))
+        let answer = move |this: &Connection, cx: &ConnectionTo<Client>| {
+            responder.respond(
+                NewSessionResponse::new(id.clone())
+                    .modes(modes)
+                    .config_options(this.config_options(&state)),
+            )?;
+            // After the answer, so that the client knows the session the commands are for.
+            cx.send_notification(agent_client_protocol::v1::schema::SessionNotification::new(
+                id,
+                slash::available_commands(),
+            ))
+        };
+        match self.driver.session_opening() {
+            None => answer(&self, &cx),
+            // The models the session may choose come from a provider's list: answer once it
+            // is known (or failed; bounded by the driver).
+            Some(known) => {
+                let spawner = cx.clone();
+                spawner.spawn(async move {
+                    known.await;
+                    answer(&self, &cx)
+                })
+            }
+        }
     }
     /// `session/set_mode`: the sandbox mode for the session's next commands.
     fn set_mode(
@@ -421,8 +435,10 @@ impl Connection {
             }
         };
         tracing::info!(session = %request.session_id.0, mode = mode.id(), "session/set_mode");
+        let was = state.session.mode();
         state.session.set_mode(mode);
         state.log.set_mode(mode.id());
+        self.restart_mcp_if_mode_changed(&state, was);
         // Before the answer, so that its place on the wire is fixed (like `current_mode_update`
         // for `set_config_option`).
         self.announce_config_options(&cx, request.session_id, &state)?;

@@ -124,6 +124,8 @@ impl Connection {
         );
         tracing::info!(session = %id.0, cwd = %cwd.display(), "session/new (ACP v2)");
         let state = self.open(id.clone(), number, session, record);
+        // The providers' model lists, in the background (not waited for here).
+        drop(self.driver.session_opening());
         let v2_id = v2_session_id(&id);
         responder.respond(
             NewSessionResponse::new(v2_id.clone()).config_options(self.v2_config_options(&state)),

@@ -121,7 +121,6 @@ impl fmt::Debug for ApiKey {
 pub struct ModelClient {
     provider: Provider,
     base_url: String,
-    http: OnceLock<reqwest::Client>,
     /// What an OpenAI-compatible body carries, as this server takes it (changed once when
     /// its error asks for it, and kept for the next requests).
     openai: Mutex<openai::Options>,
@@ -137,7 +136,6 @@ impl ModelClient {
             provider,
             openai: Mutex::new(openai::Options::for_base(&base_url)),
             base_url,
-            http: OnceLock::new(),
             extras: Extras::default(),
         }
     }
@@ -172,7 +170,9 @@ impl ModelClient {
     }
 
     fn http(&self) -> Result<&reqwest::Client, ApiError> {
-        if let Some(client) = self.http.get() {
+        // One HTTP client (and connection pool) for every model and model list of the process.
+        static HTTP: OnceLock<reqwest::Client> = OnceLock::new();
+        if let Some(client) = HTTP.get() {
             return Ok(client);
         }
         // The one place an HTTP client (and rustls) is set up: on the first model request.
@@ -185,7 +185,69 @@ impl ModelClient {
             .map_err(|error| {
                 ApiError::Connection(format!("cannot build the HTTP client: {error}"))
             })?;
-        Ok(self.http.get_or_init(|| client))
+        Ok(HTTP.get_or_init(|| client))
+    }
+
+    /// GETs `url` (a path of this provider's server: its model list, llama.cpp's `/props`)
+    /// with the provider's auth headers when there is a `key`, and the user's headers; the
+    /// answer's JSON. Errors never hold the key or a URL's credentials.
+    pub async fn get_json(
+        &self,
+        url: &str,
+        key: Option<&ApiKey>,
+    ) -> Result<serde_json::Value, ApiError> {
+        let http = self.http()?;
+        let mut builder = http.get(url).header("accept", "application/json");
+        if let Some(key) = key {
+            builder = match self.provider {
+                Provider::OpenAi => builder.bearer_auth(key.expose()),
+                Provider::Anthropic => builder.header("x-api-key", key.expose()),
+            };
+        }
+        if self.provider == Provider::Anthropic {
+            builder = builder.header("anthropic-version", anthropic::VERSION);
+        }
+        let builder = self
+            .extras
+            .headers
+            .iter()
+            .fold(builder, |builder, (name, value)| {
+                builder.header(name.as_str(), value.as_str())
+            });
+        // A server may echo the URL (`no route /v1/models?key=…`): its credentials go too.
+        let secrets = url_secrets(url);
+        let clean = |error: ApiError| {
+            let error = match key {
+                Some(key) => error.redact(key.expose()),
+                None => error,
+            };
+            error.map_messages(|text| {
+                let text = secrets.iter().fold(text.to_string(), |text, s| {
+                    text.replace(s.as_str(), "[redacted]")
+                });
+                redact_urls_in(&text)
+            })
+        };
+        let response = builder
+            .send()
+            .await
+            .map_err(|error| clean(connection_error(error)))?;
+        let status = response.status().as_u16();
+        let body = response
+            .text()
+            .await
+            .map_err(|error| clean(connection_error(error)))?;
+        if !(200..300).contains(&status) {
+            let (message, code) = error_fields(&body);
+            return Err(clean(ApiError::from_answer(
+                status,
+                None,
+                message,
+                code.as_deref(),
+            )));
+        }
+        serde_json::from_str(&body)
+            .map_err(|error| clean(ApiError::Protocol(format!("not JSON: {error}"))))
     }
 
     /// Sends `request` and reads its streamed reply, handing each delta to `on_delta` as it
@@ -394,6 +456,27 @@ pub fn redact_url(url: &str) -> String {
         None => path.to_string(),
     };
     format!("{scheme}{authority}{path}")
+}
+
+/// The credentials `url` carries: its `user:password@` parts and its query values (of 4
+/// characters or more; shorter ones are no secrets and would redact too much).
+fn url_secrets(url: &str) -> Vec<String> {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let (authority, path) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    let mut secrets: Vec<String> = Vec::new();
+    if let Some((userinfo, _)) = authority.rsplit_once('@') {
+        secrets.extend(userinfo.split(':').map(str::to_string));
+    }
+    if let Some((_, query)) = path.split_once('?') {
+        let query = query.split('#').next().unwrap_or("");
+        secrets.extend(
+            query
+                .split('&')
+                .filter_map(|pair| pair.split_once('=').map(|(_, value)| value.to_string())),
+        );
+    }
+    secrets.retain(|secret| secret.len() >= 4);
+    secrets
 }
 
 /// `text` with every URL in it passed through [`redact_url`].

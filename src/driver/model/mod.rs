@@ -24,6 +24,7 @@ pub mod agent_loop;
 pub mod anthropic;
 pub mod api;
 pub mod cache;
+pub mod catalog;
 pub mod client;
 pub mod compaction;
 pub mod extras;
@@ -46,7 +47,7 @@ pub use extras::Extras;
 pub use retry::RetryPolicy;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -85,8 +86,13 @@ pub struct ModelConfig {
     /// Bytes of a command's output the model reads (default 16 KiB).
     pub budget: usize,
     /// The context window reported in usage (default 200 000 tokens for Anthropic, 128 000
-    /// for OpenAI).
+    /// for OpenAI); the provider's model list wins where it says, unless
+    /// [`ModelConfig::window_from_list`] is off.
     pub context_window: u64,
+    /// Whether the window comes from the provider's model list where it gives one (default
+    /// on; `--context-window` turns it off): Ollama's `options.num_ctx` from `--extra-body`,
+    /// else the list's entry ([`catalog`]), else [`ModelConfig::context_window`].
+    pub window_from_list: bool,
     /// Retries of failed requests.
     pub retry: RetryPolicy,
     /// The most bytes of conversation kept per session (default 512 KiB, about 130 000
@@ -130,6 +136,7 @@ impl ModelConfig {
                 Provider::Anthropic => 200_000,
                 Provider::OpenAi => 128_000,
             },
+            window_from_list: true,
             retry: RetryPolicy::default(),
             max_conversation_bytes: DEFAULT_MAX_CONVERSATION_BYTES,
             prompt_cache: true,
@@ -137,8 +144,15 @@ impl ModelConfig {
         }
     }
 
-    /// Reads the model spec `openai:NAME` or `anthropic:NAME`.
+    /// Reads the model spec `openai:NAME` or `anthropic:NAME`; a provider alone (`openai`,
+    /// `anthropic`) gives an empty name: the models are read from the provider's list
+    /// ([`ModelConfig::from_list`]).
     pub fn parse_spec(spec: &str) -> Result<(Provider, String), String> {
+        match spec.trim() {
+            "openai" => return Ok((Provider::OpenAi, String::new())),
+            "anthropic" => return Ok((Provider::Anthropic, String::new())),
+            _ => {}
+        }
         let (provider, name) = spec.split_once(':').unwrap_or(("", spec));
         let provider = match provider {
             "openai" => Provider::OpenAi,
@@ -147,17 +161,25 @@ impl ModelConfig {
                 return Err(format!(
                     "{spec:?} names no provider: write openai:NAME (any OpenAI-compatible \
                      server) or anthropic:NAME, e.g. openai:gpt-4.1 or \
-                     anthropic:claude-sonnet-4-5"
+                     anthropic:claude-sonnet-4-5, or the provider alone (openai, anthropic) \
+                     to offer the models its server lists"
                 ))
             }
         };
         if name.trim().is_empty() {
             return Err(format!(
-                "{spec:?} names no model: write {}:NAME",
+                "{spec:?} names no model: write {}:NAME, or {} alone to offer the models \
+                 its server lists",
+                provider.id(),
                 provider.id()
             ));
         }
         Ok((provider, name.to_string()))
+    }
+
+    /// Whether this names a provider only: the models are those its server lists.
+    pub fn from_list(&self) -> bool {
+        self.model.is_empty()
     }
 }
 
@@ -170,6 +192,8 @@ pub struct ModelDriver {
     /// The other models a session may choose ([`ModelDriver::with_model`]), after `config`.
     others: Vec<(ModelConfig, ModelClient)>,
     conversations: Mutex<HashMap<String, Conversation>>,
+    /// The model list of each provider and base URL among the models ([`catalog`]).
+    catalogs: Vec<Arc<catalog::Catalog>>,
 }
 
 /// What the driver keeps of one session: the conversation and what it cost so far.
@@ -209,11 +233,17 @@ impl ModelDriver {
     pub fn new(config: ModelConfig) -> Self {
         let client = ModelClient::new(config.provider, config.base_url.clone())
             .with_extras(config.extras.clone());
+        let catalogs = vec![Arc::new(catalog::Catalog::new(
+            config.provider,
+            &config.base_url,
+            &config.extras,
+        ))];
         ModelDriver {
             config,
             client,
             others: Vec::new(),
             conversations: Mutex::new(HashMap::new()),
+            catalogs,
         }
     }
 
@@ -223,6 +253,17 @@ impl ModelDriver {
     pub fn with_model(mut self, config: ModelConfig) -> Self {
         let client = ModelClient::new(config.provider, config.base_url.clone())
             .with_extras(config.extras.clone());
+        if !self
+            .catalogs
+            .iter()
+            .any(|c| c.serves(config.provider, &config.base_url))
+        {
+            self.catalogs.push(Arc::new(catalog::Catalog::new(
+                config.provider,
+                &config.base_url,
+                &config.extras,
+            )));
+        }
         self.others.push((config, client));
         self
     }
@@ -232,16 +273,93 @@ impl ModelDriver {
         format!("{}:{}", config.provider.id(), config.model)
     }
 
-    /// Every model offered, the default first.
+    /// Every model given, the default first (a provider alone as itself).
     fn all(&self) -> impl Iterator<Item = (&ModelConfig, &ModelClient)> {
         std::iter::once((&self.config, &self.client))
             .chain(self.others.iter().map(|(config, client)| (config, client)))
     }
 
-    /// The model `id` names (the default for `None` or an id not offered).
-    fn chosen(&self, id: Option<&str>) -> (&ModelConfig, &ModelClient) {
-        id.and_then(|id| self.all().find(|(config, _)| Self::model_id(config) == id))
-            .unwrap_or((&self.config, &self.client))
+    /// The model list of `config`'s provider and base URL.
+    fn catalog(&self, config: &ModelConfig) -> &Arc<catalog::Catalog> {
+        self.catalogs
+            .iter()
+            .find(|c| c.serves(config.provider, &config.base_url))
+            .expect("a catalog per provider and base URL")
+    }
+
+    /// Every model offered, the default first: a provider alone becomes the models of its
+    /// list as far as it is known now (none while it is fetched, or when it failed).
+    fn offered(&self) -> Vec<Offered<'_>> {
+        let mut offered = Vec::new();
+        for (config, client) in self.all() {
+            if !config.from_list() {
+                offered.push(Offered {
+                    name: config.model.clone(),
+                    config: config.clone(),
+                    client,
+                    listed: false,
+                });
+                continue;
+            }
+            if let Some(Ok(models)) = self.catalog(config).known() {
+                for listed in models {
+                    let mut listed_config = config.clone();
+                    listed_config.model = listed.id.clone();
+                    offered.push(Offered {
+                        config: listed_config,
+                        client,
+                        name: listed.name.clone(),
+                        listed: true,
+                    });
+                }
+            }
+        }
+        offered
+    }
+
+    /// The model `id` names (the default for `None` or an id not offered). The default of a
+    /// provider alone is the first model of its list, waited for (bounded); `Err` says why
+    /// there is none.
+    async fn chosen(&self, id: Option<&str>) -> Result<(ModelConfig, &ModelClient), String> {
+        if self.all().any(|(config, _)| config.from_list()) {
+            // Its list is known (or failed) before anything is chosen.
+            for (config, _) in self.all().filter(|(config, _)| config.from_list()) {
+                let key = key_of(config).ok();
+                self.catalog(config).listing(key.as_ref()).await;
+            }
+        }
+        let offered = self.offered();
+        let at = id
+            .and_then(|id| offered.iter().position(|o| Self::model_id(&o.config) == id))
+            .unwrap_or(0);
+        if let Some(chosen) = offered.into_iter().nth(at) {
+            return Ok((chosen.config, chosen.client));
+        }
+        let catalog = self.catalog(&self.config);
+        let why = match catalog.known() {
+            Some(Err(error)) => error.clone(),
+            _ => format!("the model list at {} lists no models", catalog.shown_url()),
+        };
+        let provider = self.config.provider.id();
+        Err(format!(
+            "`--model {provider}` names a provider only, and {why}. Name the model: \
+             --model {provider}:NAME (check --base-url and that the server is running)."
+        ))
+    }
+
+    /// The context window of `config`: `--context-window`; else Ollama's `num_ctx` from
+    /// `--extra-body`; else what the provider's list says (waited for, bounded); else the
+    /// default.
+    async fn window(&self, config: &ModelConfig) -> u64 {
+        if !config.window_from_list {
+            return config.context_window;
+        }
+        if let Some(told) = catalog::told_window(&config.extras) {
+            return told;
+        }
+        let key = key_of(config).ok();
+        let listing = self.catalog(config).listing(key.as_ref()).await;
+        catalog::window_of(listing, &config.model).unwrap_or(config.context_window)
     }
 
     /// The configuration.
@@ -270,7 +388,44 @@ impl ModelDriver {
         turn: &mut dyn TurnHost,
         state: &mut Conversation,
     ) -> Result<StopReason, TurnError> {
-        let (config, client) = self.chosen(turn.model().as_deref());
+        let text = prompt.text();
+        // The user's own commands never reach the model (nor wait for its list).
+        let compact = match commands::parse(&text) {
+            // The model driver compacts its own conversation.
+            Some(Ok(command)) if command.spec().name == commands::compact::SPEC.name => true,
+            Some(Ok(command)) => {
+                turn.run_command(command).await;
+                return Ok(StopReason::EndTurn);
+            }
+            Some(Err(message)) => {
+                turn.notice(&message);
+                return Ok(StopReason::EndTurn);
+            }
+            None => false,
+        };
+        if let (false, Some(command)) = (compact, text.trim_start().strip_prefix('!')) {
+            if command.trim().is_empty() {
+                turn.notice("Nothing to run: write the command after the `!`, like `!ls -la`.");
+                return Ok(StopReason::EndTurn);
+            }
+            let result = turn.run_bash(BashCall::new(command.trim())).await;
+            state.messages.push(Message::User(format!(
+                "I ran this command myself:\n$ {}\n{}",
+                command.trim(),
+                model_text(&result, self.config.budget)
+            )));
+            return Ok(StopReason::EndTurn);
+        }
+        let (mut config, client) = match self.chosen(turn.model().as_deref()).await {
+            Ok(chosen) => chosen,
+            // No list without a key: the key is what is missing.
+            Err(why) => {
+                key_of(&self.config).map_err(TurnError::AuthRequired)?;
+                return Err(TurnError::Failed(why));
+            }
+        };
+        config.context_window = self.window(&config).await;
+        let config = &config;
         let origin = Self::model_id(config);
         let effort = turn.thought_level().as_deref().and_then(Effort::parse);
         let conversation = &mut state.messages;
@@ -283,35 +438,8 @@ impl ModelDriver {
                 "another model's reasoning dropped from the conversation"
             );
         }
-        let text = prompt.text();
-        // The user's own commands never reach the model.
-        match commands::parse(&text) {
-            // The model driver compacts its own conversation.
-            Some(Ok(command)) if command.spec().name == commands::compact::SPEC.name => {
-                return self.compact_now(config, client, &origin, state, turn).await;
-            }
-            Some(Ok(command)) => {
-                turn.run_command(command).await;
-                return Ok(StopReason::EndTurn);
-            }
-            Some(Err(message)) => {
-                turn.notice(&message);
-                return Ok(StopReason::EndTurn);
-            }
-            None => {}
-        }
-        if let Some(command) = text.trim_start().strip_prefix('!') {
-            if command.trim().is_empty() {
-                turn.notice("Nothing to run: write the command after the `!`, like `!ls -la`.");
-                return Ok(StopReason::EndTurn);
-            }
-            let result = turn.run_bash(BashCall::new(command.trim())).await;
-            conversation.push(Message::User(format!(
-                "I ran this command myself:\n$ {}\n{}",
-                command.trim(),
-                model_text(&result, config.budget)
-            )));
-            return Ok(StopReason::EndTurn);
+        if compact {
+            return self.compact_now(config, client, &origin, state, turn).await;
         }
         let key = key_of(config).map_err(TurnError::AuthRequired)?;
         let key = &key;
@@ -431,6 +559,11 @@ fn missing_key(config: &ModelConfig, problem: Option<&str>) -> String {
 /// about 16 000 tokens; the rest is left for the model to read with bash, and the user is told.
 pub const MAX_RESOURCE_BYTES: usize = 64 * 1024;
 
+/// The most bytes of all the embedded resources of one prompt sent to the model: 256 KiB
+/// (four whole files of [`MAX_RESOURCE_BYTES`]); a resource past it is cut to what is left, or
+/// only named (the model can read it with bash), and the user is told.
+pub const MAX_PROMPT_RESOURCE_BYTES: usize = 256 * 1024;
+
 /// The first `max` bytes of `text` at a line end (else a character boundary) and whether
 /// anything was cut.
 fn bounded(text: &str, max: usize) -> (&str, bool) {
@@ -450,6 +583,8 @@ fn bounded(text: &str, max: usize) -> (&str, bool) {
 /// resource without text) are named to the user, never dropped silently.
 fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> String {
     let mut parts = Vec::new();
+    // What the prompt's resources may still send.
+    let mut left = MAX_PROMPT_RESOURCE_BYTES;
     for block in &prompt.blocks {
         match block {
             PromptBlock::Text(text) => parts.push(text.clone()),
@@ -457,13 +592,41 @@ fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> String {
                 uri,
                 text: Some(text),
                 ..
+            } if left == 0 => {
+                turn.notice(&format!(
+                    "Not sent to the model: {uri} ({} bytes): the prompt's embedded files \
+                     reached {} KiB; it can read the file with bash.\n\n",
+                    text.len(),
+                    MAX_PROMPT_RESOURCE_BYTES / 1024
+                ));
+                parts.push(format!(
+                    "(The user attached {uri}, {} bytes, not sent: the prompt's attachments \
+                     reached their bound. Read it with bash if you need it.)",
+                    text.len()
+                ));
+            }
+            PromptBlock::Resource {
+                uri,
+                text: Some(text),
+                ..
             } => {
-                let (kept, cut) = bounded(text, MAX_RESOURCE_BYTES);
+                let max = MAX_RESOURCE_BYTES.min(left);
+                let (kept, cut) = bounded(text, max);
+                // A file cut by the prompt's bound uses it up: the next ones are only named.
+                left = if cut && max < MAX_RESOURCE_BYTES {
+                    0
+                } else {
+                    left - kept.len()
+                };
                 if cut {
+                    let first = if max == MAX_RESOURCE_BYTES {
+                        format!("{} KiB", MAX_RESOURCE_BYTES / 1024)
+                    } else {
+                        format!("{} bytes (what was left of the prompt's bound)", kept.len())
+                    };
                     turn.notice(&format!(
-                        "Sent to the model: the first {} KiB of {uri} ({} bytes in all); it \
+                        "Sent to the model: the first {first} of {uri} ({} bytes in all); it \
                          can read the rest with bash.\n\n",
-                        MAX_RESOURCE_BYTES / 1024,
                         text.len()
                     ));
                     parts.push(format!(
@@ -551,16 +714,54 @@ impl Driver for ModelDriver {
     }
 
     fn models(&self) -> Vec<ModelChoice> {
-        self.all()
-            .map(|(config, _)| {
+        self.offered()
+            .into_iter()
+            .map(|offered| {
+                let config = &offered.config;
                 let api = match config.provider {
                     Provider::OpenAi => "the OpenAI chat-completions API",
                     Provider::Anthropic => "the Anthropic messages API",
                 };
-                ModelChoice::new(Self::model_id(config), &config.model)
-                    .description(format!("{} through {api}", config.model))
+                let from = if offered.listed {
+                    " (from the server's model list)"
+                } else {
+                    ""
+                };
+                ModelChoice::new(Self::model_id(config), &offered.name)
+                    .description(format!("{} through {api}{from}", config.model))
             })
             .collect()
+    }
+
+    /// Starts reading the model list of a provider given alone in the background; `Some`
+    /// while it is not known yet: the session's models are known once it resolves (bounded
+    /// by [`catalog::FETCH_BOUND`]).
+    fn session_opening(&self) -> Option<BoxFuture<'static, ()>> {
+        let mut pending = Vec::new();
+        // Only a provider alone's list is read at session/new: a session that never prompts
+        // makes no HTTP request (the window's list is read at the first prompt).
+        for (config, _) in self.all() {
+            if !config.from_list() {
+                continue;
+            }
+            let catalog = self.catalog(config);
+            let key = key_of(config).ok();
+            catalog.start(key.clone());
+            if config.from_list() && catalog.known().is_none() {
+                pending.push((catalog.clone(), key));
+            }
+        }
+        if pending.is_empty() {
+            return None;
+        }
+        Some(
+            async move {
+                for (catalog, key) in pending {
+                    catalog.listing(key.as_ref()).await;
+                }
+            }
+            .boxed(),
+        )
     }
 
     /// Reads the key again (the variable's, else the key file's): `Ok` once there is one.
@@ -601,6 +802,16 @@ impl Driver for ModelDriver {
     fn embedded_context(&self) -> bool {
         true
     }
+}
+
+/// One model a session may choose ([`ModelDriver::offered`]).
+struct Offered<'a> {
+    config: ModelConfig,
+    client: &'a ModelClient,
+    /// What a client shows.
+    name: String,
+    /// Whether it came from the provider's list.
+    listed: bool,
 }
 
 /// The id of the reasoning level that leaves the model's default alone.

@@ -24,6 +24,6 @@ mod stream_rules;
 mod streaming;
 mod tool_call;
 mod transcripts;
-mod turns;
+pub(crate) mod turns;
 pub(crate) mod v2_face;
 mod v2_terminals;

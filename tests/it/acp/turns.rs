@@ -22,7 +22,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use crate::support::acp::{guard, temp_dir, wait_for_file};
 
 /// Serves `driver` in this process and runs `conversation` against it as `profile`.
-async fn with_driver<R>(
+pub(crate) async fn with_driver<R>(
     driver: Arc<dyn Driver>,
     profile: ClientProfile,
     conversation: impl AsyncFnOnce(

@@ -237,6 +237,73 @@ async fn the_server_is_confined_like_a_command() {
     );
 }
 
+/// A server runs in the session's mode: started in full mode it reads a `--mask`ed file; after
+/// `session/set_mode` to workspace it is started anew, masked like a command; a change to the
+/// same mode restarts nothing (its process stays the same).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mode_change_restarts_the_servers() {
+    let (_tmp, dir) = temp_dir();
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    let secret = outside.path().join("credentials");
+    std::fs::write(&secret, "SECRET-VALUE\n").unwrap();
+    let read = format!("{{\"path\": \"{}\"}}", secret.display());
+    let fake = FakeModel::start(vec![
+        calls("mcp__s__read_file", &read),
+        openai::reply(&["Read."], &[]),
+        calls("mcp__s__read_file", &read),
+        openai::reply(&["Read again."], &[]),
+    ])
+    .await;
+    let script = server_script(&dir);
+    let name = process_name(&dir);
+    let mask = secret.display().to_string();
+    let client = model_client(&fake, &["--sandbox", "full", "--mask", &mask]);
+    let marker = script.display().to_string();
+    let (pids, _) = converse_with(client, "a mode change", async |mut c| {
+        let request =
+            NewSessionRequest::new(&dir).mcp_servers(vec![stdio("s", &script, "normal", &name)]);
+        let session = c.new_session_with(request).await?;
+        c.prompt(&session, "read it").await?;
+        let before = processes_with(&marker);
+        // The same mode: nothing restarts.
+        c.connection()
+            .send_request(
+                agent_client_protocol::v1::schema::SetSessionModeRequest::new(
+                    session.clone(),
+                    "full",
+                ),
+            )
+            .block_task()
+            .await?;
+        let same = processes_with(&marker);
+        c.connection()
+            .send_request(
+                agent_client_protocol::v1::schema::SetSessionModeRequest::new(
+                    session.clone(),
+                    "workspace",
+                ),
+            )
+            .block_task()
+            .await?;
+        c.prompt(&session, "read it again").await?;
+        Ok((before, same))
+    })
+    .await;
+    assert_eq!(
+        pids.0, pids.1,
+        "a change to the same mode restarted the server"
+    );
+    assert_eq!(
+        tool_results(&fake, 1),
+        ["SECRET-VALUE\n"],
+        "full mode masks nothing"
+    );
+    let after = tool_results(&fake, 3);
+    assert_eq!(after.last().unwrap(), "(no output)", "{after:?}");
+    assert!(!after.last().unwrap().contains("SECRET-VALUE"));
+    assert!(wait_until_none_with(&marker).await, "no server left behind");
+}
+
 /// A server that cannot start: the session works (the model is offered bash only), the user is
 /// told once (with what the server said), not on the next prompt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,7 +331,11 @@ async fn a_server_that_fails_to_start_is_told_once() {
         first.contains("MCP server \"broken\" is not available"),
         "{first}"
     );
-    // (What it printed on stderr is added when read before the handshake fails: not always.)
+    // What it printed on stderr before it went, always.
+    assert!(
+        first.contains("cannot start: no configuration found"),
+        "{first}"
+    );
     assert!(first.ends_with("First."), "{first}");
     assert_eq!(said(&turns.1.updates), "Second.");
     assert_eq!(offered(&fake, 0), vec!["bash", "job_output", "job_kill"]);
@@ -299,6 +370,9 @@ async fn a_server_that_dies_gives_the_model_an_error() {
     let end = final_update(&turns.0.updates);
     assert_eq!(end.fields.status, Some(ToolCallStatus::Failed));
     assert!(said(&turns.1.updates).ends_with("Still here."));
+    // The dead server's tool is no longer offered.
+    assert!(offered(&fake, 0).contains(&"mcp__d__echo".to_string()));
+    assert_eq!(offered(&fake, 2), vec!["bash", "job_output", "job_kill"]);
     assert!(wait_until_none_with(&script.display().to_string()).await);
 }
 

@@ -52,6 +52,15 @@ pub struct FakeModel {
     pub base: String,
     requests: Arc<Mutex<Vec<Recorded>>>,
     closed: tokio::sync::Mutex<mpsc::UnboundedReceiver<()>>,
+    gets: Gets,
+}
+
+/// What the server answers to GETs (a model list, `/props`): by path, never from the script,
+/// and never in [`FakeModel::requests`]; a path without an answer gets a 404.
+#[derive(Clone, Default)]
+struct Gets {
+    answers: Arc<Mutex<Vec<(String, Answer)>>>,
+    seen: Arc<Mutex<Vec<String>>>,
 }
 
 /// What a real server refuses: given a request's body, the error it answers with instead of
@@ -126,17 +135,20 @@ impl FakeModel {
         let answers = Arc::new(Mutex::new(answers.into_iter()));
         let (closed_tx, closed) = mpsc::unbounded_channel();
         let recorded = requests.clone();
+        let gets = Gets::default();
+        let serve_gets = gets.clone();
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                let (recorded, answers, closed, refuse, rewrite) = (
+                let (recorded, answers, closed, refuse, rewrite, gets) = (
                     recorded.clone(),
                     answers.clone(),
                     closed_tx.clone(),
                     refuse.clone(),
                     rewrite.clone(),
+                    serve_gets.clone(),
                 );
                 tokio::spawn(async move {
-                    serve(socket, recorded, answers, closed, refuse, rewrite).await;
+                    serve(socket, recorded, answers, closed, refuse, rewrite, gets).await;
                 });
             }
         });
@@ -144,7 +156,22 @@ impl FakeModel {
             base,
             requests,
             closed: tokio::sync::Mutex::new(closed),
+            gets,
         }
+    }
+
+    /// Answers every `GET path` (the path with its query) with `answer` from now on.
+    pub fn on_get(&self, path: &str, answer: Answer) {
+        self.gets
+            .answers
+            .lock()
+            .unwrap()
+            .push((path.to_string(), answer));
+    }
+
+    /// The paths of the GETs so far, in order.
+    pub fn gets(&self) -> Vec<String> {
+        self.gets.seen.lock().unwrap().clone()
     }
 
     /// The requests so far.
@@ -165,6 +192,7 @@ async fn serve(
     closed: mpsc::UnboundedSender<()>,
     refuse: Refusal,
     rewrite: Rewrite,
+    gets: Gets,
 ) {
     let mut data = Vec::new();
     let mut buf = [0u8; 8192];
@@ -179,11 +207,27 @@ async fn serve(
     };
     let head = String::from_utf8_lossy(&data[..head_end]).to_string();
     let mut lines = head.split("\r\n");
-    let path = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .unwrap_or("")
-        .to_string();
+    let request_line = lines.next().unwrap_or("");
+    let path = request_line.split(' ').nth(1).unwrap_or("").to_string();
+    if request_line.starts_with("GET ") {
+        gets.seen.lock().unwrap().push(path.clone());
+        let found = gets
+            .answers
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, answer)| answer.clone());
+        let answer = found.unwrap_or_else(|| {
+            Answer::Status(
+                404,
+                Vec::new(),
+                json!({"error": {"message": format!("no route {path}")}}).to_string(),
+            )
+        });
+        write_answer(&mut socket, answer, &json!(null), &rewrite, &closed).await;
+        return;
+    }
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
@@ -218,6 +262,18 @@ async fn serve(
                     .to_string(),
             )
         });
+    write_answer(&mut socket, answer, &request_body, &rewrite, &closed).await;
+}
+
+/// Writes `answer` to `socket` and closes it.
+async fn write_answer(
+    socket: &mut TcpStream,
+    answer: Answer,
+    request_body: &Value,
+    rewrite: &Rewrite,
+    closed: &mpsc::UnboundedSender<()>,
+) {
+    let mut buf = [0u8; 8192];
     let sse_head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
     match answer {
         Answer::Status(code, extra, body) => {
@@ -233,7 +289,7 @@ async fn serve(
             let _ = socket.write_all(body.as_bytes()).await;
         }
         Answer::Sse(events) | Answer::Drop(events) => {
-            let events = rewrite(&request_body, events);
+            let events = rewrite(request_body, events);
             let _ = socket.write_all(sse_head.as_bytes()).await;
             for event in events {
                 let _ = socket.write_all(event.as_bytes()).await;
