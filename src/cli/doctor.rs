@@ -165,11 +165,23 @@ fn network_report(args: &super::flags::NetworkArgs) -> String {
         return out;
     };
     match sandbox::network_proxied_here(sandbox::Support::current()) {
-        Ok(()) => out.push_str(
-            "  [holds]   only allowed hosts, through acp-bash's proxy (HTTP CONNECT, plain HTTP, \
-             SOCKS5) on the command's own loopback; no direct connect, DNS, UDP, ICMP, IPv6 or \
-             raw socket\n",
-        ),
+        Ok(()) => {
+            out.push_str(
+                "  [holds]   only allowed hosts, through acp-bash's proxy (HTTP CONNECT, plain \
+                 HTTP, SOCKS5) on the command's own loopback; no direct connect, DNS, UDP, ICMP, \
+                 IPv6 or raw socket; a TLS server name (SNI) in a tunnel must be the tunnel's \
+                 host\n",
+            );
+            // SAFETY: plain getter.
+            let bridge = if unsafe { libc::geteuid() } == 0 {
+                "the agent (root) makes the proxy's listener inside each session's network \
+                 namespace"
+            } else {
+                "the process that makes the network namespace (the session's zygote, or the \
+                 command) makes the proxy's listener there and passes it to the agent"
+            };
+            let _ = writeln!(out, "            ({bridge})");
+        }
         Err(why) => {
             let _ = writeln!(
                 out,

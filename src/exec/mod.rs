@@ -124,6 +124,7 @@ impl Engine {
         vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
     ) -> Self {
         let vars: Vec<_> = vars.into_iter().collect();
+        crate::sandbox::set_workspace_network_allowlist(config.network_proxy.is_some());
         let bash = find_bash(&vars);
         let mut protection = config.protection.clone();
         if protection.home.is_none() {

@@ -12,6 +12,7 @@
 
 mod rules;
 mod server;
+mod tls;
 
 pub use rules::{is_private, Decision, Grants, HostPattern, Rules, DEFAULT_HOSTS};
 pub use server::{BlockRecord, Blocked, Proxy, Serving, DEFAULT_MAX_CONNECTIONS};

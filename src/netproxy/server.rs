@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
 use super::rules::{Decision, Grants, Rules};
+use super::tls::Hello;
 
 /// The largest request head (request line and headers) a client may send.
 const MAX_HEAD: usize = 16 * 1024;
@@ -344,7 +345,7 @@ async fn http(mut client: TcpStream, state: &Listener) -> std::io::Result<()> {
         client
             .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
             .await?;
-        return tunnel(client, upstream, &buf[end..]).await;
+        return checked_tunnel(client, upstream, &buf[end..], (&host, port), state).await;
     }
     // A plain-HTTP forward: `GET http://host[:port]/path HTTP/1.1`.
     let Some(rest) = head.target.strip_prefix("http://") else {
@@ -460,6 +461,76 @@ async fn tunnel(
     copy_both(&mut client, &mut upstream).await
 }
 
+/// A tunnel to `target` (already checked and connected): its client's first flight is read
+/// before anything reaches the host, and a TLS ClientHello that names another server (SNI ≠
+/// the CONNECT target: fronting a disallowed name through an allowed host's server) ends the
+/// tunnel, recorded as a block. A host that speaks first (the client sends nothing before it)
+/// and anything that is not TLS pass as they are.
+async fn checked_tunnel(
+    mut client: TcpStream,
+    upstream: TcpStream,
+    early: &[u8],
+    (host, port): (&str, u16),
+    state: &Listener,
+) -> std::io::Result<()> {
+    let mut first = early.to_vec();
+    loop {
+        let why = match super::tls::client_hello(&first) {
+            Hello::Incomplete => None,
+            Hello::NotTls | Hello::ServerName(None) => break,
+            Hello::ServerName(Some(name)) => {
+                let same = super::rules::normalize(&name)
+                    .zip(super::rules::normalize(host))
+                    .is_some_and(|(a, b)| a == b);
+                if same {
+                    break;
+                }
+                let why = format!(
+                    "acp-bash blocked {name}: a TLS handshake named it (SNI) inside a tunnel to \
+                     {host}:{port}, which reaches {host} only. To reach {name}, connect to it \
+                     itself (it must be on the network allowlist)"
+                );
+                Some((name, why))
+            }
+            Hello::Malformed => Some((
+                host.to_string(),
+                format!(
+                    "acp-bash blocked a tunnel to {host}:{port}: its TLS handshake could not be \
+                     read, so the server name it asks for is unknown"
+                ),
+            )),
+        };
+        if let Some((blocked, why)) = why {
+            state.record(&blocked, port, &why);
+            return Ok(());
+        }
+        if first.is_empty() {
+            // Nothing yet: the client speaks first (TLS), or the host does.
+            tokio::select! {
+                ready = client.readable() => ready?,
+                ready = upstream.readable() => { ready?; break }
+            }
+        }
+        if first.len() >= super::tls::MAX_CLIENT_HELLO + 64 {
+            state.record(
+                host,
+                port,
+                "acp-bash blocked a tunnel: its TLS ClientHello is too long",
+            );
+            return Ok(());
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(HANDSHAKE_TIMEOUT, client.read(&mut chunk))
+            .await
+            .map_err(|_| std::io::Error::other("no TLS handshake in time"))??;
+        if n == 0 {
+            break;
+        }
+        first.extend_from_slice(&chunk[..n]);
+    }
+    tunnel(client, upstream, &first).await
+}
+
 async fn copy_both<A, B>(a: &mut A, b: &mut B) -> std::io::Result<()>
 where
     A: AsyncRead + AsyncWrite + Unpin,
@@ -531,7 +602,7 @@ async fn socks5(mut client: TcpStream, state: &Listener) -> std::io::Result<()> 
         Err(_) => return client.write_all(&reply(4)).await,
     };
     client.write_all(&reply(0)).await?;
-    tunnel(client, upstream, &[]).await
+    checked_tunnel(client, upstream, &[], (&host, port), state).await
 }
 
 fn reply(code: u8) -> [u8; 10] {

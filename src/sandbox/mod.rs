@@ -967,21 +967,42 @@ pub fn listen_in_network_namespace(
     linux::listen_in(netns, addr)
 }
 
+/// Whether this process's engine sends workspace commands' network through the allowlist
+/// proxy ([`crate::exec::EngineConfig::network_proxy`]): what workspace mode's description
+/// ([`describe`]) says of the network. Set by `Engine::new`; the last engine made wins.
+static WORKSPACE_NETWORK_ALLOWLIST: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Sets what workspace mode's description says of the network: only allowed hosts through
+/// the proxy (`true`), or the whole network. `Engine::new` calls it from its configuration.
+pub fn set_workspace_network_allowlist(on: bool) {
+    WORKSPACE_NETWORK_ALLOWLIST.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether workspace commands' network goes through the allowlist proxy
+/// ([`set_workspace_network_allowlist`]).
+pub fn workspace_network_allowlist() -> bool {
+    WORKSPACE_NETWORK_ALLOWLIST.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Whether workspace commands' network can go through the proxy here
-/// ([`Roots::proxied_network`]): the agent is root (it makes each namespace and its bridge
-/// itself) and network namespaces work. `Err`: why not; workspace commands then reach the
-/// whole network, and the mode's notice says so.
+/// ([`Roots::proxied_network`]): network namespaces work, and the bridge can be made. As root
+/// the agent makes each namespace and its listener itself; as an ordinary user the process
+/// that creates the namespace inside its own user namespace (a command, or the session's
+/// zygote) makes the listener there and passes it back, so user namespaces must work too.
+/// `Err`: why not; workspace commands then reach the whole network, and `doctor` says so.
 pub fn network_proxied_here(support: &Support) -> Result<(), String> {
     #[cfg(target_os = "linux")]
     {
         support.network_namespace.clone()?;
         // SAFETY: plain getter.
         if unsafe { libc::geteuid() } != 0 {
-            return Err(
-                "the agent is not root: the bridge to the proxy is made in a network \
-                        namespace of the agent's own, which needs root here"
-                    .into(),
-            );
+            support.user_namespace.clone().map_err(|why| {
+                format!(
+                    "an ordinary user's commands make their network namespace inside a user \
+                     namespace, which does not work here ({why})"
+                )
+            })?;
         }
         // Root without CAP_SYS_ADMIN (rootless podman, a container's default capabilities)
         // may not make one: its commands would have no network and not run.

@@ -27,7 +27,7 @@ mod zygote_wire;
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
@@ -319,49 +319,126 @@ impl Linux {
         // processes are forked straight into their cgroup v2 folders where that works.
         let netns = prepared.network_namespace_to_join();
         let network = request.session.and_then(|s| s.network.as_ref());
-        let serving = bridge(prepared, netns.as_ref(), network)?;
-        if netns.is_none() && !prepared.reused && prepared.cgroup_v2_clone_into().is_none() {
+        let bridge = bridge(prepared, netns.as_ref(), network)?;
+        let from_child = match &bridge {
+            Bridge::FromChild(network) => Some((*network, seqpacket_pair()?)),
+            _ => None,
+        };
+        if netns.is_none()
+            && !prepared.reused
+            && prepared.cgroup_v2_clone_into().is_none()
+            && from_child.is_none()
+        {
             return spawn::spawn(raw, Some(&prepared.plan), false).map(|pid| (pid, None));
         }
         let mut plan = prepared.plan_to_mount(netns.as_ref());
         if let Some(clone_into) = prepared.cgroup_v2_clone_into() {
             plan.clone_into = clone_into;
         }
+        if let Some((_, (_, theirs))) = &from_child {
+            plan.bridge_socket = Some(theirs.as_raw_fd());
+        }
         let pid = spawn::spawn(raw, Some(&plan), false)?;
-        if let (Some(serving), Some(network)) = (serving, network) {
-            network.keep(pid, serving);
+        match (bridge, network, from_child) {
+            (Bridge::Serving(serving), Some(network), _) => network.keep(pid, serving),
+            (_, _, Some((network, (ours, theirs)))) => {
+                // W sent the listener before its shell exec'd, which `spawn` waited for.
+                drop(theirs);
+                match receive_listener(&ours).and_then(|l| network.serve(l)) {
+                    Ok(serving) => network.keep(pid, serving),
+                    // The command runs with no way out (its namespace has only a loopback).
+                    Err(error) => tracing::warn!(%error, "no bridge to the proxy for a command"),
+                }
+            }
+            _ => {}
         }
         Ok((pid, None))
     }
 }
 
-/// Workspace mode's allowlist (a workspace plan with a network namespace): the proxy serving a
-/// listener made inside `netns`, the namespace the command (or its zygote) joins. `Ok(None)`:
-/// no bridge is needed; `Err`: one is needed and cannot be made, and the command must not run
-/// (it would have no network at all, and not say why).
-pub(crate) fn bridge(
+/// How a workspace command's network namespace reaches the proxy ([`bridge`]).
+pub(crate) enum Bridge<'a> {
+    /// No bridge: the plan has no network namespace, or is not workspace mode's.
+    None,
+    /// The proxy serves a listener the agent made in the prepared namespace (root).
+    Serving(crate::netproxy::Serving),
+    /// The process that creates the namespace (a command's W, or the session's zygote) makes
+    /// the listener there and passes it back: the agent cannot enter a namespace made inside
+    /// another user namespace without root (an ordinary user's agent).
+    FromChild(&'a crate::netproxy::SessionNetwork),
+}
+
+/// Workspace mode's allowlist (a workspace plan with a network namespace): how the proxy
+/// reaches `netns` (the prepared namespace the command or its zygote joins; `None`: it makes
+/// its own). `Err`: a bridge is needed and cannot be made, and the command must not run (it
+/// would have no network at all, and not say why).
+pub(crate) fn bridge<'a>(
     prepared: &Prepared,
     netns: Option<&OwnedFd>,
-    network: Option<&crate::netproxy::SessionNetwork>,
-) -> io::Result<Option<crate::netproxy::Serving>> {
+    network: Option<&'a crate::netproxy::SessionNetwork>,
+) -> io::Result<Bridge<'a>> {
     if prepared.mode != Mode::Workspace || !prepared.plan.network_namespace {
-        return Ok(None);
+        return Ok(Bridge::None);
     }
     let why = match (netns, network) {
         (Some(netns), Some(network)) => {
             let addr = ([127, 0, 0, 1], crate::netproxy::PROXY_PORT).into();
             match listen_in(netns.as_fd(), addr).and_then(|l| network.serve(l)) {
-                Ok(serving) => return Ok(Some(serving)),
+                Ok(serving) => return Ok(Bridge::Serving(serving)),
                 Err(error) => error.to_string(),
             }
         }
-        (None, _) => "no network namespace of the agent's own to bridge".to_string(),
+        (None, Some(network)) => return Ok(Bridge::FromChild(network)),
         (_, None) => "this command has no session, so no proxy".to_string(),
     };
     Err(io::Error::other(format!(
         "acp-bash could not bridge this command's network to its proxy ({why}); start acp-bash \
          with --network full to give workspace commands the whole network instead"
     )))
+}
+
+/// A close-on-exec `SOCK_SEQPACKET` pair: (ours, theirs).
+fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut pair = [-1; 2];
+    // SAFETY: socketpair into a local array.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            pair.as_mut_ptr(),
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: two new fds we own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) })
+}
+
+/// The listener a process sent on `socket` ([`child::sys::send_listener`]: `b"L"` and one fd),
+/// already queued (no waiting).
+pub(crate) fn receive_listener(socket: &OwnedFd) -> io::Result<std::net::TcpListener> {
+    let mut fds = [-1; zygote_wire::MAX_FDS];
+    let mut byte = [0u8; 1];
+    // SAFETY: fcntl on an fd we own.
+    unsafe { libc::fcntl(socket.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+    let (n, count, _) = child::sys::recv_with_fds(socket.as_raw_fd(), &mut byte, &mut fds);
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the fds the kernel just gave this process, each taken over once.
+    let mut got: Vec<OwnedFd> = fds
+        .iter()
+        .take(count)
+        .map(|&fd| unsafe { OwnedFd::from_raw_fd(fd) })
+        .collect();
+    match (n, byte, got.len()) {
+        (1, [b'L'], 1) => Ok(std::net::TcpListener::from(got.remove(0))),
+        _ => Err(io::Error::other(
+            "the command's process did not pass the proxy's listener",
+        )),
+    }
 }
 
 /// The per-command plan the child runs, with the fds it refers to.
@@ -525,6 +602,7 @@ impl Prepared {
                 private_proc: layers.private_proc,
                 network_namespace: layers.network_namespace,
                 netns_fd: -1,
+                bridge_socket: None,
                 view,
                 landlock_fd: ruleset.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
                 landlock_write_rights: if ruleset.is_some() {

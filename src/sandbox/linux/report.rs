@@ -224,14 +224,23 @@ pub(crate) fn verdict(mode: Mode, support: &Support) -> crate::sandbox::Verdict 
 pub(crate) fn describe(mode: Mode, support: &Support) -> String {
     let root = agent_is_root();
     let temp = std::env::temp_dir();
+    let allowlist = crate::sandbox::workspace_network_allowlist();
+    let proxied = crate::sandbox::network_proxied_here(support);
+    let network = match (allowlist, &proxied) {
+        (true, Ok(())) => {
+            "reach only the hosts on the network allowlist, through acp-bash's proxy (no \
+             direct connection, DNS, UDP, ICMP or IPv6; `acp-bash doctor` lists the hosts)"
+        }
+        _ => "may use the whole network",
+    };
     let allows = match mode {
         Mode::Workspace => format!(
             "Commands change files only in the session folder and {} (the session's own), and \
-             may use the network; writes to package caches (~/.cargo/registry, ~/.npm, \
-             ~/.cache, …) land in a layer of the session's own that its later commands see, \
-             never in the host's; Git hooks and config stay read-only. They see no host \
-             terminal, daemon socket or credential file, and get no keyring, io_uring or VM \
-             socket of the host's.",
+             {network}; writes to package caches (~/.cargo/registry, ~/.npm, ~/.cache, …) \
+             land in a layer of the session's own that its later commands see, never in the \
+             host's; Git hooks and config stay read-only. They see no host terminal, daemon \
+             socket or credential file, and get no keyring, io_uring or VM socket of the \
+             host's.",
             temp.display()
         ),
         Mode::ReadOnly => "Commands read everything but credential files, change nothing \
@@ -246,7 +255,10 @@ pub(crate) fn describe(mode: Mode, support: &Support) -> String {
                       agent (`--sandbox off`)."
             .to_string(),
     };
-    let gaps = gaps(mode, support);
+    let mut gaps = gaps(mode, support);
+    if let (Mode::Workspace, true, Err(why)) = (mode, allowlist, &proxied) {
+        gaps.push(format!("the network allowlist ({why})"));
+    }
     let gives_up = match (mode, root) {
         (Mode::Full, true) if support.root_needs_user_namespace => Some(
             "As root here (without CAP_SYS_ADMIN, as in a rootless container) they run in a \

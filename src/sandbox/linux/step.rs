@@ -67,10 +67,13 @@ pub enum Step {
     GitMetadata,
     /// Mounting the session's copy-on-write layer over a package cache (overlayfs).
     CacheLayer,
+    /// Making the network proxy's listener inside the command's network namespace and
+    /// passing it to the agent (workspace mode's allowlist, as an ordinary user).
+    ProxyBridge,
 }
 
 impl Step {
-    const ALL: [Step; 30] = [
+    const ALL: [Step; 31] = [
         Step::ProcessGroup,
         Step::ParentDeathSignal,
         Step::Stdio,
@@ -101,6 +104,7 @@ impl Step {
         Step::Mask,
         Step::GitMetadata,
         Step::CacheLayer,
+        Step::ProxyBridge,
     ];
 
     /// The step with this number on the error pipe, if any.
@@ -142,6 +146,9 @@ impl Step {
             Step::GitMetadata => "binding Git metadata (hooks, config) read-only",
             Step::CacheLayer => {
                 "mounting the session's copy-on-write layer over a package cache (overlayfs)"
+            }
+            Step::ProxyBridge => {
+                "making the network proxy's listener in the command's network namespace"
             }
         }
     }

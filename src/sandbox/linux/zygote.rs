@@ -226,8 +226,9 @@ fn zygote_key(plan: &ChildPlan) -> Vec<u8> {
     key
 }
 
-/// Starts a zygote and sends it `setup`; returns once its namespaces and view are built.
-fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<Zygote> {
+/// Starts a zygote and sends it `setup`; returns once its namespaces and view are built, with
+/// the proxy's listener Z made in its network namespace where the setup asked for one.
+fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<(Zygote, Option<OwnedFd>)> {
     // The zygote's commands join their cgroup v2 folders by a write to `cgroup.procs`, which
     // an ordinary user may make only within the delegated subtree: so the agent moves into its
     // scope first, and the zygote is forked there (a no-op where cgroup v1 serves the limits,
@@ -295,9 +296,9 @@ fn start(program: &Path, setup: &[u8], netns_fd: RawFd) -> io::Result<Zygote> {
     let fds: Vec<RawFd> = (netns_fd >= 0).then_some(netns_fd).into_iter().collect();
     wire::send(socket, setup, &fds)?;
     let mut reply = [0u8; 8];
-    let (n, _) = wire::recv(socket, &mut reply)?;
+    let (n, mut fds) = wire::recv(socket, &mut reply)?;
     match n {
-        1 if reply[0] == b'R' => Ok(zygote),
+        1 if reply[0] == b'R' => Ok((zygote, fds.pop())),
         8 => {
             let error = StepError::decode(reply);
             Err(io::Error::new(error.io_error().kind(), error))
@@ -375,21 +376,33 @@ fn ready(
             let netns = prepared.network_namespace_to_join();
             // Workspace mode's allowlist: the proxy's listener in Z's namespace, made before Z
             // starts; without it, no zygote (the per-command path fails the command clearly).
-            let serving = match super::bridge(prepared, netns.as_ref(), network) {
-                Ok(serving) => serving,
+            let bridge = match super::bridge(prepared, netns.as_ref(), network) {
+                Ok(bridge) => bridge,
                 Err(error) => {
                     tracing::debug!(%error, "no bridge to the proxy for a zygote");
                     return None;
                 }
             };
-            let setup = setup_message(&prepared.plan_to_mount(netns.as_ref()), true);
+            let mut setup = setup_message(&prepared.plan_to_mount(netns.as_ref()), true);
+            // Last: whether Z makes the proxy's listener in the namespace it creates.
+            let from_z = matches!(bridge, super::Bridge::FromChild(_));
+            setup.push(u8::from(from_z));
             if setup.len() > MAX_MESSAGE {
                 return None;
             }
             let netns_fd = netns.as_ref().map_or(-1, |fd| fd.as_raw_fd());
-            let started = start(&program, &setup, netns_fd).map(|mut zygote| {
-                zygote.serving = serving;
-                zygote
+            let started = start(&program, &setup, netns_fd).and_then(|(mut zygote, listener)| {
+                zygote.serving = match (bridge, listener) {
+                    (super::Bridge::Serving(serving), _) => Some(serving),
+                    (super::Bridge::FromChild(network), Some(listener)) => {
+                        Some(network.serve(std::net::TcpListener::from(listener))?)
+                    }
+                    (super::Bridge::FromChild(_), None) => {
+                        return Err(io::Error::other("the zygote passed no proxy listener"));
+                    }
+                    (super::Bridge::None, _) => None,
+                };
+                Ok(zygote)
             });
             if let Err(error) = &started {
                 tracing::debug!(%error, %mode, "no zygote for this session: its commands build their own namespaces");
@@ -502,10 +515,25 @@ fn zygote_main() -> i32 {
     let Ok((n, mut fds)) = wire::recv(socket.as_fd(), &mut buf) else {
         return 1;
     };
-    let Some((mut plan, netns, filter)) = read_setup(&buf[..n], fds.pop()) else {
+    let Some((mut plan, netns, filter, bridge)) = read_setup(&buf[..n], fds.pop()) else {
         return 1;
     };
     enter(&plan, netns.as_ref(), socket.as_raw_fd());
+    // Workspace mode's bridge where the agent cannot enter this namespace (an ordinary
+    // user's): the proxy's listener, made here and sent with the ready message.
+    let listener = if bridge && plan.network_namespace && netns.is_none() {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], crate::netproxy::PROXY_PORT));
+        match std::net::TcpListener::bind(addr) {
+            Ok(listener) => Some(listener),
+            Err(error) => child::sys::fail(
+                socket.as_raw_fd(),
+                Step::ProxyBridge,
+                error.raw_os_error().unwrap_or(libc::EIO),
+            ),
+        }
+    } else {
+        None
+    };
     drop(netns);
     // Each command's I checks this, once its parent-death signal is armed, to know that Z was
     // still there when it armed it (a pidfd turns readable when its process exits).
@@ -522,7 +550,9 @@ fn zygote_main() -> i32 {
     let filtered = filter && super::seccomp::programs().as_ref().is_ok_and(filter_self);
     let bounded = plan.drop_capabilities && child::drop_bounding_set().is_ok();
     let mut state = (filtered, bounded);
-    let view_ready = wire::send(socket.as_fd(), b"R", &[]);
+    let passed: Vec<RawFd> = listener.iter().map(|l| l.as_raw_fd()).collect();
+    let view_ready = wire::send(socket.as_fd(), b"R", &passed);
+    drop(listener);
     if view_ready.is_err() {
         return 1;
     }
@@ -582,10 +612,13 @@ pub(crate) fn own_pidfd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// The plan every fork starts from, read-only's prepared network namespace, and whether the
+/// The plan every fork starts from, read-only's prepared network namespace, whether the
 /// mode's commands ask for the seccomp filter (the plan's `drop_capabilities` says whether they
-/// drop a root command's bounding set).
-fn read_setup(bytes: &[u8], netns: Option<OwnedFd>) -> Option<(ChildPlan, Option<OwnedFd>, bool)> {
+/// drop a root command's bounding set), and whether Z makes the proxy's listener.
+fn read_setup(
+    bytes: &[u8],
+    netns: Option<OwnedFd>,
+) -> Option<(ChildPlan, Option<OwnedFd>, bool, bool)> {
     let mut r = Reader(bytes);
     let parent_maps_ids = r.u8()? != 0;
     let uid = r.u32()?;
@@ -596,6 +629,7 @@ fn read_setup(bytes: &[u8], netns: Option<OwnedFd>) -> Option<(ChildPlan, Option
     let filter = r.u8()? != 0;
     let bound = r.u8()? != 0;
     let view = wire::read_view(&mut r)?;
+    let bridge = r.u8()? != 0;
     let plan = ChildPlan {
         namespaces: true,
         user_namespace: true,
@@ -614,7 +648,7 @@ fn read_setup(bytes: &[u8], netns: Option<OwnedFd>) -> Option<(ChildPlan, Option
         in_zygote: true,
         ..ChildPlan::default()
     };
-    Some((plan, netns, filter))
+    Some((plan, netns, filter, bridge))
 }
 
 /// Z enters its namespaces and builds the view; a failed step is reported on `efd` (the

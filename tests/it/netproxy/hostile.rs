@@ -187,3 +187,108 @@ fn dropping_the_serving_closes_the_listener_and_its_tunnels() {
         }
     }
 }
+
+/// A loopback TCP server that records the first bytes each connection sends (empty: it sent
+/// nothing before closing), then closes it.
+fn first_bytes_server() -> (std::net::SocketAddr, std::sync::mpsc::Receiver<Vec<u8>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = vec![0u8; 4096];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            buf.truncate(n);
+            let _ = tx.send(buf);
+        }
+    });
+    (addr, rx)
+}
+
+/// Python's own TLS client, through a CONNECT tunnel to `target` on `proxy`, asking for
+/// `server_name` (SNI): prints the proxy's answer line, then how the handshake ended.
+fn tls_through_connect(proxy: std::net::SocketAddr, target: &str, server_name: &str) -> String {
+    let script = r#"
+import socket, ssl, sys
+proxy, target, name = sys.argv[1], sys.argv[2], sys.argv[3]
+host, port = proxy.rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=60)
+s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    byte = s.recv(1)
+    if not byte:
+        break
+    head += byte
+print(head.split(b"\r\n")[0].decode())
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+try:
+    ctx.wrap_socket(s, server_hostname=name).do_handshake()
+    print("handshake: ok")
+except Exception as e:
+    print("handshake: failed")
+"#;
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script, &proxy.to_string(), target, server_name])
+        .output()
+        .expect("python3 runs");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_tls_server_name_other_than_the_connect_target_never_reaches_the_host() {
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("skipped: no /usr/bin/python3 to make a TLS ClientHello");
+        return;
+    }
+    let (addr, first) = first_bytes_server();
+    let rt = runtime();
+    let serving = serve(&Proxy::new(mapped(addr)), &rt);
+    let wait = std::time::Duration::from_secs(120);
+
+    // The allowed name, asked for by its own name: the ClientHello reaches the host.
+    let out = tls_through_connect(serving.local_addr(), "registry.test:443", "registry.test");
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let bytes = first.recv_timeout(wait).unwrap();
+    assert_eq!(bytes.first(), Some(&22), "a TLS handshake record: {out}");
+    assert!(serving.take_blocks().is_empty());
+
+    // Another name (fronting through the allowed host's server): the tunnel ends before
+    // a byte reaches the host, and the block names the host asked for.
+    let out = tls_through_connect(serving.local_addr(), "registry.test:443", "evil.test");
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(out.contains("handshake: failed"), "{out}");
+    let bytes = first.recv_timeout(wait).unwrap();
+    assert!(
+        bytes.is_empty(),
+        "the host got {} bytes: {out}",
+        bytes.len()
+    );
+    let blocks = serving.take_blocks();
+    assert_eq!(blocks.len(), 1, "{blocks:?}");
+    assert_eq!(
+        (blocks[0].host.as_str(), blocks[0].port),
+        ("evil.test", 443)
+    );
+    assert!(blocks[0].reason.contains("(SNI)"), "{blocks:?}");
+
+    // The same through SOCKS5 (curl's socks5h): its own name passes, by byte 22 at the host.
+    let (_, out) = curl(&[
+        "-k",
+        "--max-time",
+        "30",
+        "-x",
+        &format!("socks5h://{}", serving.local_addr()),
+        "https://registry.test/",
+    ]);
+    let bytes = first.recv_timeout(wait).unwrap();
+    assert_eq!(bytes.first(), Some(&22), "{out}");
+    assert!(serving.take_blocks().is_empty());
+}

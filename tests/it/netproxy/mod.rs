@@ -4,6 +4,8 @@
 
 mod bridge;
 mod clients;
+mod engine;
+mod flood;
 mod hostile;
 mod served;
 

@@ -25,6 +25,19 @@ probe raw /usr/bin/python3 -c 'import socket; s = socket.socket(socket.AF_INET, 
 probe unset-proxy env -u http_proxy -u HTTP_PROXY -u ALL_PROXY -u all_proxy curl -sSf --max-time 20 http://registry.test/unset
 probe no-proxy env NO_PROXY='*' no_proxy='*' curl -sSf --max-time 20 http://registry.test/noproxy
 probe proxy-as-server curl -sSf --max-time 20 --noproxy '*' http://127.0.0.1:3128/
+probe sni-fronting /usr/bin/python3 -c '
+import socket, ssl
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+s.sendall(b"CONNECT registry.test:443 HTTP/1.1\r\nHost: registry.test:443\r\n\r\n")
+head = b""
+while not head.endswith(b"\r\n\r\n"):
+    head += s.recv(1)
+assert head.startswith(b"HTTP/1.1 200"), head
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.wrap_socket(s, server_hostname="fronted.test").do_handshake()
+'
 "#;
 
 #[test]
@@ -75,14 +88,12 @@ fn a_served_workspace_command_reaches_allowed_hosts_only() {
                     Ok(console_block(&turn.updates))
                 },
             ));
+            // Root or not: where namespaces work, the allowlist holds (as an ordinary user,
+            // the zygote or the command makes the proxy's listener inside its own namespace
+            // and passes it back).
             let proxied =
                 acp_bash::sandbox::network_proxied_here(acp_bash::sandbox::Support::current());
-            if let Err(why) = proxied {
-                // Not enforced here (an ordinary user's agent; `doctor` says so): the whole
-                // network, as before.
-                assert!(output.contains("direct-loopback: ok"), "{why}: {output}");
-                return;
-            }
+            assert_eq!(proxied, Ok(()), "{output}");
             for line in [
                 "allowed: ok",
                 "other-host: no",
@@ -96,6 +107,7 @@ fn a_served_workspace_command_reaches_allowed_hosts_only() {
                 "unset-proxy: no",
                 "no-proxy: no",
                 "proxy-as-server: no",
+                "sni-fronting: no",
             ] {
                 assert!(
                     output.lines().any(|l| l == line),
@@ -111,6 +123,12 @@ fn a_served_workspace_command_reaches_allowed_hosts_only() {
             assert!(
                 output
                     .contains("[acp-bash: blocked other.test: it is not on the network allowlist"),
+                "{output}"
+            );
+            // A TLS handshake for another name inside a tunnel to an allowed host is cut
+            // before it reaches that host, and said so.
+            assert!(
+                output.contains("[acp-bash: blocked fronted.test: a TLS handshake named it (SNI)"),
                 "{output}"
             );
             assert_eq!(server.seen(), ["GET /allowed HTTP/1.1"], "{output}");

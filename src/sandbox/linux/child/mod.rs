@@ -132,6 +132,10 @@ pub(crate) struct ChildPlan {
     pub network_namespace: bool,
     /// With `network_namespace`: one made ahead of time to join instead (-1: create one).
     pub netns_fd: RawFd,
+    /// Workspace mode's bridge where the agent cannot make it (an ordinary user's agent): W
+    /// makes the proxy's listener in the network namespace it creates and sends it to the
+    /// agent on this socket ([`sys::send_listener`]), then closes it.
+    pub bridge_socket: Option<RawFd>,
     /// The read-only view of the filesystem (workspace and read-only modes).
     pub view: Option<view::View>,
     /// Landlock ruleset to restrict the shell with (-1: none).
@@ -444,6 +448,17 @@ fn enter(plan: &ChildPlan, exec: &ExecArgs) {
         if plan.network_namespace && !join_netns {
             sys::loopback_up();
         }
+        if let Some(socket) = plan.bridge_socket {
+            if plan.network_namespace && !join_netns {
+                let port = crate::netproxy::PROXY_PORT;
+                check(
+                    efd,
+                    Step::ProxyBridge,
+                    sys::send_listener(socket, port) as i64,
+                );
+            }
+            libc::close(socket);
+        }
         if let Some(view) = &plan.view {
             view::build(view, efd);
         }
@@ -620,12 +635,16 @@ fn dumpable_window(plan: &ChildPlan, exec: &ExecArgs) {
             unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
         }
     }
-    let mut keep = [-1 as RawFd; 12];
+    let mut keep = [-1 as RawFd; 13];
+    // The bridge's socket too (the proxy's listener goes back on it once the namespace is
+    // up): in this window, a process of the same user could at most send the agent a listener
+    // of its own, which the command cannot reach (it fails closed, without network).
     let fixed = [
         exec.error_fd,
         plan.landlock_fd,
         plan.memory_cgroup_fd,
         plan.clone_into.shell,
+        plan.bridge_socket.unwrap_or(-1),
     ];
     for (slot, fd) in keep.iter_mut().zip(
         fixed

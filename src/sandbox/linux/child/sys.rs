@@ -296,6 +296,76 @@ pub(crate) fn loopback_up() {
     }
 }
 
+/// The proxy's end of workspace mode's bridge where the agent cannot join this process's
+/// network namespace (an ordinary user's: it was made inside this process's own user
+/// namespace): a TCP listener on `127.0.0.1:port` of this namespace, whose loopback is up,
+/// sent to the agent as one message (`b"L"` with the fd, `SCM_RIGHTS`) on `socket`, then
+/// closed here. A socket keeps the namespace it was made in, so the agent accepts on it from
+/// the host's side (`notes/2026-12-06-network-allowlist.md`). 0, or -1 with errno set.
+/// Raw system calls on locals only: async-signal-safe.
+pub(crate) fn send_listener(socket: RawFd, port: u16) -> c_int {
+    // SAFETY: raw system calls on locals and fds of this process.
+    unsafe {
+        let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if listener < 0 {
+            return -1;
+        }
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_port = port.to_be();
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let bound = libc::bind(
+            listener,
+            (&addr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        if bound != 0 || libc::listen(listener, 1024) != 0 {
+            let saved = errno();
+            libc::close(listener);
+            *libc::__errno_location() = saved;
+            return -1;
+        }
+        let mut control = [0u64; 4];
+        let byte = *b"L";
+        let mut iov = libc::iovec {
+            iov_base: byte.as_ptr() as *mut libc::c_void,
+            iov_len: 1,
+        };
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        let fd_len = std::mem::size_of::<RawFd>() as u32;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(fd_len) as usize;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            libc::close(listener);
+            *libc::__errno_location() = libc::EINVAL;
+            return -1;
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as usize;
+        libc::CMSG_DATA(cmsg)
+            .cast::<RawFd>()
+            .write_unaligned(listener);
+        let mut sent;
+        loop {
+            sent = libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
+            if !(sent < 0 && errno() == libc::EINTR) {
+                break;
+            }
+        }
+        let saved = errno();
+        libc::close(listener);
+        if sent != 1 {
+            *libc::__errno_location() = if sent < 0 { saved } else { libc::EIO };
+            return -1;
+        }
+        0
+    }
+}
+
 pub(crate) fn monotonic_ms() -> i64 {
     // SAFETY: clock_gettime into a local.
     unsafe {
