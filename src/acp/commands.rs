@@ -131,6 +131,24 @@ impl CommandTurn<'_> {
     }
 
     async fn background(&self, script: String) -> Result<(Job, JobCard), StartError> {
+        // What changed before the job (the editor, an earlier job) goes into the baseline
+        // first, as before a turn's call ([`crate::changes`]).
+        let tracker = match self.session.engine().config().track_changes {
+            true => {
+                let session = self.session.clone();
+                tokio::task::spawn_blocking(move || {
+                    let tracker = session.changes();
+                    if let Some(tracker) = &tracker {
+                        tracker.begin();
+                    }
+                    tracker
+                })
+                .await
+                .ok()
+                .flatten()
+            }
+            false => None,
+        };
         let (job, live) = self.jobs.registry.start(self.session, script).await?;
         let call = BashCall::new(job.command());
         let view = present_call(&call, job.cwd());
@@ -175,6 +193,9 @@ impl CommandTurn<'_> {
             log: self.log.clone(),
             done: done_tx,
             after_end: None,
+            changes: tracker,
+            v2: self.v2,
+            features: self.features,
         };
         Ok((job, card))
     }
@@ -246,6 +267,11 @@ pub(super) struct JobCard {
     done: watch::Sender<bool>,
     /// Runs once the card has got its final update (the v2 face sends its `state_update`).
     after_end: Option<Box<dyn FnOnce() + Send>>,
+    /// The session folder's change tracker: what changed since the last look is shown as the
+    /// job's edit call when it ends.
+    changes: Option<Arc<crate::changes::ChangeTracker>>,
+    v2: bool,
+    features: ClientFeatures,
 }
 
 impl JobCard {
@@ -259,7 +285,9 @@ impl JobCard {
     /// lines for clients without the card: what a turn's call gets) and, when it ends, records
     /// its end in the session's record and sends the final update (status, `duration_ms`, the
     /// card's notices and status line or the console block, and the title again: the end comes
-    /// after the turn that started the job).
+    /// after the turn that started the job), then, when change tracking is on, the job's edit
+    /// call: what changed in the session folder since the last command (or `/undo`) looked,
+    /// kept for `/undo` under the job's call id.
     pub fn spawn(self, tasks: &TaskTracker) {
         tasks.spawn(self.follow());
     }
@@ -271,9 +299,26 @@ impl JobCard {
             .follow(&mut self.live, &mut *self.sink, &never, || {})
             .await;
         let outcome = self.job.wait().await;
+        let changes = match self.changes.take() {
+            Some(tracker) => {
+                let id = self.wire.id().0.to_string();
+                tokio::task::spawn_blocking(move || {
+                    let changes = tracker.finish();
+                    (!changes.is_empty()).then(|| {
+                        tracker.keep(&id, &changes);
+                        crate::present::changes::present_changes(&changes, "Changed")
+                    })
+                })
+                .await
+                .ok()
+                .flatten()
+            }
+            None => None,
+        };
         // Recorded before the final update goes out: a client that saw the job end can load
         // the session and see the same end.
-        let call_id = self.wire.id().0.to_string();
+        let wire_id = self.wire.id().clone();
+        let call_id = wire_id.0.to_string();
         self.log.job_finished(&call_id, &outcome);
         let presented = present_ended(
             self.job.cwd(),
@@ -284,6 +329,18 @@ impl JobCard {
         );
         self.wire
             .end(&mut *self.sink, Some(&outcome.status), &presented, true);
+        if let Some(view) = &changes {
+            let id = wire_id;
+            match self.v2 {
+                true => self
+                    .sink
+                    .send_v2(super::changes_card::changes_call_v2(&id, view)),
+                false => {
+                    self.sink
+                        .send(super::changes_card::changes_call(&id, view, self.features))
+                }
+            }
+        }
         tracing::info!(call = %call_id, job = %self.job.id(), "job's call finished");
         self.done.send_replace(true);
         if let Some(after_end) = self.after_end.take() {

@@ -13,6 +13,8 @@
 //!
 //! Linux only (inotify); elsewhere [`ChangeTracker::start`] says it is not available.
 
+#[cfg(target_os = "linux")]
+mod gitignore;
 mod read;
 mod undo;
 #[cfg(target_os = "linux")]
@@ -32,8 +34,9 @@ pub const MAX_DIFF_BYTES: u64 = 1024 * 1024;
 pub const MAX_BASELINE_BYTES: usize = 64 * 1024 * 1024;
 /// The most files of one command shown one by one; the rest are counted by folder.
 pub const MAX_ITEMISED: usize = 200;
-/// The most paths followed one by one between two looks; beyond it, paths are counted by
-/// top-level folder only (a command that creates a million files costs the agent no more).
+/// The most paths followed one by one between two looks; beyond it, the next look walks the
+/// folder (as after the kernel's queue overflowed) and counts the rest by top-level folder, each
+/// once (a command that creates a million files costs the agent no more memory).
 pub const MAX_DIRTY: usize = 20_000;
 /// The undo store keeps the changes of at most this many commands…
 pub const UNDO_COMMANDS: usize = 20;

@@ -4,14 +4,15 @@
 //! are compared with.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::ffi::OsString;
 use std::os::fd::AsFd;
-use std::path::{Component, Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
 
+use super::gitignore::Ignores;
 use super::read::{look, Content, Stat};
 use super::{
     ChangeKind, Changes, FileChange, Unavailable, MAX_BASELINE_BYTES, MAX_DIFF_BYTES, MAX_DIRTY,
@@ -41,12 +42,20 @@ struct State {
     /// Paths past the bounds, counted by folder.
     counted: BTreeMap<PathBuf, u64>,
     overflowed: bool,
+    /// The kernel's queue overflowed (`IN_Q_OVERFLOW`): events were lost, so the next look
+    /// walks the folder and compares it with the baseline instead.
+    lost_events: bool,
+    /// When the last look began (seconds, `CLOCK_REALTIME`): a file the baseline lacks whose
+    /// `ctime` is older was there before it (left out by a bound), not made since.
+    last_look: i64,
+    /// A rescan is under way: past the bound, paths are counted by folder.
+    rescanning: bool,
     baseline: BTreeMap<PathBuf, (Stat, Content)>,
     baseline_bytes: usize,
     /// Folders whose files are not all in the baseline (counted, not itemised, once): a file
     /// there missing from the baseline is not known to be new.
     unknown: BTreeSet<PathBuf>,
-    ignore_names: Vec<OsString>,
+    ignores: Option<Ignores>,
 }
 
 /// The watch on one folder and its thread (stopped when dropped).
@@ -72,19 +81,6 @@ fn mask() -> AddWatchFlags {
         | AddWatchFlags::IN_DONT_FOLLOW
 }
 
-/// The names the folder's `.gitignore` ignores wherever they are, as plain names (`target/`,
-/// `/node_modules`); patterns with wildcards or inner slashes are not followed.
-fn ignore_names(root: &Path) -> Vec<OsString> {
-    let text = std::fs::read_to_string(root.join(".gitignore")).unwrap_or_default();
-    text.lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with(['#', '!']))
-        .map(|line| line.trim_start_matches('/').trim_end_matches('/'))
-        .filter(|name| !name.is_empty() && !name.contains(['*', '?', '[', '/', '\\']))
-        .map(OsString::from)
-        .collect()
-}
-
 impl Watch {
     pub fn start(root: &Path) -> Result<Watch, Unavailable> {
         let fd = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
@@ -93,7 +89,8 @@ impl Watch {
             fd,
             root: root.to_path_buf(),
             state: Mutex::new(State {
-                ignore_names: ignore_names(root),
+                ignores: Some(Ignores::new(root)),
+                last_look: now_seconds(),
                 ..State::default()
             }),
             stop: AtomicBool::new(false),
@@ -136,39 +133,39 @@ fn top(rel: &Path) -> PathBuf {
 }
 
 impl State {
-    /// The ignored folder `rel` is in, if any.
+    /// Where the file `rel` is counted when the repository ignores it ([`Ignores::folder`]).
     fn ignored_folder(&self, rel: &Path) -> Option<PathBuf> {
-        let mut folder = PathBuf::new();
-        for component in rel.components() {
-            if let Component::Normal(name) = component {
-                folder.push(name);
-                if self.ignore_names.iter().any(|n| n == name) {
-                    return Some(folder);
-                }
-            }
-        }
-        None
+        self.ignores.as_ref()?.folder(rel, false)
     }
 
+    /// `rel` changed: into the dirty set (or the ignored one), while they hold fewer than
+    /// [`MAX_DIRTY`] paths. Past that, an event per path cannot be told from another event of
+    /// the same path without keeping the path: the next look walks the folder instead
+    /// ([`Shared::rescan`]), which counts each changed file once, by folder.
     fn touched(&mut self, rel: PathBuf) {
-        let full = self.dirty.len() + self.ignored.len() >= MAX_DIRTY;
-        let ignored = self.ignored_folder(&rel).is_some();
-        let set = if ignored {
-            &mut self.ignored
-        } else {
-            &mut self.dirty
-        };
-        if set.contains(&rel) {
+        if self.dirty.contains(&rel) || self.ignored.contains(&rel) {
             return;
         }
-        if full {
-            let folder = self.ignored_folder(&rel).unwrap_or_else(|| top(&rel));
-            if !ignored {
-                self.unknown.insert(folder.clone());
+        let full = self.dirty.len() + self.ignored.len() >= MAX_DIRTY;
+        if full && !self.rescanning {
+            self.lost_events = true;
+            return;
+        }
+        let ignored = self.ignored_folder(&rel);
+        match (full, ignored) {
+            (true, ignored) => {
+                let folder = ignored.clone().unwrap_or_else(|| top(&rel));
+                if ignored.is_none() {
+                    self.unknown.insert(folder.clone());
+                }
+                *self.counted.entry(folder).or_default() += 1;
             }
-            *self.counted.entry(folder).or_default() += 1;
-        } else {
-            set.insert(rel);
+            (false, Some(_)) => {
+                self.ignored.insert(rel);
+            }
+            (false, None) => {
+                self.dirty.insert(rel);
+            }
         }
     }
 }
@@ -197,10 +194,12 @@ impl Shared {
                     continue;
                 }
             }
+            if let Some(ignores) = state.ignores.as_mut() {
+                ignores.load(&dir);
+            }
             let Ok(entries) = std::fs::read_dir(&path) else {
                 continue;
             };
-            let ignored = state.ignored_folder(&dir).is_some();
             for entry in entries.flatten() {
                 let rel = dir.join(entry.file_name());
                 let Ok(kind) = entry.file_type() else {
@@ -210,7 +209,9 @@ impl Shared {
                     stack.push(rel);
                 } else if as_dirty {
                     state.touched(rel);
-                } else if !ignored && state.baseline.len() < MAX_BASELINE_ENTRIES {
+                } else if state.ignored_folder(&rel).is_none()
+                    && state.baseline.len() < MAX_BASELINE_ENTRIES
+                {
                     let keep = state.baseline_bytes + MAX_DIFF_BYTES as usize <= MAX_BASELINE_BYTES;
                     if let Some((stat, content)) = look(&self.root, &rel, keep) {
                         state.baseline_bytes += content_len(&content);
@@ -258,7 +259,7 @@ impl Shared {
     fn event(&self, state: &mut State, event: InotifyEvent) {
         let mask = event.mask;
         if mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-            state.overflowed = true;
+            state.lost_events = true;
             return;
         }
         if mask.contains(AddWatchFlags::IN_IGNORED) {
@@ -269,6 +270,12 @@ impl Shared {
             return;
         };
         let rel = dir.join(name);
+        if rel.file_name() == Some(std::ffi::OsStr::new(".gitignore")) {
+            let dir = dir.clone();
+            if let Some(ignores) = state.ignores.as_mut() {
+                ignores.load(&dir);
+            }
+        }
         if mask.contains(AddWatchFlags::IN_ISDIR) {
             if mask.intersects(AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO) {
                 self.add_tree(state, &rel, true);
@@ -289,8 +296,88 @@ impl Shared {
         state.touched(rel);
     }
 
+    /// After the kernel's queue overflowed: the dirty set is made again from the folder itself.
+    /// Every directory is walked (and watched again: one that appeared unseen gets its watch);
+    /// a file the baseline lacks, changed since the last look, is dirty; every file of the
+    /// baseline is `lstat`ed, and dirty when it differs or is gone. Memory stays bounded as in
+    /// [`State::touched`], and each path is counted once. Files of ignored folders have no
+    /// baseline: those changed since the last look are counted (not those deleted).
+    fn rescan(&self, state: &mut State) {
+        state.lost_events = false;
+        state.rescanning = true;
+        state.dirty.clear();
+        state.ignored.clear();
+        state.counted.clear();
+        // The files known first (a modified or deleted one is itemised before new ones fill
+        // the bound), then the new ones.
+        let differ: Vec<PathBuf> = state
+            .baseline
+            .iter()
+            .filter(|(rel, (stat, _))| {
+                std::fs::symlink_metadata(self.root.join(rel))
+                    .map(|meta| Stat::of(&meta) != *stat)
+                    .unwrap_or(true)
+            })
+            .map(|(rel, _)| rel.clone())
+            .collect();
+        for rel in differ {
+            state.touched(rel);
+        }
+        let since = state.last_look - 1;
+        let watched: std::collections::HashSet<PathBuf> = state.dirs.values().cloned().collect();
+        let mut stack = vec![PathBuf::new()];
+        while let Some(dir) = stack.pop() {
+            if dir.ends_with(".git") {
+                continue;
+            }
+            let path = self.root.join(&dir);
+            if !watched.contains(&dir) {
+                if let Some(ignores) = state.ignores.as_mut() {
+                    ignores.load(&dir);
+                }
+                if state.dirs.len() >= MAX_WATCHES {
+                    state.overflowed = true;
+                } else {
+                    match self.fd.add_watch(&path, mask()) {
+                        Ok(wd) => {
+                            state.dirs.insert(wd, dir.clone());
+                        }
+                        Err(_) => state.overflowed = true,
+                    }
+                }
+            }
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let rel = dir.join(entry.file_name());
+                match entry.file_type() {
+                    Ok(kind) if kind.is_dir() => stack.push(rel),
+                    Ok(_) if !state.baseline.contains_key(&rel) => {
+                        let changed = entry
+                            .metadata()
+                            .map(|meta| meta.ctime() >= since)
+                            .unwrap_or(true);
+                        if changed {
+                            state.touched(rel);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        state.rescanning = false;
+    }
+
     /// The changes of the dirty paths against the baseline, which then takes them in.
     fn changes(&self, state: &mut State) -> Changes {
+        // A folder counted by this look's rescan is unknown from the next look on: its
+        // itemised files are still new now.
+        let unknown = state.unknown.clone();
+        if state.lost_events {
+            self.rescan(state);
+        }
+        state.last_look = now_seconds();
         let mut changes = Changes {
             overflowed: std::mem::take(&mut state.overflowed),
             ..Changes::default()
@@ -324,8 +411,7 @@ impl Shared {
                 (None, None) => {}
                 (None, Some((stat, _))) if stat.is_dir() => {}
                 (None, Some((stat, content))) => {
-                    let unknown = state.unknown.iter().any(|folder| rel.starts_with(folder));
-                    if unknown {
+                    if unknown.iter().any(|folder| rel.starts_with(folder)) {
                         files.push(change(
                             ChangeKind::Modified,
                             Content::NotKept { size: 0 },
@@ -360,15 +446,16 @@ impl Shared {
                 }
             }
         }
-        // A deleted path whose inode reappeared elsewhere was renamed.
+        // A deleted path whose inode reappeared elsewhere, with the same modification time, was
+        // renamed (a file made after a delete may get the freed inode number: its mtime is new).
         for mut new in created {
             let moved = state
                 .baseline
                 .get(&new.path)
-                .map(|(stat, _)| (stat.dev, stat.ino));
+                .map(|(stat, _)| (stat.dev, stat.ino, stat.mtime));
             let from = deleted
                 .iter()
-                .position(|(stat, _)| Some((stat.dev, stat.ino)) == moved);
+                .position(|(stat, _)| Some((stat.dev, stat.ino, stat.mtime)) == moved);
             match from {
                 Some(at) => {
                     let (_, old) = deleted.remove(at);
@@ -392,9 +479,98 @@ impl Shared {
     }
 }
 
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs() as i64)
+}
+
 fn content_len(content: &Content) -> usize {
     match content {
         Content::Text(text) => text.len(),
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More events than the kernel queues (`fs.inotify.max_queued_events`) while the thread
+    /// cannot drain them: the queue overflows and the last changes' events are lost. The next
+    /// look walks the folder instead, and still shows exactly what changed.
+    #[test]
+    fn after_the_queue_overflowed_a_look_still_shows_the_right_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::write(root.join("a.txt"), "one\n").unwrap();
+        std::fs::write(root.join("b.txt"), "b\n").unwrap();
+        std::fs::create_dir(root.join("noise")).unwrap();
+        let watch = Watch::start(&root).unwrap();
+        assert!(watch.collect().is_empty());
+        let queued: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(16_384);
+        // Each new file is at least one event (IN_CREATE); more than the queue holds, then
+        // the changes that matter, whose events are lost.
+        let noise = queued + 1_000;
+        assert!(
+            noise + 3 < MAX_DIRTY,
+            "the test stays within the dirty set's bound"
+        );
+        let (lost, overflowed) = {
+            let state = watch.shared.state.lock().unwrap();
+            for i in 0..noise {
+                std::fs::write(root.join(format!("noise/{i:06}")), "").unwrap();
+            }
+            std::fs::write(root.join("a.txt"), "ONE\n").unwrap();
+            std::fs::remove_file(root.join("b.txt")).unwrap();
+            std::fs::write(root.join("c.txt"), "new\n").unwrap();
+            drop(state);
+            let mut state = watch.shared.state.lock().unwrap();
+            watch.shared.drain(&mut state);
+            (state.lost_events, state.overflowed)
+        };
+        assert!(lost, "the queue overflowed");
+        assert!(!overflowed, "nothing was left unfollowed");
+        let changes = watch.collect();
+        assert!(!changes.overflowed);
+        assert_eq!(changes.count(), noise as u64 + 3);
+        let shown: Vec<(&Path, &ChangeKind, &Content, &Content)> = changes
+            .files
+            .iter()
+            .take(3)
+            .map(|f| (f.path.as_path(), &f.kind, &f.old, &f.new))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (
+                    Path::new("a.txt"),
+                    &ChangeKind::Modified,
+                    &Content::Text("one\n".into()),
+                    &Content::Text("ONE\n".into())
+                ),
+                (
+                    Path::new("b.txt"),
+                    &ChangeKind::Deleted,
+                    &Content::Text("b\n".into()),
+                    &Content::Absent
+                ),
+                (
+                    Path::new("c.txt"),
+                    &ChangeKind::Created,
+                    &Content::Absent,
+                    &Content::Text("new\n".into())
+                ),
+            ]
+        );
+        assert_eq!(
+            changes.files.len() as u64 + changes.counted.iter().map(|(_, n)| n).sum::<u64>(),
+            noise as u64 + 3
+        );
+        // The next look starts from the folder as it is: nothing more.
+        assert!(watch.collect().is_empty());
     }
 }

@@ -282,19 +282,6 @@ async fn sigkill_of_the_agent_during_and_after_a_write_loses_nothing() {
     assert!(!dir.join("gone.txt").exists());
 }
 
-fn messages(updates: &[SessionUpdate]) -> String {
-    updates
-        .iter()
-        .filter_map(|u| match u {
-            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
-                agent_client_protocol::v1::schema::ContentBlock::Text(t) => Some(t.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undo_reverts_the_last_command_and_refuses_on_a_conflict_naming_the_files() {
     let (_tmp, dir) = temp_dir();
@@ -323,10 +310,10 @@ async fn undo_reverts_the_last_command_and_refuses_on_a_conflict_naming_the_file
         Some("one\nTWO\n".to_string()),
         "one\ntwo\n".to_string()
     )));
-    assert!(messages(&turns[1]).contains("Put back 2 file(s)"));
+    assert!(agent_text(&turns[1]).contains("Put back 2 file(s)"));
     assert!(!dir.join("n.txt").exists());
     // /undo 2 would undo the first append, but the second touched b.txt since: refused, named.
-    let refused = messages(&turns[4]);
+    let refused = agent_text(&turns[4]);
     assert!(refused.contains("Not undone"), "{refused}");
     assert!(
         refused.contains("`b.txt`: changed by a later command"),
@@ -334,7 +321,7 @@ async fn undo_reverts_the_last_command_and_refuses_on_a_conflict_naming_the_file
     );
     assert!(edit_calls(&turns[4]).is_empty());
     // The last one can still be undone.
-    assert!(messages(&turns[5]).contains("Put back 1 file(s)"));
+    assert!(agent_text(&turns[5]).contains("Put back 1 file(s)"));
     assert_eq!(
         std::fs::read_to_string(dir.join("b.txt")).unwrap(),
         "b\n1\n"
@@ -370,9 +357,11 @@ async fn the_model_reads_a_summary_line() {
 }
 
 /// Snapshot transcripts of what a client gets for each kind of change: a read, a search and a
-/// listing (no edit call), a `sed -i` edit, a new file, a delete, then `/undo`. Only the edit
-/// calls and the agent's messages are kept: the command cards are pinned by the other
-/// transcripts, and workspace mode's first output depends on the machine's sandbox support.
+/// listing (typed, shown as such with `--classify-typed`: their cards, no edit call), a `sed -i`
+/// edit, a new file, a delete, then `/undo`. Only the calls' opening lines (read, search and
+/// edit cards; a command card is pinned by the other transcripts, and workspace mode's first
+/// output depends on the machine's sandbox support) and the agent's messages are kept. The v2
+/// face's transcript of the same steps is `v2_face::changes_transcript_v2`.
 async fn changes_transcript(profile: ClientProfile) -> Vec<String> {
     let (_tmp, dir) = temp_dir();
     let dir = dir.canonicalize().unwrap();
@@ -389,7 +378,7 @@ async fn changes_transcript(profile: ClientProfile) -> Vec<String> {
     ];
     let work = dir.clone();
     let (_, transcript) = converse_with(
-        workspace_client(profile, &[]),
+        workspace_client(profile, &["--classify-typed"]),
         "changes transcript",
         async move |mut c: Conversation| {
             let session = c.new_session(&work).await?;
@@ -404,7 +393,14 @@ async fn changes_transcript(profile: ClientProfile) -> Vec<String> {
         .lines()
         .into_iter()
         .filter(|line| {
-            line.contains("\"kind\":\"edit\"") || line.contains("\"agent_message_chunk\"")
+            [
+                "\"kind\":\"edit\"",
+                "\"kind\":\"read\"",
+                "\"kind\":\"search\"",
+            ]
+            .iter()
+            .any(|kind| line.contains(kind))
+                || line.contains("\"agent_message_chunk\"")
         })
         .collect();
     normalize_transcript(&kept, &dir)
@@ -424,4 +420,261 @@ async fn transcript_plain() {
     insta::with_settings!({snapshot_path => "../snapshots", prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!("changes__plain", lines.join("\n"));
     });
+}
+
+/// A `/bg` job's changes are shown when it ends: its edit call follows its card's final update,
+/// and `/undo` reverts them (kept under the job's call id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bg_jobs_changes_are_shown_when_it_ends_and_can_be_undone() {
+    use super::jobs::{has_final, updates_until};
+    let (_tmp, dir) = temp_dir();
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(dir.join("a.txt"), "one\ntwo\n").unwrap();
+    let work = dir.clone();
+    let (turns, _) = converse_with(
+        workspace_client(ClientProfile::Zed, &[]),
+        "a job's changes",
+        async move |mut c: Conversation| {
+            let session = c.new_session(&work).await?;
+            let started = c
+                .prompt(
+                    &session,
+                    "/bg sed -i 's/one/ONE/' a.txt; printf 'job\\n' > job.txt",
+                )
+                .await?
+                .updates;
+            let mut ended = updates_until(&mut c, &session, has_final).await;
+            // The edit call follows the final update at once: it is in by the next turn.
+            ended.extend(c.prompt(&session, "true").await?.updates);
+            let undone = c.prompt(&session, "/undo").await?.updates;
+            Ok(vec![started, ended, undone])
+        },
+    )
+    .await;
+    assert!(edit_calls(&turns[0]).is_empty(), "{:#?}", turns[0]);
+    let edits = edit_calls(&turns[1]);
+    assert_eq!(edits.len(), 1, "{:#?}", turns[1]);
+    assert_eq!(edits[0].title, "Changed 2 files");
+    let got = diffs(edits[0]);
+    assert!(got.contains(&(
+        dir.join("a.txt").to_string_lossy().into_owned(),
+        Some("one\ntwo\n".to_string()),
+        "ONE\ntwo\n".to_string()
+    )));
+    assert!(got.contains(&(
+        dir.join("job.txt").to_string_lossy().into_owned(),
+        None,
+        "job\n".to_string()
+    )));
+    // It follows the job card's final update.
+    let final_at = turns[1]
+        .iter()
+        .position(|u| matches!(u, SessionUpdate::ToolCallUpdate(u) if u.fields.status.is_some()))
+        .unwrap();
+    let edit_at = turns[1]
+        .iter()
+        .position(|u| matches!(u, SessionUpdate::ToolCall(c) if c.kind == ToolKind::Edit))
+        .unwrap();
+    assert!(final_at < edit_at, "{:#?}", turns[1]);
+    assert!(
+        agent_text(&turns[2]).contains("Put back 2 file(s)"),
+        "{:#?}",
+        turns[2]
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    assert!(!dir.join("job.txt").exists());
+}
+
+/// The text only the undo store holds (a file's earlier content, replaced by a command): only
+/// its reverse crosses into a command.
+const STORE_SECRET: &str = "acpbash-undo-store-5e0d93";
+
+/// The probe a command runs for [`the_undo_store_is_out_of_every_commands_reach`]: the agent's
+/// process in sight, PID 1's `mem` and ptrace, and files holding the text.
+fn store_probe() -> String {
+    let reversed: String = STORE_SECRET.chars().rev().collect();
+    format!(
+        r#"needle=$(printf %s '{reversed}' | rev)
+for d in /proc/[0-9]*; do
+  [ "$d" = /proc/1 ] && continue
+  case "$(cat "$d/comm" 2>/dev/null)" in acp-bash*) echo "agent in sight: $d" ;; esac
+done
+if exec 3</proc/1/mem 2>/dev/null; then echo "pid1 mem opened"; exec 3<&-; else echo "pid1 mem refused"; fi
+perl -e 'my $r = syscall({ptrace}, 16, 1, 0, 0); print $r == 0 ? "pid1 ptrace attached\n" : "pid1 ptrace refused: $!\n"'
+grep -rlaF "$needle" . /tmp /dev/shm 2>/dev/null | sed 's/^/file holds it: /'
+echo probed"#,
+        ptrace = if cfg!(target_arch = "aarch64") {
+            117
+        } else {
+            101
+        },
+    )
+}
+
+/// Issue 47, point 3: the undo store is out of every command's reach. A file's earlier text,
+/// after a command replaced it, is only in the agent's memory (`/undo` puts it back). Through
+/// the served binary in workspace mode, as root and as nobody, a later command sees no
+/// acp-bash process but its own PID 1 (its own PID namespace, a private /proc), cannot open
+/// PID 1's `mem` nor ptrace it, and finds no file holding the text.
+#[test]
+fn the_undo_store_is_out_of_every_commands_reach() {
+    use crate::support::sandbox::{as_root_and_nobody, require_namespaces};
+    as_root_and_nobody(
+        "acp::changes::the_undo_store_is_out_of_every_commands_reach",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            use std::os::unix::fs::PermissionsExt;
+            let ws = tempfile::Builder::new()
+                .prefix("acpbash-store-")
+                .tempdir_in("/var/tmp")
+                .unwrap();
+            std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+            let dir = ws.path().canonicalize().unwrap();
+            std::fs::write(dir.join("store.txt"), format!("{STORE_SECRET}\n")).unwrap();
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            let turns = runtime.block_on(run_scripts(
+                workspace_client(ClientProfile::Plain, &[]),
+                &dir,
+                &["sed -i 's/.*/replaced/' store.txt", &store_probe(), "/undo"],
+            ));
+            let how = format!("uid {}", unsafe { libc::geteuid() });
+            let output = console_block(&turns[1]);
+            // What the probe printed (the block also echoes the script, `$ ` lines).
+            let printed: Vec<&str> = output.lines().filter(|l| !l.starts_with("$ ")).collect();
+            let any = |prefix: &str| printed.iter().any(|l| l.starts_with(prefix));
+            assert!(any("probed"), "{how}: {output}");
+            assert!(!any("agent in sight"), "{how}: {output}");
+            assert!(any("pid1 mem refused"), "{how}: {output}");
+            assert!(!any("pid1 mem opened"), "{how}: {output}");
+            assert!(any("pid1 ptrace refused"), "{how}: {output}");
+            assert!(!any("file holds it"), "{how}: {output}");
+            // The store held it all along: /undo puts it back.
+            assert!(
+                agent_text(&turns[2]).contains("Put back 1 file(s)"),
+                "{how}: {:#?}",
+                turns[2]
+            );
+            assert_eq!(
+                std::fs::read_to_string(dir.join("store.txt")).unwrap(),
+                format!("{STORE_SECRET}\n")
+            );
+        },
+    );
+}
+
+/// A tmpfs mounted on a fresh directory (as root; elsewhere the directory itself), unmounted
+/// (lazily) when dropped: a million files are made and dropped in memory, not on the disk.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+    mounted: bool,
+}
+
+impl Tmpfs {
+    fn new() -> Tmpfs {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = unsafe { libc::geteuid() } == 0 && {
+            let target = std::ffi::CString::new(dir.path().as_os_str().as_bytes()).unwrap();
+            let options = c"size=1g,nr_inodes=1200000,mode=0700";
+            unsafe {
+                libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    options.as_ptr().cast(),
+                ) == 0
+            }
+        };
+        Tmpfs { dir, mounted }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        use std::os::unix::ffi::OsStrExt;
+        if self.mounted {
+            let target = std::ffi::CString::new(self.dir.path().as_os_str().as_bytes()).unwrap();
+            unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        }
+    }
+}
+
+/// A `/proc/PID/status` figure in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Issue 47, point 5: one command creates a million files (and edits one more, after them:
+/// the kernel's event queue has long overflowed by then). Through the served binary, on a
+/// tmpfs: the edit call itemises at most 200 files and counts the rest by folder, every one of
+/// the 1,000,001 counted once, the edit among them with its diff; the agent's peak memory
+/// grows by less than 48 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_files_from_one_command_are_summarised_with_the_agents_memory_bounded() {
+    use super::shutdown::RawAgent;
+    use serde_json::{json, Value};
+    let tmpfs = Tmpfs::new();
+    let dir = tmpfs.dir.path().canonicalize().unwrap();
+    std::fs::write(dir.join("a.txt"), "one\n").unwrap();
+    let mut agent = RawAgent::spawn(&["serve", "--sandbox", "workspace", "--no-history"]);
+    let pid = agent.child.id().unwrap();
+    let session = agent.start(&dir, "true").await;
+    let answer = agent.answer(3).await;
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let before = status_kib(pid, "VmHWM");
+    let script = "mkdir many && cd many && seq -w 1 1000000 | xargs touch && cd .. && \
+                  sed -i 's/one/ONE/' a.txt";
+    let started = std::time::Instant::now();
+    agent
+        .send(
+            json!({"jsonrpc": "2.0", "id": 5, "method": "session/prompt", "params": {
+            "sessionId": session, "prompt": [{"type": "text", "text": script}]}}),
+        )
+        .await;
+    let mut edit = None;
+    loop {
+        let line = agent
+            .next_line_within(std::time::Duration::from_secs(900))
+            .await
+            .expect("the agent's next line");
+        let value: Value = serde_json::from_str(&line).unwrap();
+        if value["id"] == 5 {
+            assert_eq!(value["result"]["stopReason"], "end_turn", "{value}");
+            break;
+        }
+        if value["params"]["update"]["kind"] == "edit" {
+            edit = Some(value["params"]["update"].clone());
+        }
+    }
+    let took = started.elapsed();
+    let grew = status_kib(pid, "VmHWM").saturating_sub(before);
+    eprintln!(
+        "a million files: {took:?}, tmpfs {}, VmHWM {before} KiB + {grew} KiB",
+        tmpfs.mounted
+    );
+    let edit = edit.expect("an edit call");
+    assert_eq!(edit["title"], "Changed 1000001 files", "{}", edit["title"]);
+    let items = edit["content"].as_array().unwrap();
+    let diffs: Vec<&Value> = items.iter().filter(|c| c["type"] == "diff").collect();
+    assert!(diffs.len() <= 200, "{}", diffs.len());
+    assert_eq!(diffs[0]["path"], dir.join("a.txt").to_str().unwrap());
+    assert_eq!(diffs[0]["oldText"], "one\n");
+    assert_eq!(diffs[0]["newText"], "ONE\n");
+    assert!(grew < 48 * 1024, "the peak RSS grew by {grew} KiB");
+    drop(agent);
 }

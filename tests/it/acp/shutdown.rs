@@ -55,6 +55,15 @@ impl RawAgent {
             .unwrap()
     }
 
+    /// [`Self::next_line`] waiting up to `limit` (a command that runs long without output).
+    pub(super) async fn next_line_within(&mut self, limit: std::time::Duration) -> Option<String> {
+        let stdout = self.stdout.as_mut().expect("stdout is open");
+        tokio::time::timeout(limit, stdout.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no line from the agent within {limit:?}"))
+            .unwrap()
+    }
+
     /// Reads stdout until the answer to request `id`; every line must be JSON-RPC.
     pub(super) async fn answer(&mut self, id: u64) -> Value {
         let stdout = self.stdout.as_mut().expect("stdout is open");
@@ -72,8 +81,8 @@ impl RawAgent {
     }
 
     /// initialize, session/new in `dir`, then a prompt running `script` (not waited for). Like any
-    /// client, it waits for each answer before the next request.
-    pub(super) async fn start(&mut self, dir: &Path, script: &str) {
+    /// client, it waits for each answer before the next request. Returns the session's id.
+    pub(super) async fn start(&mut self, dir: &Path, script: &str) -> String {
         self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}))
             .await;
         self.answer(1).await;
@@ -89,6 +98,7 @@ impl RawAgent {
             "sessionId": session, "prompt": [{"type": "text", "text": script}]}}),
         )
         .await;
+        session
     }
 
     pub(super) async fn wait(&mut self, what: &str) -> std::process::ExitStatus {

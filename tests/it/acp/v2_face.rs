@@ -46,13 +46,10 @@ impl V2Client {
 
     /// [`Self::start`] with `env` set for the agent.
     fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> V2Client {
-        let mut args = vec![
-            "serve",
-            "--sandbox",
-            "full",
-            "--log-level",
-            "acp_bash=debug",
-        ];
+        let mut args = vec!["serve", "--log-level", "acp_bash=debug"];
+        if !extra.contains(&"--sandbox") {
+            args.extend(["--sandbox", "full"]);
+        }
         if !extra.contains(&"--state-dir") {
             args.push("--no-history");
         }
@@ -613,6 +610,52 @@ async fn a_bg_job_is_background_work_until_it_ends_and_session_cancel_leaves_it_
         "{after}"
     );
     client.finish().await;
+}
+
+/// Issue 47's transcript on the v2 face (the v1 ones are `changes::transcript_{zed,plain}`): a
+/// read, a search and a listing (typed, `--classify-typed`), a `sed -i` edit, a new file, a
+/// delete and `/undo`, in workspace mode; each change is one `diff` with `changes[]` and the Git
+/// `patch`. Kept: the calls' opening lines and the agent's messages (the terminals are pinned
+/// by `v2__terminal_per_command`).
+#[tokio::test]
+async fn changes_transcript_v2() {
+    let (_tmp, dir) = temp_dir();
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(dir.join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    std::fs::write(dir.join("old.txt"), "old\n").unwrap();
+    let mut client = V2Client::start(&["--sandbox", "workspace", "--classify-typed"]);
+    client.initialize().await;
+    let session = client.new_session(&dir).await;
+    for prompt in [
+        "cat notes.txt",
+        "grep -n beta notes.txt",
+        "ls",
+        "sed -i 's/beta/BETA/' notes.txt",
+        "printf 'fresh\\n' > new.txt",
+        "rm old.txt",
+        "/undo",
+    ] {
+        client.turn(&session, prompt).await;
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("old.txt")).unwrap(),
+        "old\n"
+    );
+    let transcript = client.finish().await;
+    let kept: Vec<String> = transcript
+        .into_iter()
+        .filter(|line| {
+            [
+                "\"kind\":\"edit\"",
+                "\"kind\":\"read\"",
+                "\"kind\":\"search\"",
+            ]
+            .iter()
+            .any(|kind| line.contains(kind))
+                || line.contains("\"agent_message_chunk\"")
+        })
+        .collect();
+    snapshot("v2__changes", &normalized(&kept, &dir));
 }
 
 #[tokio::test]

@@ -10,8 +10,7 @@ use crate::support::acp::*;
 use crate::support::fake_model::{openai, Answer, FakeModel};
 use acp_bash::acp::client::{AcpClient, ClientProfile};
 use agent_client_protocol::v1::schema::{
-    EnvVariable, McpServer, McpServerStdio, NewSessionRequest, SessionUpdate, StopReason,
-    ToolCallStatus, ToolKind,
+    EnvVariable, McpServer, McpServerStdio, NewSessionRequest, StopReason, ToolCallStatus, ToolKind,
 };
 
 const KEY: &str = "sk-test-mcp-6f1c0ffee-SECRET";
@@ -92,20 +91,6 @@ fn calls(tool: &str, arguments: &str) -> Answer {
     openai::reply(&[], &[("call_1", tool, &[arguments])])
 }
 
-/// The text of every agent message of `updates`.
-fn said(updates: &[SessionUpdate]) -> String {
-    updates
-        .iter()
-        .filter_map(|u| match u {
-            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
-                agent_client_protocol::v1::schema::ContentBlock::Text(t) => Some(t.text.clone()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect()
-}
-
 /// The tool results the model got in request `n`.
 fn tool_results(fake: &FakeModel, n: usize) -> Vec<String> {
     fake.requests()[n].body["messages"]
@@ -176,7 +161,7 @@ async fn a_model_calls_an_mcp_tool_through_its_own_card() {
         vec!["echo: hi there".to_string()]
     );
     assert_eq!(tool_results(&fake, 1), vec!["echo: hi there".to_string()]);
-    assert_eq!(said(&turn.updates), "It echoed.");
+    assert_eq!(agent_text(&turn.updates), "It echoed.");
     // The agent has exited: its server with it.
     assert!(
         wait_until_none_with(&script.display().to_string()).await,
@@ -326,7 +311,7 @@ async fn a_server_that_fails_to_start_is_told_once() {
         Ok((first, second))
     })
     .await;
-    let first = said(&turns.0.updates);
+    let first = agent_text(&turns.0.updates);
     assert!(
         first.contains("MCP server \"broken\" is not available"),
         "{first}"
@@ -337,7 +322,7 @@ async fn a_server_that_fails_to_start_is_told_once() {
         "{first}"
     );
     assert!(first.ends_with("First."), "{first}");
-    assert_eq!(said(&turns.1.updates), "Second.");
+    assert_eq!(agent_text(&turns.1.updates), "Second.");
     assert_eq!(offered(&fake, 0), vec!["bash", "job_output", "job_kill"]);
 }
 
@@ -369,7 +354,7 @@ async fn a_server_that_dies_gives_the_model_an_error() {
     assert!(results[0].contains("MCP server \"d\""), "{results:?}");
     let end = final_update(&turns.0.updates);
     assert_eq!(end.fields.status, Some(ToolCallStatus::Failed));
-    assert!(said(&turns.1.updates).ends_with("Still here."));
+    assert!(agent_text(&turns.1.updates).ends_with("Still here."));
     // The dead server's tool is no longer offered.
     assert!(offered(&fake, 0).contains(&"mcp__d__echo".to_string()));
     assert_eq!(offered(&fake, 2), vec!["bash", "job_output", "job_kill"]);
@@ -491,7 +476,7 @@ async fn an_http_server_is_refused_with_a_reason() {
         c.prompt(&session, "hi").await
     })
     .await;
-    let text = said(&turn.updates);
+    let text = agent_text(&turn.updates);
     assert!(
         text.contains("MCP server \"web\" was not started"),
         "{text}"

@@ -243,6 +243,20 @@ pub fn texts(content: &[ToolCallContent]) -> Vec<String> {
         .collect()
 }
 
+/// The text of every agent message among `updates`, joined.
+pub fn agent_text(updates: &[SessionUpdate]) -> String {
+    updates
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::AgentMessageChunk(chunk) => match &chunk.content {
+                ContentBlock::Text(t) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
 /// The console block of a fallback call's final update.
 pub fn console_block(updates: &[SessionUpdate]) -> String {
     let update = final_update(updates);
