@@ -579,6 +579,16 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
+    #[cfg(not(target_os = "linux"))]
+    fn new() -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        Tmpfs {
+            dir,
+            mounted: false,
+        }
+    }
+
+    #[cfg(target_os = "linux")]
     fn new() -> Tmpfs {
         use std::os::unix::ffi::OsStrExt;
         let dir = tempfile::tempdir().unwrap();
@@ -601,8 +611,11 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        use std::os::unix::ffi::OsStrExt;
+        #[cfg(not(target_os = "linux"))]
+        let _ = self.mounted;
+        #[cfg(target_os = "linux")]
         if self.mounted {
+            use std::os::unix::ffi::OsStrExt;
             let target = std::ffi::CString::new(self.dir.path().as_os_str().as_bytes()).unwrap();
             unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
         }

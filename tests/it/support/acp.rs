@@ -15,6 +15,7 @@ use crate::support::schema::{Direction, WireValidator};
 
 /// The JSON messages `stdout` carries, one a line, as they come: read on a thread of their own
 /// until EOF or until the receiver is dropped (lines that are not JSON are passed over).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the sandbox tests read it
 pub fn json_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<Value> {
     use std::io::BufRead as _;
     let (tx, lines) = std::sync::mpsc::channel();
