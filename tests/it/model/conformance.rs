@@ -1,9 +1,10 @@
-//! Recorded reality: provider responses as the providers sent them, published by their SDKs'
-//! and their clients' test fixtures or quoted whole in bug reports
-//! (`tests/it/fixtures/providers/`, each file's source and any change to it in `SOURCES.md`),
-//! replayed byte for byte by the fake provider over real HTTP on loopback, through the real
-//! driver: in this process (`Host`, real turn and bash) or through the served binary over ACP.
-//! The fakes refuse what the real servers refuse, with the bodies they answer with.
+//! Provider reality: error bodies as the servers sent them, quoted whole in public bug reports,
+//! and streams written for acp-bash in the exact wire shape that providers' published
+//! recordings show (their event types, field order, chunking and edge cases; our own content)
+//! (`tests/it/fixtures/providers/`, each file's source or model in `SOURCES.md`), replayed byte
+//! for byte by the fake provider over real HTTP on loopback, through the real driver: in this
+//! process (`Host`, real turn and bash) or through the served binary over ACP. The fakes refuse
+//! what the real servers refuse, with the bodies they answer with.
 
 use std::sync::Arc;
 
@@ -64,11 +65,11 @@ fn assistant(body: &Value, n: usize) -> Value {
         .unwrap_or_else(|| panic!("no assistant message {n} in {body}"))
 }
 
-/// Anthropic's own recorded tool-use stream (a `ping`, input in pieces, an unknown `caller`
-/// field): the text is shown, the call is kept whole with its id and input, and answered (it
+/// A tool-use stream in the shape of Anthropic's own recorded one (a `ping`, input in pieces
+/// the first of them empty, an unknown `caller` field): the text is shown, the call is kept whole with its id and input, and answered (it
 /// names a tool acp-bash does not have: nothing runs) before the next request.
 #[tokio::test]
-async fn anthropic_recorded_tool_use_stream() {
+async fn anthropic_tool_use_stream_in_its_recorded_shape() {
     let fake = FakeModel::start(vec![
         Answer::Sse(recorded_events("anthropic/tool_use.sse")),
         anthropic::reply(&["No weather tool here."], &[]),
@@ -76,12 +77,10 @@ async fn anthropic_recorded_tool_use_stream() {
     .await;
     let host = Host::new();
     let driver = driver(Provider::Anthropic, &fake.base);
-    host.turn(&driver, &prompt("weather in Paris?"))
-        .await
-        .unwrap();
+    host.turn(&driver, &prompt("time in Oslo?")).await.unwrap();
     let events = host.take_events();
     assert!(
-        said(&events).starts_with("I'll check the current weather in Paris for you."),
+        said(&events).starts_with("Let me look up the local time in Oslo first."),
         "{events:?}"
     );
     assert!(!events.iter().any(|e| matches!(e, Event::Call(_))));
@@ -92,21 +91,25 @@ async fn anthropic_recorded_tool_use_stream() {
     assert_eq!(assistant["role"], "assistant");
     let content = assistant["content"].as_array().unwrap();
     let tool_use = content.iter().find(|b| b["type"] == "tool_use").unwrap();
-    assert_eq!(tool_use["id"], "toolu_01NRLabsLyVHZPKxbKvkfSMn");
-    assert_eq!(tool_use["name"], "get_weather");
-    assert_eq!(tool_use["input"], json!({"location": "Paris"}));
+    assert_eq!(tool_use["id"], "toolu_01Xg4RcVn2YtHs8QbWe6PkLa");
+    assert_eq!(tool_use["name"], "local_time");
+    assert_eq!(
+        tool_use["input"],
+        json!({"tz": "Europe/Oslo", "format": "24h"})
+    );
     let answer = &messages[messages.len() - 1]["content"][0];
     assert_eq!(answer["type"], "tool_result");
-    assert_eq!(answer["tool_use_id"], "toolu_01NRLabsLyVHZPKxbKvkfSMn");
+    assert_eq!(answer["tool_use_id"], "toolu_01Xg4RcVn2YtHs8QbWe6PkLa");
     assert_eq!(answer["is_error"], true);
 }
 
 /// o3-mini through the served binary: a server that is not api.openai.com first gets
-/// `max_tokens`, which the o-series refuses with OpenAI's recorded 400; the one retry carries
-/// `max_completion_tokens`, and o3-mini's recorded stream (its reasoning only counted in
-/// `usage`) is the answer.
+/// `max_tokens`, which the o-series refuses with OpenAI's 400 as a bug report quotes it; the one
+/// retry carries `max_completion_tokens`, and a stream in o3-mini's recorded shape (its
+/// reasoning only counted in `usage`, in a last chunk without choices) is the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn o3_mini_refuses_max_tokens_as_recorded_and_streams_as_recorded_through_the_binary() {
+async fn o3_mini_refuses_max_tokens_as_quoted_and_streams_in_its_recorded_shape_through_the_binary()
+{
     let (_tmp, dir) = temp_dir();
     let fake = FakeModel::start_refusing(
         vec![Answer::Sse(recorded_events("openai/o3-mini.sse"))],
@@ -122,7 +125,7 @@ async fn o3_mini_refuses_max_tokens_as_recorded_and_streams_as_recorded_through_
         Ok(answer.updates)
     })
     .await;
-    assert_eq!(said_on_the_wire(&updates), "hello");
+    assert_eq!(said_on_the_wire(&updates), "Hi, ready when you are.");
     let requests = fake.requests();
     assert_eq!(requests.len(), 2, "{requests:?}");
     assert_eq!(requests[0].body["max_tokens"], 8192);
@@ -130,21 +133,24 @@ async fn o3_mini_refuses_max_tokens_as_recorded_and_streams_as_recorded_through_
     assert_eq!(requests[1].body["max_completion_tokens"], 8192);
 }
 
-/// gpt-5-nano as Azure's model router streamed it: a first chunk with no choices and an empty
-/// id (the prompt's filter results), `content_filter_results` in each choice, usage with
-/// reasoning tokens in a last chunk of its own, and no `[DONE]` in the recording. The text is
+/// gpt-5-nano in the shape Azure's model router streamed it: a first chunk with no choices and
+/// an empty id (the prompt's filter results), `content_filter_results` in each choice, usage
+/// with reasoning tokens in a last chunk of its own, and no `[DONE]`. The text is
 /// shown once, the usage counted, and the end after `finish_reason` is not retried.
 #[tokio::test]
 async fn gpt_5_as_azure_streamed_it_is_read_whole_and_not_retried() {
     let fake = FakeModel::start(vec![Answer::Sse(recorded_events("openai/gpt-5-nano.sse"))]).await;
     let host = Host::new();
     let ended = host
-        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("capital?"))
+        .turn(
+            &driver(Provider::OpenAi, &fake.base),
+            &prompt("capital of Norway?"),
+        )
         .await;
     assert_eq!(ended, Ok(StopReason::EndTurn));
     let events = host.take_events();
-    assert_eq!(said(&events), "Capital of Denmark.");
-    assert_eq!(usages(&events), [15 + 78]);
+    assert_eq!(said(&events), "Oslo is Norway's capital.");
+    assert_eq!(usages(&events), [21 + 142]);
     assert_eq!(fake.requests().len(), 1);
 }
 
@@ -163,24 +169,24 @@ async fn vllm_usage_in_every_chunk_is_counted_once() {
     let events = host.take_events();
     assert_eq!(
         said(&events),
-        "Hello Sam. It's nice to meet you. Is there something I can help you with or would you like to chat?"
+        "Good morning, Ada. What shall we work on today?"
     );
-    assert_eq!(usages(&events), [46 + 26]);
+    assert_eq!(usages(&events), [38 + 13]);
 }
 
-/// DeepSeek's thinking mode through the served binary: its recorded tool call (reasoning
-/// first, then the call in pieces, usage in the chunk with `finish_reason`, no `[DONE]` in the
-/// recording) is answered, and the next request carries the call back with its
+/// DeepSeek's thinking mode through the served binary: a tool call in the shape of DeepSeek's
+/// recorded one (reasoning first, then the call in pieces, usage in the chunk with
+/// `finish_reason`, no `[DONE]`) is answered, and the next request carries the call back with its
 /// `reasoning_content`, which DeepSeek refuses the loop without (the fake refuses it as
 /// DeepSeek words it). The thoughts reach the client once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deepseek_recorded_tool_call_goes_back_with_its_reasoning_content_through_the_binary() {
-    const REASONING: &str = "The user is asking for the weather in San Francisco. I need to use the weather tool to get this information. Let me invoke the weather tool with the location parameter set to \"San Francisco\".";
+async fn deepseek_tool_call_goes_back_with_its_reasoning_content_through_the_binary() {
+    const REASONING: &str = "The user wants the time in Tokyo. The clock tool can tell me, so I will call it with the city set to \"Tokyo\".";
     let (_tmp, dir) = temp_dir();
     let fake = FakeModel::start_refusing(
         vec![
             Answer::Sse(recorded_events("deepseek/tool_call.sse")),
-            openai::reply(&["No weather tool here."], &[]),
+            openai::reply(&["No clock tool here."], &[]),
         ],
         Arc::new(refuse::deepseek_thinking),
     )
@@ -189,7 +195,7 @@ async fn deepseek_recorded_tool_call_goes_back_with_its_reasoning_content_throug
     let client = served("openai:deepseek-v4-flash", &["--base-url", &base], &[]);
     let (updates, _) = converse_with(client, "deepseek", async |mut c| {
         let session = c.new_session(&dir).await?;
-        let answer = c.prompt(&session, "weather in San Francisco?").await?;
+        let answer = c.prompt(&session, "time in Tokyo?").await?;
         assert_eq!(answer.stop_reason, AcpStop::EndTurn);
         Ok(answer.updates)
     })
@@ -205,28 +211,28 @@ async fn deepseek_recorded_tool_call_goes_back_with_its_reasoning_content_throug
         })
         .collect();
     assert_eq!(shown, REASONING);
-    assert_eq!(said_on_the_wire(&updates), "No weather tool here.");
+    assert_eq!(said_on_the_wire(&updates), "No clock tool here.");
     let requests = fake.requests();
     assert_eq!(requests.len(), 2, "not retried, not refused: {requests:?}");
     let sent = assistant(&requests[1].body, 0);
     assert_eq!(sent["reasoning_content"], REASONING);
     assert_eq!(
         sent["tool_calls"][0]["id"],
-        "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF"
+        "call_00_Vq8sLx3TzR6mWk1YbN9HcEpD"
     );
     assert_eq!(
         sent["tool_calls"][0]["function"],
-        json!({"name": "weather", "arguments": "{\"location\": \"San Francisco\"}"})
+        json!({"name": "clock", "arguments": "{\"city\": \"Tokyo\"}"})
     );
     let messages = requests[1].body["messages"].as_array().unwrap();
     let answer = messages.last().unwrap();
     assert_eq!(answer["role"], "tool");
-    assert_eq!(answer["tool_call_id"], "call_00_ioIn7yN9p1ZOMNpDLwd4MgAF");
+    assert_eq!(answer["tool_call_id"], "call_00_Vq8sLx3TzR6mWk1YbN9HcEpD");
 }
 
 /// What Anthropic checks of a thinking block sent back: its signature is the one the API gave
-/// that very text (here: the recorded block's), else 400 as the API words it.
-fn signed_as_recorded(thinking: &'static str, signature: &'static str) -> Refusal {
+/// that very text (here: the stream's block's), else 400 as the API words it.
+fn signed_as_streamed(thinking: &'static str, signature: &'static str) -> Refusal {
     Arc::new(move |body: &Value| {
         for (i, message) in body["messages"].as_array()?.iter().enumerate() {
             for (j, block) in message["content"]
@@ -254,37 +260,37 @@ fn signed_as_recorded(thinking: &'static str, signature: &'static str) -> Refusa
     })
 }
 
-/// Claude Sonnet 4.5's recorded thinking (its signature in one `signature_delta`, the block
-/// opened with an empty `signature`, an empty last `thinking_delta`): shown once as thoughts,
-/// and sent back in the next request exactly as recorded, which the API checks.
+/// Claude Sonnet 4.5's thinking in the shape of its recorded stream (the signature in one
+/// `signature_delta`, the block opened with an empty `signature`, an empty last
+/// `thinking_delta`): shown once as thoughts, and sent back in the next request exactly as
+/// streamed, which the API checks.
 #[tokio::test]
-async fn anthropic_recorded_thinking_goes_back_with_its_signature_unchanged() {
-    const THINKING: &str =
-        "The previous result was 925. Now I need to divide that by 5.\n\n925 ÷ 5 = 185";
-    const SIGNATURE: &str = "EvQBCkYICxgCKkAxhD4NUKFzudtZ6NzbZdEiBACIScTzqjPViM596iWLZIk4EFKYYBj3B6Ptl3b0dcQv/VeJBNbejNWIWRBn+KPNEgz6HWtKx7p+QRgKsEoaDGjsiqfht7gTRFYHiyIwD1VSmNqHxv3wy8KEMP+LYb/TC4UH3H97tuoaADARFFcA0phdfxnzKQxFnc9lwY+dKlzUsaKSUAFeu1bDL5ikZJ1vL0Fkz6JjoFke0L/wOJRIUDUlDUOFJ1tZ3ea7g6LGE/5hwuvWgLwewdcm64d+43l7F57XrOmqNd6flI2K/oPr/4yzNgvi/EhT6Ca17BgB";
+async fn anthropic_streamed_thinking_goes_back_with_its_signature_unchanged() {
+    const THINKING: &str = "Last time the answer came to 1212. Halving it now.\n\n1212 ÷ 2 = 606";
+    const SIGNATURE: &str = "ErUBCkYIBxgCKkBacpBashWroteThisSignatureForItsOwnTests/NotFromAnyApi+Qm7Lx2Vd9Rk4Tn8Wp3Hs6Jc1Gz5Yb0Fe7Ua2Mq9Xo4Ki8Cw3Ny6Pr1Dt5Sl0Bh7Ev2Jm9Az4Og8Iu3Kx6Wf1Lq5Tc0Rs7Yp2Nd9Hj4Mb8Gv3Zk6Ea1Ow5Qi0Ut7Fn2Xh9Cl4Sy8Pg3Dm6Jb1Vr5Ke0Az/IqTaiB3LwRk+EgyRo9Wc2Nv5Hx8Jb4Td1SGAE=";
     let fake = FakeModel::start_refusing(
         vec![
             Answer::Sse(recorded_events("anthropic/thinking.sse")),
-            anthropic::reply(&["37."], &[]),
+            anthropic::reply(&["303."], &[]),
         ],
-        signed_as_recorded(THINKING, SIGNATURE),
+        signed_as_streamed(THINKING, SIGNATURE),
     )
     .await;
     let host = Host::new();
     let driver = driver(Provider::Anthropic, &fake.base);
     let first = host
-        .turn_choosing(&driver, &prompt("925 / 5?"), None, Some("high"))
+        .turn_choosing(&driver, &prompt("1212 / 2?"), None, Some("high"))
         .await;
     assert_eq!(first, Ok(StopReason::EndTurn));
     let events = host.take_events();
     assert_eq!(thoughts(&events), THINKING);
-    assert_eq!(said(&events), "925 ÷ 5 = 185");
-    assert_eq!(usages(&events), [69 + 53]);
+    assert_eq!(said(&events), "1212 ÷ 2 = 606");
+    assert_eq!(usages(&events), [84 + 61]);
     let second = host
-        .turn_choosing(&driver, &prompt("and / 5 again?"), None, Some("high"))
+        .turn_choosing(&driver, &prompt("and / 2 again?"), None, Some("high"))
         .await;
     assert_eq!(second, Ok(StopReason::EndTurn));
-    assert_eq!(said(&host.take_events()), "37.");
+    assert_eq!(said(&host.take_events()), "303.");
     let requests = fake.requests();
     assert_eq!(requests.len(), 2, "{requests:?}");
     let sent = assistant(&requests[1].body, 0);
@@ -414,7 +420,7 @@ async fn every_servers_context_overflow_is_recognised_and_shown_in_words() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
-/// OpenAI's recorded 429 `insufficient_quota`: final, not retried like a rate limit, and the
+/// OpenAI's 429 `insufficient_quota` as a bug report quotes it: final, not retried like a rate limit, and the
 /// user reads what to do.
 #[tokio::test]
 async fn openai_recorded_insufficient_quota_is_final() {

@@ -519,8 +519,9 @@ pub mod anthropic {
     }
 }
 
-/// A provider's recorded response, `tests/it/fixtures/providers/PATH` (each file's source is in
-/// `SOURCES.md` there), as its bytes.
+/// A provider's response, `tests/it/fixtures/providers/PATH` (a body quoted from a bug report
+/// or a stream written in a recorded shape: each file's source is in `SOURCES.md` there), as
+/// its bytes.
 pub fn recorded(path: &str) -> String {
     let path = format!(
         "{}/tests/it/fixtures/providers/{path}",
@@ -529,8 +530,8 @@ pub fn recorded(path: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("{path}: {error}"))
 }
 
-/// A recorded SSE stream as the events the fake writes one by one (a recorded file leaves out
-/// the blank line after its last event; the server sent it).
+/// An SSE stream fixture as the events the fake writes one by one (a file may leave out the
+/// blank line after its last event, as recordings do; the server sent it).
 pub fn recorded_events(path: &str) -> Vec<String> {
     recorded(path)
         .trim_end()
@@ -550,7 +551,7 @@ pub mod refuse {
     }
 
     /// OpenAI's reasoning models (o-series, gpt-5): `max_tokens` is refused, with the body
-    /// OpenAI sent (`openai/max_tokens_unsupported.json`).
+    /// OpenAI sent as a bug report quotes it (`openai/max_tokens_unsupported.json`).
     pub fn openai_reasoning_model(body: &Value) -> Option<Answer> {
         body.get("max_tokens")?;
         Some(Answer::Status(
