@@ -53,6 +53,7 @@ pub type Listing = Result<Vec<Listed>, String>;
 
 /// The model list of one provider at one base URL, fetched once.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Catalog {
     client: ModelClient,
     provider: Provider,
