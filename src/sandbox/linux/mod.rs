@@ -232,7 +232,8 @@ impl Backend for Linux {
     }
 
     fn remove_abandoned() {
-        cgroup::remove_abandoned_everywhere()
+        cgroup::remove_abandoned_everywhere();
+        probe::remove_abandoned_folders();
     }
 
     /// A failed step comes back from [`spawn::spawn`] wrapping a [`step::StepError`].

@@ -251,8 +251,8 @@ pub(crate) const KEYRING_REFUSED: &str = " — keyctl is refused here for every 
 /// package caches get one (its upper and work folders beside it, in the temp dir).
 fn probe_cache_layer() -> Result<(), String> {
     let base = probe_folder("acp-bash-probe").map_err(|e| format!("could not probe: {e}"))?;
-    let result = probe_cache_layer_in(&base);
-    let _ = crate::sandbox::remove_session_folder(&base);
+    let result = probe_cache_layer_in(&base.path);
+    let _ = crate::sandbox::remove_session_folder(&base.path);
     result
 }
 
@@ -340,19 +340,85 @@ pub(crate) fn cache_layer_verdicts(home: &Path) -> Vec<(PathBuf, Result<(), Stri
         .collect()
 }
 
+/// How the names of probe folders begin ([`probe_cache_layer`]'s and
+/// [`probe_home_cache_layers`]').
+const PROBE_PREFIX: &str = "acp-bash-probe-";
+
+/// A probe's own folder in the temp dir, locked for as long as the probe uses it: a shared
+/// `flock` on the folder itself, which the kernel drops when the process dies. An agent killed
+/// during its probe (or one that exits while a probe thread still runs) leaves an unlocked
+/// folder, which the next agent that starts removes ([`remove_abandoned_folders`]).
+struct ProbeFolder {
+    path: PathBuf,
+    _lock: std::fs::File,
+}
+
 /// A new folder of this probe's own in the temp dir, `<prefix>-<pid>-<n>-<random>`: the random
 /// part because an agent killed during its probe leaves its folder behind, and a later agent
 /// may get the same pid (under fork churn, within seconds: `File exists` then failed the probe).
-fn probe_folder(prefix: &str) -> std::io::Result<PathBuf> {
+fn probe_folder(prefix: &str) -> std::io::Result<ProbeFolder> {
     use std::os::unix::fs::DirBuilderExt;
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut salt = [0u8; 8];
     crate::random::random_bytes(&mut salt);
     let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
-    let base = std::env::temp_dir().join(format!("{prefix}-{}-{n}-{salt}", std::process::id()));
-    std::fs::DirBuilder::new().mode(0o700).create(&base)?;
-    Ok(base)
+    let path = std::env::temp_dir().join(format!("{prefix}-{}-{n}-{salt}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+    let lock = std::fs::File::open(&path)?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_SH) } != 0 {
+        let error = std::io::Error::last_os_error();
+        let _ = std::fs::remove_dir(&path);
+        return Err(error);
+    }
+    Ok(ProbeFolder { path, _lock: lock })
+}
+
+/// Removes the probe folders in the temp dir that agents killed during a probe left: those
+/// whose lock can be taken (no live process holds it) and that have not changed for a minute
+/// (a folder a probe has just made, before it took its lock, is never taken for abandoned).
+/// Called once when an agent starts, off the path to its first answer.
+pub(crate) fn remove_abandoned_folders() {
+    remove_abandoned_folders_in(&std::env::temp_dir(), std::time::Duration::from_secs(60));
+}
+
+fn remove_abandoned_folders_in(temp: &Path, unchanged_for: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if !name.starts_with(PROBE_PREFIX) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age >= unchanged_for);
+        // Only this user's own folders (the temp dir is shared), and never through a link.
+        if !meta.is_dir() || !old || std::os::unix::fs::MetadataExt::uid(&meta) != current_ids().0 {
+            continue;
+        }
+        let Ok(folder) = std::fs::File::open(&path) else {
+            continue;
+        };
+        // SAFETY: flock on a descriptor we own; released when `folder` drops.
+        if unsafe { libc::flock(folder.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            continue;
+        }
+        if let Err(error) = crate::sandbox::remove_session_folder(&path) {
+            tracing::debug!(%error, dir = %path.display(), "an abandoned probe folder");
+        }
+    }
 }
 
 fn probe_home_cache_layers(home: &Path) -> Vec<(PathBuf, String)> {
@@ -363,7 +429,7 @@ fn probe_home_cache_layers(home: &Path) -> Vec<(PathBuf, String)> {
             return Vec::new();
         }
     };
-    let (overlays, _) = super::view_plan::cache_layers(home, &base, &[], &[]);
+    let (overlays, _) = super::view_plan::cache_layers(home, &base.path, &[], &[]);
     let with = |overlays: Vec<super::child::view::Overlay>| {
         let mut p = plan(true, true);
         p.view = Some(super::child::view::View {
@@ -399,7 +465,7 @@ fn probe_home_cache_layers(home: &Path) -> Vec<(PathBuf, String)> {
             }
         }
     }
-    let _ = crate::sandbox::remove_session_folder(&base);
+    let _ = crate::sandbox::remove_session_folder(&base.path);
     refused
 }
 
@@ -505,8 +571,8 @@ mod tests {
         for dir in &left {
             let _ = std::fs::create_dir(dir);
         }
-        let a = super::probe_folder(&prefix).unwrap();
-        let b = super::probe_folder(&prefix).unwrap();
+        let a = super::probe_folder(&prefix).unwrap().path;
+        let b = super::probe_folder(&prefix).unwrap().path;
         assert_ne!(a, b);
         assert!(a.is_dir() && b.is_dir());
         for dir in left.iter().chain([&a, &b]) {

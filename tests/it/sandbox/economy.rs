@@ -469,3 +469,63 @@ fn agents_that_exit_or_are_killed_leave_no_cgroup_or_session_folder_behind() {
     );
     std::fs::remove_dir(&group).expect("nothing left in the test's cgroup");
 }
+
+/// An agent killed while it probes the kernel (or one that exits while a probe thread still
+/// runs) leaves its probe folder in the temp dir; the next agent that starts removes it, and
+/// nothing a live agent still uses: a folder whose lock a live process holds stays, and so does
+/// a folder made a moment ago (a probe that has not taken its lock yet). Through the served
+/// binary. Planted "no sweep" and "no lock check": caught.
+#[test]
+fn a_probe_folder_an_agent_left_behind_is_removed_by_the_next_agent_and_no_live_one_is() {
+    use std::os::fd::AsRawFd;
+    let temp = dir("economy-probe-leftovers");
+    let made = |name: &str| {
+        let path = temp.path().join(name);
+        std::fs::create_dir_all(path.join("work/work")).unwrap();
+        std::fs::write(path.join("work/left"), "x").unwrap();
+        path
+    };
+    let age = |path: &Path| {
+        let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::open(path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    };
+    // Left by a killed agent: unlocked and an hour old, with a folder of mode 0 inside (as
+    // overlayfs leaves `work/work`).
+    let abandoned = made("acp-bash-probe-caches-4000000-0-0123456789abcdef");
+    std::fs::set_permissions(
+        abandoned.join("work/work"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o000),
+    )
+    .unwrap();
+    age(&abandoned);
+    // A live agent's: as old, but locked by this process.
+    let held = made("acp-bash-probe-4000001-0-0123456789abcdef");
+    age(&held);
+    let lock = std::fs::File::open(&held).unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_SH) }, 0);
+    // A probe's just made, before its lock: unlocked but new.
+    let fresh = made("acp-bash-probe-4000002-0-0123456789abcdef");
+
+    let agent = Agent::start(&["--sandbox", "workspace"], |command| {
+        command.env("TMPDIR", temp.path());
+    });
+    let start = Instant::now();
+    while abandoned.exists() {
+        assert!(
+            start.elapsed() < hang_guard(),
+            "the abandoned probe folder is still there"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    agent.finish();
+    assert!(
+        held.join("work/left").exists(),
+        "a locked folder was removed"
+    );
+    assert!(fresh.join("work/left").exists(), "a new folder was removed");
+    drop(lock);
+}
