@@ -997,15 +997,18 @@ pub fn network_proxied_here(support: &Support) -> Result<(), String> {
         support.network_namespace.clone()?;
         // SAFETY: plain getter.
         if unsafe { libc::geteuid() } != 0 {
-            support.user_namespace.clone().map_err(|why| {
+            // The command (or its zygote) makes the namespace and the listener: the agent
+            // makes no namespace of its own.
+            return support.user_namespace.clone().map_err(|why| {
                 format!(
                     "an ordinary user's commands make their network namespace inside a user \
                      namespace, which does not work here ({why})"
                 )
-            })?;
+            });
         }
-        // Root without CAP_SYS_ADMIN (rootless podman, a container's default capabilities)
-        // may not make one: its commands would have no network and not run.
+        // Root makes each namespace itself, and without CAP_SYS_ADMIN (rootless podman, a
+        // container's default capabilities) may not: its commands would have no network and
+        // not run.
         linux::agent_network_namespace()
     }
     #[cfg(not(target_os = "linux"))]
