@@ -82,11 +82,14 @@ fn agent_on_stdio(
     // And what the user allowed always when asked: no command may add to it.
     // The folder is made now (0700) when missing: a mask applies only to what exists, and a
     // command whose session folder holds the config directory must not be able to make it.
+    // Only under a config directory that exists: a `XDG_CONFIG_HOME` that names no folder is
+    // not made (a test's `/nonexistent/…` was, as root).
     let always = config_home
         .as_deref()
         .map(acp_bash::permit::AlwaysFile::under);
     if let Some(always) = &always {
-        if engine.permission_requests() {
+        let home_exists = config_home.as_deref().is_some_and(std::path::Path::is_dir);
+        if engine.permission_requests() && home_exists {
             use std::os::unix::fs::DirBuilderExt as _;
             let made = std::fs::DirBuilder::new()
                 .recursive(true)
