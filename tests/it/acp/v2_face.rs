@@ -18,11 +18,11 @@ use std::process::Stdio;
 
 use base64::Engine as _;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
-use crate::support::acp::{binary, guard, temp_dir, wait_for_file};
+use crate::support::acp::{binary, guard, stdout_lines, temp_dir, wait_for_file};
 use crate::support::engine::{gone, running, sleep_marker};
 use crate::support::sandbox::as_root_and_nobody;
 use crate::support::schema::schema_v2;
@@ -64,15 +64,7 @@ impl V2Client {
             .spawn()
             .expect("start acp-bash serve");
         let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = stdout_lines(stdout);
         V2Client {
             stdin: child.stdin.take(),
             child,

@@ -17,12 +17,12 @@ use std::process::Stdio;
 
 use acp_bash::acp::client::ClientProfile;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::netproxy::{http_server, Server};
-use crate::support::acp::{binary, guard};
+use crate::support::acp::{binary, guard, stdout_lines};
 
 /// Which client the raw client plays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,15 +84,7 @@ impl Agent {
             .spawn()
             .expect("start acp-bash serve");
         let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = reader.next_line().await {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = stdout_lines(stdout);
         Agent {
             face,
             stdin: child.stdin.take(),

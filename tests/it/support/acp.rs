@@ -15,6 +15,24 @@ use crate::support::schema::{Direction, WireValidator};
 
 /// The JSON messages `stdout` carries, one a line, as they come: read on a thread of their own
 /// until EOF or until the receiver is dropped (lines that are not JSON are passed over).
+/// The lines a served agent writes to `stdout`, as they come: read on a task of its own (in the
+/// current tokio runtime) until EOF or until the receiver is dropped.
+pub fn stdout_lines(
+    stdout: tokio::process::ChildStdout,
+) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    use tokio::io::AsyncBufReadExt as _;
+    let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))] // the sandbox tests read it
 pub fn json_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<Value> {
     use std::io::BufRead as _;
