@@ -20,6 +20,7 @@ mod engine;
 mod floor;
 mod floor_child;
 mod floor_zygote;
+mod network;
 mod prompt;
 mod raw;
 mod sessions;
@@ -145,6 +146,7 @@ const CASES: &[(&str, Case)] = &[
     ("tokens", tokens::economy),
     ("changes", changes::changes),
     ("model-prompt", |b| Ok(prompt::size(b))),
+    ("network", network::network),
 ];
 
 fn machine() -> String {
