@@ -214,6 +214,14 @@ def main():
             elif got == "holds" and exp != "holds":
                 better.append(f"{s} / {row}: holds (expected {exp})")
         new = [f"{s} / {r}: {c}" for (s, r), c in sorted(observed.items()) if (s, r) not in expected and c != "-"]
+        # A setting nobody wrote expectations for, or a test module that fails where nothing was
+        # expected, is a failure, never a line in a list: silence would let a new setting fail.
+        expected_settings = {s for (s, _) in expected}
+        for s in sorted({s for (s, _) in observed} - expected_settings):
+            bad.append(f"{s}: observed, but expected.tsv has no row for it (scripts/lab/ci --update-expected)")
+        for (s, r), c in sorted(observed.items()):
+            if (s, r) not in expected and s in expected_settings and r.startswith("tests: ") and c not in ("holds", "-"):
+                bad.append(f"{s} / {r}: {c}, and nothing was expected")
         for title, lines in (("better than expected", better), ("not in the expectations", new)):
             if lines:
                 print(f"\n{title} (update {expected_path}: scripts/lab/ci --update-expected):")

@@ -331,6 +331,41 @@ fn pids_hierarchy() -> Option<PathBuf> {
     path.join("tasks").exists().then_some(path)
 }
 
+/// Removes a test cgroup tree when the test ends, passed or not (a failed assertion must not
+/// leave `acp-bash-it-leftovers-*` folders in the host's hierarchy).
+struct GroupGuard(PathBuf);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        remove_tree(&self.0);
+    }
+}
+
+/// Removes empty cgroup folders bottom-up (the kernel refuses busy ones; those stay).
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// The groups an earlier run of this test left when it was killed (its process is gone).
+fn remove_groups_of_dead_runs(pids: &Path) {
+    for folder in agent_folders(pids) {
+        let name = folder.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("acp-bash-it-leftovers-") else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            remove_tree(&folder);
+        }
+    }
+}
+
 /// The `acp-bash-*` folders under `parent`.
 fn agent_folders(parent: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(parent)
@@ -359,8 +394,10 @@ fn agents_that_exit_or_are_killed_leave_no_cgroup_or_session_folder_behind() {
         skip::record("agents_that_exit_or_are_killed_leave_no_cgroup_or_session_folder_behind: no cgroup v1 pids hierarchy");
         return;
     };
+    remove_groups_of_dead_runs(&pids);
     let group = pids.join(format!("acp-bash-it-leftovers-{}", std::process::id()));
     std::fs::create_dir(&group).expect("a cgroup for the agents");
+    let _removed_even_on_failure = GroupGuard(group.clone());
     let temp = dir("economy-leftovers-tmp");
     let ws = dir("economy-leftovers-ws");
     let procs = std::fs::OpenOptions::new()

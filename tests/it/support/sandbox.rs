@@ -442,7 +442,7 @@ fn copies_for_nobody() -> &'static Copies {
         );
         Copies {
             test_binary: place(&exe, "it"),
-            agent_binary: place(Path::new(env!("CARGO_BIN_EXE_acp-bash")), "acp-bash"),
+            agent_binary: place(&crate::support::acp::binary(), "acp-bash"),
             schema: place(&crate::support::schema::schema_path(), "acp-schema.v1.json"),
         }
     })
