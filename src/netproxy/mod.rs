@@ -12,6 +12,8 @@
 
 mod rules;
 mod server;
+#[cfg(target_os = "linux")]
+mod splice;
 mod tls;
 
 pub use rules::{is_private, Decision, Grants, HostPattern, Rules, DEFAULT_HOSTS};

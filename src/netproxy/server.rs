@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
@@ -21,6 +21,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The copy buffers between client and host (each direction): large enough that the proxy
 /// keeps up with a direct download on loopback (`benches/`, `notes/benchmarks.md`).
+#[cfg(not(target_os = "linux"))]
 const COPY_BUFFER: usize = 64 * 1024;
 /// Connections one listener (one session's or one command's namespace) serves at once by
 /// default; more wait in the kernel's backlog, and other listeners are not affected.
@@ -531,11 +532,15 @@ async fn checked_tunnel(
     tunnel(client, upstream, &first).await
 }
 
-async fn copy_both<A, B>(a: &mut A, b: &mut B) -> std::io::Result<()>
-where
-    A: AsyncRead + AsyncWrite + Unpin,
-    B: AsyncRead + AsyncWrite + Unpin,
-{
+/// The tunnel's bytes, both ways: moved by the kernel on Linux (`splice.rs`), copied through
+/// buffers elsewhere.
+#[cfg(target_os = "linux")]
+async fn copy_both(a: &mut TcpStream, b: &mut TcpStream) -> std::io::Result<()> {
+    super::splice::copy_both(a, b).await
+}
+
+#[cfg(not(target_os = "linux"))]
+async fn copy_both(a: &mut TcpStream, b: &mut TcpStream) -> std::io::Result<()> {
     tokio::io::copy_bidirectional_with_sizes(a, b, COPY_BUFFER, COPY_BUFFER)
         .await
         .map(|_| ())
