@@ -859,6 +859,7 @@ fn undo_never_writes_outside_through_a_folder_swapped_for_a_symlink() {
                         std::fs::remove_file(work.join("swapping")).unwrap();
                         let job_said = console_block(&since);
                         assert!(job_said.contains("swapped "), "the job: {job_said}");
+                        assert_eq!(canary_state(&outside), unchanged, "the canary changed: {text}");
                         let d = |name: &str| std::fs::read_to_string(work.join("d").join(name));
                         match text.starts_with("Put back 3 file(s)") {
                             true => {
@@ -873,7 +874,6 @@ fn undo_never_writes_outside_through_a_folder_swapped_for_a_symlink() {
                                 assert_eq!(d("new.txt").unwrap(), "new\n");
                             }
                         }
-                        assert_eq!(canary_state(&outside), unchanged, "the canary changed");
                         Ok((text, attempts))
                     },
                 ));
@@ -996,4 +996,57 @@ async fn edit_calls_are_replayed_on_load_zed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edit_calls_are_replayed_on_load_plain() {
     edit_calls_are_replayed_on_load(ClientProfile::Plain).await;
+}
+
+/// Issue 47, point 2: files the repository's `.gitignore` ignores are counted by folder, not
+/// diffed; a change made between two commands (the user's editor) is attributed to neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignored_files_are_counted_and_changes_between_commands_are_not_attributed() {
+    let (_tmp, dir) = temp_dir();
+    std::fs::write(dir.join(".gitignore"), "target/\n").unwrap();
+    std::fs::write(dir.join("kept.txt"), "k\n").unwrap();
+    let work = dir.clone();
+    let (turns, _) = converse_with(
+        workspace_client(ClientProfile::Zed, &[]),
+        "ignored and between",
+        async move |mut c: Conversation| {
+            let session = c.new_session(&work).await?;
+            let first = c
+                .prompt(
+                    &session,
+                    "mkdir -p target && for i in 1 2 3; do echo $i > target/f$i; done; echo x >> kept.txt",
+                )
+                .await?
+                .updates;
+            // The user's editor, between the two commands.
+            std::fs::write(work.join("editor.txt"), "from the editor\n").unwrap();
+            std::fs::write(work.join("kept.txt"), "k\nx\nedited\n").unwrap();
+            let second = c.prompt(&session, "echo y > other.txt").await?.updates;
+            Ok(vec![first, second])
+        },
+    )
+    .await;
+    let edit = edit_calls(&turns[0])[0];
+    assert_eq!(edit.title, "Changed 4 files", "{edit:#?}");
+    let paths: Vec<String> = diffs(edit).into_iter().map(|(path, ..)| path).collect();
+    assert_eq!(
+        paths,
+        [dir.join("kept.txt").to_string_lossy().into_owned()],
+        "{edit:#?}"
+    );
+    let notes = texts(&edit.content).join("\n");
+    assert!(
+        notes.contains("# target/: 3 file(s) changed, counted not itemised"),
+        "{notes}"
+    );
+    let edit = edit_calls(&turns[1])[0];
+    assert_eq!(edit.title, "Changed 1 file", "{edit:#?}");
+    assert_eq!(
+        diffs(edit),
+        [(
+            dir.join("other.txt").to_string_lossy().into_owned(),
+            None,
+            "y\n".to_string()
+        )]
+    );
 }
