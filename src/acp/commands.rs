@@ -319,7 +319,7 @@ impl JobCard {
         // the session and see the same end.
         let wire_id = self.wire.id().clone();
         let call_id = wire_id.0.to_string();
-        self.log.job_finished(&call_id, &outcome);
+        self.log.job_finished(&call_id, &outcome, changes.as_ref());
         let presented = present_ended(
             self.job.cwd(),
             &self.wire.view().echo,

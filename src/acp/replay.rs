@@ -222,6 +222,7 @@ fn replay_one(
     updates: &mut Vec<Replayed>,
 ) {
     let id = ToolCallId::new(call_id.to_string());
+    let edit_id = id.clone();
     if let Some(prompt) = prompt {
         updates.push(Replayed::V1(SessionUpdate::UserMessageChunk(
             ContentChunk::new(prompt.to_string().into()),
@@ -286,6 +287,14 @@ fn replay_one(
         }
     };
     wire.end(&mut sink, status.as_ref(), &presented, false);
+    // What it changed, as its edit call showed it, after its card (as live).
+    if let Some(view) = printed.and_then(|end| end.changes.as_ref()) {
+        use super::call_wire::UpdateSink;
+        match face.v2 {
+            true => sink.send_v2(super::changes_card::changes_call_v2(&edit_id, view)),
+            false => sink.send(super::changes_card::changes_call(&edit_id, view, features)),
+        }
+    }
 }
 
 fn replay_call(

@@ -215,6 +215,7 @@ impl ToolCallRunner {
             None => None,
         };
         result.changed = changes.as_ref().map(|view| view.summary.clone());
+        result.changes = changes.clone();
         let presented = present_run(wire.view(), &result);
         let status = bridge::final_status(&presented);
         before_end();

@@ -13,6 +13,7 @@
 //!
 //! Linux only (inotify); elsewhere [`ChangeTracker::start`] says it is not available.
 
+mod beneath;
 #[cfg(target_os = "linux")]
 mod gitignore;
 mod read;
@@ -25,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub use read::Content;
-pub use undo::{UndoError, Which};
+pub use undo::{UndoError, Undone, Which};
 
 /// Files larger than this are named with their sizes, not diffed.
 pub const MAX_DIFF_BYTES: u64 = 1024 * 1024;
@@ -73,6 +74,9 @@ pub struct FileChange {
     pub old: Content,
     /// What it is ([`Content::Absent`] once deleted).
     pub new: Content,
+    /// Its permission bits before (`None` for a new file, or where not known): `/undo` puts
+    /// them back with the content.
+    pub old_mode: Option<u32>,
 }
 
 /// Everything one command changed in the tracked folder.
@@ -284,6 +288,7 @@ impl FileChange {
             kind,
             old: Content::Absent,
             new: Content::Absent,
+            old_mode: None,
         }
     }
 }

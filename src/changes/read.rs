@@ -5,10 +5,9 @@
 
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-#[cfg(not(target_os = "linux"))]
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::beneath::open_beneath;
 use super::MAX_DIFF_BYTES;
 
 /// A file's content on one side of a change, as far as it is shown.
@@ -94,115 +93,6 @@ impl Stat {
     pub fn is_symlink(&self) -> bool {
         self.kind.is_symlink()
     }
-}
-
-/// Opens `rel` beneath the folder `root` without following any symlink on the way, so that a
-/// command swapping a folder for a symlink between two looks cannot make the agent read
-/// outside the folder: `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` from the folder's fd,
-/// or, where the kernel has no `openat2` (before 5.6), one `openat(O_NOFOLLOW)` per component.
-/// With `O_PATH | O_NOFOLLOW` in `flags`, a symlink as the last component is opened itself.
-#[cfg(target_os = "linux")]
-fn open_beneath(root: &Path, rel: &Path, flags: i32) -> std::io::Result<std::fs::File> {
-    use std::ffi::CString;
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
-    fn cstr(bytes: &[u8]) -> std::io::Result<CString> {
-        CString::new(bytes).map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))
-    }
-    fn check(fd: libc::c_long) -> std::io::Result<OwnedFd> {
-        match fd {
-            -1 => Err(std::io::Error::last_os_error()),
-            fd => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
-        }
-    }
-    let flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW;
-    let root_path = cstr(root.as_os_str().as_bytes())?;
-    let dir = check(unsafe {
-        libc::open(
-            root_path.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    } as libc::c_long)?;
-    if !NO_OPENAT2.load(Ordering::Relaxed) {
-        let path = cstr(rel.as_os_str().as_bytes())?;
-        // SAFETY: open_how is plain data; zero is a valid value of every field.
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = flags as u64;
-        how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                dir.as_raw_fd(),
-                path.as_ptr(),
-                &how as *const libc::open_how,
-                std::mem::size_of::<libc::open_how>(),
-            )
-        };
-        match check(fd) {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS) | Some(libc::EPERM)) => {
-                // No openat2 (or a seccomp filter refusing it): the component walk below.
-                NO_OPENAT2.store(true, Ordering::Relaxed);
-            }
-            other => return other.map(std::fs::File::from),
-        }
-    }
-    open_by_components(dir, rel, flags)
-}
-
-/// [`open_beneath`] without `openat2`: each folder of `rel` opened `O_PATH | O_NOFOLLOW |
-/// O_DIRECTORY` from the last (a symlink is refused, never followed), then the last component.
-#[cfg(target_os = "linux")]
-fn open_by_components(
-    mut dir: std::os::fd::OwnedFd,
-    rel: &Path,
-    flags: i32,
-) -> std::io::Result<std::fs::File> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    use std::path::Component;
-    let parts: Vec<&std::ffi::OsStr> = rel
-        .components()
-        .map(|part| match part {
-            Component::Normal(name) => Ok(name),
-            _ => Err(std::io::Error::from_raw_os_error(libc::EXDEV)),
-        })
-        .collect::<std::io::Result<_>>()?;
-    let Some((last, folders)) = parts.split_last() else {
-        return Err(std::io::Error::from_raw_os_error(libc::ENOENT));
-    };
-    let at = |dir: &OwnedFd, name: &std::ffi::OsStr, flags: i32| {
-        let name = std::ffi::CString::new(name.as_bytes())
-            .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-        match unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) } {
-            -1 => Err(std::io::Error::last_os_error()),
-            fd => Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
-        }
-    };
-    for folder in folders {
-        dir = at(
-            &dir,
-            folder,
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )?;
-    }
-    at(&dir, last, flags).map(std::fs::File::from)
-}
-
-/// Elsewhere: the last component `O_NOFOLLOW`, the folders checked to resolve inside `root`
-/// just before (a window remains; change tracking is Linux-only today).
-#[cfg(not(target_os = "linux"))]
-fn open_beneath(root: &Path, rel: &Path, flags: i32) -> std::io::Result<std::fs::File> {
-    let path = root.join(rel);
-    match path.parent().map(Path::canonicalize) {
-        Some(Ok(parent)) if parent.starts_with(root) => {}
-        _ => return Err(std::io::Error::other("outside the folder")),
-    }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags | libc::O_NOFOLLOW)
-        .open(path)
 }
 
 /// The `lstat` of `root/rel` and its content (read when `keep` and it is a text file within
@@ -380,33 +270,5 @@ mod tests {
             inside > 0 && refused > 0,
             "{inside} read, {refused} refused"
         );
-    }
-
-    /// Without `openat2` (kernels before 5.6), the component walk refuses a symlink on the
-    /// way and still opens a symlink itself as the last component.
-    #[test]
-    fn the_component_walk_refuses_symlinks_on_the_way() {
-        use std::os::fd::{FromRawFd, OwnedFd};
-        let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().canonicalize().unwrap();
-        std::fs::create_dir(root.join("d")).unwrap();
-        std::fs::write(root.join("d/f"), "x").unwrap();
-        std::os::unix::fs::symlink(root.join("d"), root.join("link")).unwrap();
-        let dir = || {
-            let path = std::ffi::CString::new(root.to_str().unwrap()).unwrap();
-            let fd = unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_DIRECTORY) };
-            unsafe { OwnedFd::from_raw_fd(fd) }
-        };
-        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        assert!(open_by_components(dir(), Path::new("d/f"), flags).is_ok());
-        let refused = open_by_components(dir(), Path::new("link/f"), flags).unwrap_err();
-        assert!(
-            matches!(refused.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)),
-            "{refused}"
-        );
-        let node =
-            open_by_components(dir(), Path::new("link"), libc::O_PATH | libc::O_NOFOLLOW).unwrap();
-        assert!(node.metadata().unwrap().file_type().is_symlink());
-        assert!(open_by_components(dir(), Path::new("../x"), flags).is_err());
     }
 }

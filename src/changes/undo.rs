@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::beneath::{folder_of, Folder};
 use super::read::{look, Content};
 use super::{ChangeKind, ChangeTracker, Changes, Recorded};
 
@@ -49,43 +50,57 @@ fn restorable(content: &Content) -> bool {
     )
 }
 
-/// Puts `content` at `root/rel` (removes it for [`Content::Absent`]), never through a symlink
-/// and never outside `root`.
-fn put(root: &Path, rel: &Path, content: &Content) -> std::io::Result<()> {
-    let path = root.join(rel);
-    let parent = path.parent().unwrap_or(root);
-    if let Content::Absent = content {
-        return match std::fs::remove_file(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            other => other,
-        };
-    }
-    std::fs::create_dir_all(parent)?;
-    if !parent.canonicalize()?.starts_with(root) {
-        return Err(std::io::Error::other("outside the session folder"));
-    }
-    let _ = std::fs::remove_file(&path);
-    match content {
-        Content::Text(text) => {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&path)?;
-            file.write_all(text.as_bytes())
+/// One write of an undo, its folder already opened beneath the tracked folder.
+struct Put<'a> {
+    rel: &'a Path,
+    folder: Folder,
+    content: &'a Content,
+    mode: Option<u32>,
+}
+
+impl Put<'_> {
+    /// Puts the content at the path ([`Content::Absent`]: removes it), through the folder
+    /// held: never through a symlink, never outside the tracked folder.
+    fn run(&self) -> std::io::Result<()> {
+        match self.content {
+            Content::Absent => self.folder.remove(),
+            Content::Text(text) => self.folder.write_file(text.as_bytes(), self.mode),
+            Content::Symlink { target } => self.folder.write_symlink(target),
+            _ => Err(std::io::Error::other("its earlier content was not kept")),
         }
-        Content::Symlink { target } => std::os::unix::fs::symlink(target, &path),
-        _ => Err(std::io::Error::other("not restorable")),
+    }
+}
+
+/// What an undo did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Undone {
+    /// The command whose changes were put back (no longer kept).
+    pub record: Recorded,
+    /// What the revert changed (for its own diff card).
+    pub reverted: Changes,
+    /// The files that could not be put back, with why (empty when all were).
+    pub failed: Vec<(PathBuf, String)>,
+}
+
+/// Why a folder on a file's way could not be opened, for the user.
+fn unreachable_folder(error: &std::io::Error) -> String {
+    match error.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) | Some(libc::EXDEV) => format!(
+            "a folder on its way is now a symlink or a file ({error}); acp-bash never writes \
+             through one"
+        ),
+        _ => format!("its folder could not be opened ({error})"),
     }
 }
 
 impl ChangeTracker {
     /// Reverts the kept command `which`: checks every file it changed is as it left it (and
-    /// that no later kept command changed it), then puts each back; returns what the revert
-    /// changed (for its own diff card). Nothing is written when it refuses.
-    pub fn undo(&self, which: &Which) -> Result<(Recorded, Changes), UndoError> {
+    /// that no later kept command changed it), opens each file's folder beneath the tracked
+    /// folder (never through a symlink), then puts each back through the folder it holds.
+    /// Nothing is written when it refuses; a write that fails after that is named in
+    /// [`Undone::failed`].
+    pub fn undo(&self, which: &Which) -> Result<Undone, UndoError> {
         // What changed since the last command (an editor, a job) is looked at as it is now.
         self.begin();
         let kept = self.kept();
@@ -140,22 +155,49 @@ impl ChangeTracker {
         if !conflicts.is_empty() {
             return Err(UndoError::Conflict(conflicts));
         }
-        let mut failed = Vec::new();
+        // Every folder is opened before anything is written: a folder swapped for a symlink
+        // refuses the whole undo, and one swapped after its open no longer matters.
+        let mut steps: Vec<(&Path, &Content, Option<u32>)> = Vec::new();
         for file in &record.changes.files {
-            let result = match &file.kind {
-                ChangeKind::Renamed { from } => put(&root, &file.path, &Content::Absent)
-                    .and_then(|()| put(&root, from, &file.old)),
-                _ => put(&root, &file.path, &file.old),
-            };
-            if let Err(error) = result {
-                failed.push((file.path.clone(), error.to_string()));
+            match &file.kind {
+                ChangeKind::Renamed { from } => {
+                    steps.push((&file.path, &Content::Absent, None));
+                    steps.push((from, &file.old, file.old_mode));
+                }
+                _ => steps.push((&file.path, &file.old, file.old_mode)),
             }
         }
+        let mut puts = Vec::new();
+        for (rel, content, mode) in steps {
+            match folder_of(&root, rel) {
+                Ok(folder) => puts.push(Put {
+                    rel,
+                    folder,
+                    content,
+                    mode,
+                }),
+                Err(error) => conflicts.push((rel.to_path_buf(), unreachable_folder(&error))),
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(UndoError::Conflict(conflicts));
+        }
+        let mut failed = Vec::new();
+        for put in &puts {
+            if let Err(error) = put.run() {
+                failed.push((put.rel.to_path_buf(), error.to_string()));
+            }
+        }
+        drop(puts);
         let reverted = self.finish();
         self.forget(record.number);
         if !failed.is_empty() {
             tracing::warn!(?failed, "some files could not be put back");
         }
-        Ok((record, reverted))
+        Ok(Undone {
+            record,
+            reverted,
+            failed,
+        })
     }
 }

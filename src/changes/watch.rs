@@ -400,12 +400,14 @@ impl Shared {
                 state.baseline_bytes -= content_len(content);
             }
             let absolute = self.root.join(&rel);
+            let old_mode = before.as_ref().map(|(stat, _)| stat.mode & 0o7777);
             let change = |kind, old, new| FileChange {
                 path: rel.clone(),
                 absolute: absolute.clone(),
                 kind,
                 old,
                 new,
+                old_mode,
             };
             match (before, &now) {
                 (None, None) => {}
@@ -461,6 +463,7 @@ impl Shared {
                     let (_, old) = deleted.remove(at);
                     new.kind = ChangeKind::Renamed { from: old.path };
                     new.old = old.old;
+                    new.old_mode = old.old_mode;
                     files.push(new);
                 }
                 None => files.push(new),

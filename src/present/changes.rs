@@ -16,7 +16,7 @@ pub const MAX_DIFF_BLOCK_BYTES: usize = 24 * 1024;
 pub const SUMMARY_FILES: usize = 10;
 
 /// What happened to a file, as a client shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FileOp {
     /// New.
     Add,
@@ -29,7 +29,7 @@ pub enum FileOp {
 }
 
 /// What kind of file it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum FileType {
     /// Text, diffed.
     Text,
@@ -42,7 +42,7 @@ pub enum FileType {
 }
 
 /// One changed file, as shown.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct FileView {
     /// Its absolute path (as UTF-8: bytes that are not are replaced).
@@ -75,7 +75,7 @@ impl FileView {
 }
 
 /// A command's changes, as shown: the edit card, the diff block, the model's line.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct ChangeView {
     /// `Changed 3 files` (or, for an undo, `Reverted 3 files`).
@@ -93,6 +93,39 @@ pub struct ChangeView {
 }
 
 impl ChangeView {
+    /// This view as a session's history keeps it: whole when its texts (the files' old and new
+    /// texts, the unified diff and the patch) come to at most `max` bytes; else each file named
+    /// with what happened to it, without its texts.
+    pub fn for_history(&self, max: usize) -> ChangeView {
+        let texts: usize = self
+            .files
+            .iter()
+            .map(|f| {
+                f.old_text.as_ref().map_or(0, String::len)
+                    + f.new_text.as_ref().map_or(0, String::len)
+            })
+            .sum::<usize>()
+            + self.unified.len()
+            + self.patch.len();
+        if texts <= max {
+            return self.clone();
+        }
+        let mut kept = self.clone();
+        for file in &mut kept.files {
+            if file.diffed() {
+                file.note = Some(format!(
+                    "(text, +{} −{}; the diff is not kept in the session's history)",
+                    file.added, file.removed
+                ));
+            }
+            file.old_text = None;
+            file.new_text = None;
+        }
+        kept.unified.clear();
+        kept.patch.clear();
+        kept
+    }
+
     /// The unified diff in a ```` ```diff ```` fence that no line of it can close.
     pub fn diff_block(&self) -> String {
         let mut text = String::new();

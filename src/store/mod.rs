@@ -23,6 +23,7 @@ pub use record::{
 };
 
 use crate::exec::RunOutcome;
+use crate::present::changes::ChangeView;
 
 /// The state directory: `explicit` (`--state-dir`), else `$XDG_STATE_HOME/acp-bash`, else
 /// `$HOME/.local/state/acp-bash`. `None` when none of them gives an absolute path.
@@ -291,11 +292,13 @@ impl SessionLog {
         })
     }
 
-    /// Records how the call `call_id` ended, what it printed (head and tail are kept), and
-    /// where and with what shell state the session's next command starts.
-    pub fn call_finished(&self, call_id: &str, outcome: &RunOutcome) {
+    /// Records how the call `call_id` ended, what it printed (head and tail are kept), what
+    /// it changed (as its edit call showed it, bounded), and where and with what shell state
+    /// the session's next command starts.
+    pub fn call_finished(&self, call_id: &str, outcome: &RunOutcome, changes: Option<&ChangeView>) {
         let end = CallEnd::new(now_ms(), &outcome.status, &outcome.output)
-            .with_duration(outcome.duration);
+            .with_duration(outcome.duration)
+            .with_changes(changes);
         let shell = outcome.next_shell_state.as_ref().map(ShellRecord::of);
         let shell = {
             let live = self.live.lock().unwrap();
@@ -326,12 +329,14 @@ impl SessionLog {
         self.change(Change::Job { job }, |_, _| ());
     }
 
-    /// Records how the job whose card is `call_id` ended and what it printed (head and tail are
-    /// kept). A job killed after [`Self::agent_ending`] is recorded as ended with the agent.
-    pub fn job_finished(&self, call_id: &str, outcome: &RunOutcome) {
+    /// Records how the job whose card is `call_id` ended, what it printed (head and tail are
+    /// kept) and changed (bounded). A job killed after [`Self::agent_ending`] is recorded as
+    /// ended with the agent.
+    pub fn job_finished(&self, call_id: &str, outcome: &RunOutcome, changes: Option<&ChangeView>) {
         let ended_with_agent = self.agent_ending.load(Ordering::SeqCst) && outcome.status.cancelled;
         let end = CallEnd::new(now_ms(), &outcome.status, &outcome.output)
-            .with_duration(outcome.duration);
+            .with_duration(outcome.duration)
+            .with_changes(changes);
         let change = Change::JobEnd {
             call_id: call_id.to_string(),
             end,
@@ -425,7 +430,7 @@ mod tests {
         let on_disk = store.load("s").unwrap();
         assert_eq!(on_disk.jobs.len(), 1);
         assert_eq!(on_disk.jobs[0].end, None, "written when it starts");
-        kept.job_finished("call-1-1", &outcome(2, "oops\n"));
+        kept.job_finished("call-1-1", &outcome(2, "oops\n"), None);
         let end = store.load("s").unwrap().jobs[0].end.clone().unwrap();
         assert_eq!(
             (end.exit_code, end.output_head.as_str()),
@@ -435,7 +440,7 @@ mod tests {
 
         let none = SessionLog::new(None, SessionRecord::new("t", "/w".into(), "full", 1));
         none.job_started(1, "call-1-1", "make watch", Path::new("/w"));
-        none.job_finished("call-1-1", &outcome(0, "secret\n"));
+        none.job_finished("call-1-1", &outcome(0, "secret\n"), None);
         assert!(none.record().jobs.is_empty(), "--no-history keeps no jobs");
         assert!(matches!(store.load("t"), Err(StoreError::NotFound(_))));
     }
@@ -452,8 +457,8 @@ mod tests {
         log.agent_ending();
         let mut killed = outcome(143, "serving\n");
         killed.status.cancelled = true;
-        log.job_finished("a", &killed);
-        log.job_finished("b", &outcome(0, ""));
+        log.job_finished("a", &killed, None);
+        log.job_finished("b", &outcome(0, ""), None);
         let jobs = log.record().jobs;
         assert!(jobs[0].ended_with_agent, "killed by the ending agent");
         assert!(!jobs[1].ended_with_agent, "ended on its own");
@@ -470,10 +475,10 @@ mod tests {
         assert_eq!((turn, title.as_deref()), (1, Some("make")));
         let mut cd = outcome(0, "built\n");
         cd.next_cwd = "/w/sub".into();
-        log.call_finished("c1", &cd);
+        log.call_finished("c1", &cd, None);
         log.said(turn, "done; now the tests");
         log.call_started(turn, "c2", "make test", Some("tests"), Path::new("/w/sub"));
-        log.call_finished("c2", &outcome(2, "1 failed\n"));
+        log.call_finished("c2", &outcome(2, "1 failed\n"), None);
         log.job_started(1, "j1", "make watch", Path::new("/w/sub"));
         log.set_mode("off");
         log

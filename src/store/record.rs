@@ -46,6 +46,9 @@ pub const MAX_JOBS: usize = 20;
 
 /// Bytes kept of a prompt, a command or a description (longer ones are cut, and say so).
 pub const KEEP_TEXT: usize = 8 * 1024;
+/// The most bytes of a call's changes (texts and diffs) kept for its edit call's replay; beyond
+/// it the files are kept by name and what happened to them.
+pub const KEEP_CHANGES: usize = 16 * 1024;
 
 /// One session as kept on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -413,6 +416,10 @@ pub struct CallEnd {
     /// records written before it was kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// What the run changed in the session folder, as its edit call showed it (bounded:
+    /// [`KEEP_CHANGES`]), replayed after the call's card.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<crate::present::changes::ChangeView>,
 }
 
 impl CallRecord {
@@ -477,12 +484,19 @@ impl CallEnd {
             output_tail,
             omitted_bytes,
             duration_ms: None,
+            changes: None,
         }
     }
 
     /// This end, with how long the run took.
     pub fn with_duration(mut self, duration: Duration) -> Self {
         self.duration_ms = Some(duration.as_millis() as u64);
+        self
+    }
+
+    /// This end, with what the run changed (kept within [`KEEP_CHANGES`]).
+    pub fn with_changes(mut self, changes: Option<&crate::present::changes::ChangeView>) -> Self {
+        self.changes = changes.map(|view| view.for_history(KEEP_CHANGES));
         self
     }
 

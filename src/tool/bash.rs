@@ -95,6 +95,9 @@ pub struct BashResult {
     /// What the command changed in the session folder, in one line for the model
     /// (`[changed: src/a.rs +3 −1, b.txt new]`), when changes are tracked and it changed any.
     pub changed: Option<String>,
+    /// What the command changed, as its edit call shows it (kept in the session's history for
+    /// the replay).
+    pub changes: Option<crate::present::changes::ChangeView>,
 }
 
 impl BashResult {
@@ -105,6 +108,7 @@ impl BashResult {
             text,
             outcome,
             changed: None,
+            changes: None,
         }
     }
 

@@ -320,7 +320,8 @@ impl Turn<'_> {
         );
         self.recorded = Some(turn);
         let result = self.port.run_call(&call_id, call, &self.cancel).await;
-        self.log.call_finished(&call_id, &result.outcome);
+        self.log
+            .call_finished(&call_id, &result.outcome, result.changes.as_ref());
         if let Some(title) = title {
             self.port.title(&title);
         }

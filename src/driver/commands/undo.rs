@@ -55,12 +55,25 @@ impl Run for Undo {
             let which = self.which.clone();
             let result = tokio::task::spawn_blocking(move || tracker.undo(&which)).await;
             match result {
-                Ok(Ok((record, reverted))) => {
-                    host.show_changes(&reverted, "Reverted");
+                Ok(Ok(undone)) => {
+                    host.show_changes(&undone.reverted, "Reverted");
+                    let all = undone.record.changes.files.len();
+                    let call = &undone.record.call_id;
+                    if undone.failed.is_empty() {
+                        return format!(
+                            "Put back {all} file(s) as they were before call `{call}`."
+                        );
+                    }
+                    let list: Vec<String> = undone
+                        .failed
+                        .iter()
+                        .map(|(path, why)| format!("- `{}`: {why}", printable(path)))
+                        .collect();
                     format!(
-                        "Put back {} file(s) as they were before call `{}`.",
-                        record.changes.files.len(),
-                        record.call_id
+                        "Put back {} of {all} file(s) as they were before call `{call}`; these \
+                         could not be put back (the changes are no longer kept for undo):\n{}",
+                        all.saturating_sub(undone.failed.len()),
+                        list.join("\n")
                     )
                 }
                 Ok(Err(UndoError::Nothing(why))) => format!("Nothing to undo: {why}."),

@@ -691,3 +691,362 @@ async fn a_million_files_from_one_command_are_summarised_with_the_agents_memory_
     assert!(grew < 48 * 1024, "the peak RSS grew by {grew} KiB");
     drop(agent);
 }
+
+/// The names, types, modes and contents of a folder's entries (a canary's whole state).
+fn canary_state(dir: &std::path::Path) -> Vec<(String, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut state: Vec<(String, String)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            let body = match meta.is_file() {
+                true => std::fs::read_to_string(entry.path()).unwrap(),
+                false => format!("{:?}", meta.file_type()),
+            };
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                format!("{:o} {body}", meta.permissions().mode()),
+            )
+        })
+        .collect();
+    state.sort();
+    state
+}
+
+/// A folder in /var/tmp every user may write (the test may run as nobody; /tmp is private to
+/// commands).
+fn shared_folder(prefix: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+/// The program of the `/bg` job of [`undo_never_writes_outside_through_a_folder_swapped_for_a_symlink`]
+/// (`perl swapper.pl CANARY`): makes `swap`, a symlink to the canary folder, then exchanges `d`
+/// and `swap` (`renameat2(RENAME_EXCHANGE)`) as fast as it can until `stop` appears, leaving
+/// `d` the folder again; `swapping` says it started.
+fn swapper_program() -> String {
+    let renameat2 = if cfg!(target_arch = "aarch64") {
+        276
+    } else {
+        316
+    };
+    format!(
+        r#"use strict;
+my ($d, $swap, $swaps, $end) = ("d", "swap", 0, time + 300);
+unlink "stop";
+symlink($ARGV[0], $swap) or die "symlink: $!\n";
+sub swap {{ syscall({renameat2}, -100, $d, -100, $swap, 2) == 0 or die "renameat2: $!\n"; $swaps++ }}
+swap();
+open(my $f, ">", "swapping") or die "swapping: $!\n"; close $f;
+while (!-e "stop" && time < $end) {{ swap() for 1 .. 500 }}
+swap() if -l $d;
+unlink $swap, "stop";
+print "swapped $swaps times\n";
+"#
+    )
+}
+
+/// Issue 47, point 5 for `/undo`'s writes (the agent writes unsandboxed). Through the served
+/// binary in workspace mode, as root and as nobody:
+/// - a file replaced by a symlink to a file outside after the command (and a deleted file's
+///   name made such a symlink) is named by `/undo`, never followed; once they are put back as
+///   the command left them, `/undo` puts back both;
+/// - a `/bg` job swaps the folder `d` with a symlink to a canary folder outside, as fast as it
+///   can, while `/undo` restores, re-creates and deletes files in `d`: every `/undo` either
+///   did the whole job (in `d`, whatever its name was meanwhile) or refused, naming the
+///   files, touching nothing; the canary's files and listing never change. (Planted: the
+///   old `canonicalize` check then a write by path changed the canary.)
+#[test]
+fn undo_never_writes_outside_through_a_folder_swapped_for_a_symlink() {
+    use super::jobs::{has_final, updates_until};
+    use crate::support::sandbox::{as_root_and_nobody, require_namespaces};
+    as_root_and_nobody(
+        "acp::changes::undo_never_writes_outside_through_a_folder_swapped_for_a_symlink",
+        || {
+            if !require_namespaces() {
+                return;
+            }
+            let ws = shared_folder("acpbash-undo-swap-");
+            let canary_dir = shared_folder("acpbash-canary-");
+            let dir = ws.path().canonicalize().unwrap();
+            let canary = canary_dir.path().canonicalize().unwrap();
+            for name in ["a.txt", "del.txt", "new.txt", "f.txt", "g.txt"] {
+                std::fs::write(canary.join(name), format!("canary {name}\n")).unwrap();
+            }
+            let before = canary_state(&canary);
+            let how = format!("uid {}", unsafe { libc::geteuid() });
+            std::fs::create_dir(dir.join("d")).unwrap();
+            std::fs::write(dir.join("f.txt"), "f\n").unwrap();
+            std::fs::write(dir.join("g.txt"), "g\n").unwrap();
+            std::fs::write(dir.join("swapper.pl"), swapper_program()).unwrap();
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            let work = dir.clone();
+            let outside = canary.clone();
+            let (mut rounds, _) = runtime.block_on(converse_with(
+                workspace_client(ClientProfile::Plain, &[]),
+                "undo and a file made a symlink",
+                async move |mut c: Conversation| {
+                    let session = c.new_session(&work).await?;
+                    // The file itself a symlink to outside: named, not followed.
+                    c.prompt(&session, "printf 'F\\n' > f.txt; rm g.txt")
+                        .await?;
+                    std::fs::remove_file(work.join("f.txt")).unwrap();
+                    std::os::unix::fs::symlink(outside.join("f.txt"), work.join("f.txt")).unwrap();
+                    std::os::unix::fs::symlink(outside.join("g.txt"), work.join("g.txt")).unwrap();
+                    let refused = agent_text(&c.prompt(&session, "/undo").await?.updates);
+                    std::fs::remove_file(work.join("f.txt")).unwrap();
+                    std::fs::remove_file(work.join("g.txt")).unwrap();
+                    std::fs::write(work.join("f.txt"), "F\n").unwrap();
+                    let undone = agent_text(&c.prompt(&session, "/undo").await?.updates);
+                    Ok(vec![(refused, 0), (undone, 0)])
+                },
+            ));
+            // A folder swapped for a symlink while /undo writes in it: one agent a round.
+            for round in 0..6 {
+                let (work, outside, unchanged) = (dir.clone(), canary.clone(), before.clone());
+                let (outcome, _) = runtime.block_on(converse_with(
+                    workspace_client(ClientProfile::Plain, &[]),
+                    "undo under a swap",
+                    async move |mut c: Conversation| {
+                        let session = c.new_session(&work).await?;
+                        std::fs::write(work.join("d/a.txt"), "one\n").unwrap();
+                        std::fs::write(work.join("d/del.txt"), "bye\n").unwrap();
+                        let _ = std::fs::remove_file(work.join("d/new.txt"));
+                        c.prompt(
+                            &session,
+                            "sed -i 's/one/ONE/' d/a.txt; rm d/del.txt; printf 'new\\n' > d/new.txt",
+                        )
+                        .await?;
+                        let job = format!(
+                            "/bg perl swapper.pl {} || touch swapping",
+                            outside.display()
+                        );
+                        let mut since = c.prompt(&session, &job).await?.updates;
+                        wait_for_file(&work.join("swapping")).await;
+                        let started = std::time::Instant::now();
+                        let mut attempts = 0;
+                        let mut text = String::new();
+                        while attempts < 200 && started.elapsed().as_secs() < 20 {
+                            attempts += 1;
+                            let updates = c.prompt(&session, "/undo").await?.updates;
+                            text = agent_text(&updates);
+                            since.extend(updates);
+                            if !text.starts_with("Not undone") {
+                                break;
+                            }
+                            assert!(
+                                text.contains("(no file was touched)")
+                                    && (text.contains("deleted since")
+                                        || text.contains("changed since")
+                                        || text.contains("now a symlink or a file")),
+                                "{text}"
+                            );
+                        }
+                        std::fs::write(work.join("stop"), "").unwrap();
+                        if !has_final(&since) {
+                            since.extend(updates_until(&mut c, &session, has_final).await);
+                        }
+                        std::fs::remove_file(work.join("swapping")).unwrap();
+                        let job_said = console_block(&since);
+                        assert!(job_said.contains("swapped "), "the job: {job_said}");
+                        assert_eq!(canary_state(&outside), unchanged, "the canary changed: {text}");
+                        let d = |name: &str| std::fs::read_to_string(work.join("d").join(name));
+                        match text.starts_with("Put back 3 file(s)") {
+                            true => {
+                                assert_eq!(d("a.txt").unwrap(), "one\n");
+                                assert_eq!(d("del.txt").unwrap(), "bye\n");
+                                assert!(d("new.txt").is_err());
+                            }
+                            false => {
+                                assert!(text.starts_with("Not undone"), "{text}");
+                                assert_eq!(d("a.txt").unwrap(), "ONE\n");
+                                assert!(d("del.txt").is_err());
+                                assert_eq!(d("new.txt").unwrap(), "new\n");
+                            }
+                        }
+                        Ok((text, attempts))
+                    },
+                ));
+                eprintln!(
+                    "{how}: round {round}: {} attempts: {}",
+                    outcome.1, outcome.0
+                );
+                rounds.push(outcome);
+            }
+            eprintln!("{how}: {rounds:?}");
+            assert_eq!(canary_state(&canary), before, "{how}: the canary changed");
+            let (refused, undone) = (&rounds[0].0, &rounds[1].0);
+            assert!(refused.starts_with("Not undone"), "{how}: {refused}");
+            assert!(
+                refused.contains("`f.txt`: changed since"),
+                "{how}: {refused}"
+            );
+            assert!(
+                refused.contains("`g.txt`: changed since"),
+                "{how}: {refused}"
+            );
+            assert!(undone.starts_with("Put back 2 file(s)"), "{how}: {undone}");
+            assert_eq!(std::fs::read_to_string(dir.join("f.txt")).unwrap(), "f\n");
+            assert_eq!(std::fs::read_to_string(dir.join("g.txt")).unwrap(), "g\n");
+            // Each round ended done or refused (asserted above); some did the job under the
+            // swap, so the writes really raced it.
+            let did = rounds[2..]
+                .iter()
+                .filter(|(text, _)| text.starts_with("Put back 3 file(s)"))
+                .count();
+            assert!(did >= 1, "{how}: no /undo got through the swap: {rounds:?}");
+        },
+    );
+}
+
+/// Issue 47, point 2 on `session/load`: another agent process loading the session replays
+/// each command's edit call (and a `/bg` job's) after its card's final update, as it was sent
+/// live: the same title, diffs, text and locations.
+async fn edit_calls_are_replayed_on_load(profile: ClientProfile) {
+    use super::jobs::{has_final, updates_until};
+    use serde_json::Value;
+    let (_tmp, dir) = temp_dir();
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(dir.join("a.txt"), "one\ntwo\n").unwrap();
+    let client = || {
+        AcpClient::new(
+            binary(),
+            [
+                "serve",
+                "--sandbox",
+                "workspace",
+                "--state-dir",
+                state.path().to_str().unwrap(),
+                "--log-level",
+                "acp_bash=debug",
+            ],
+        )
+        .profile(profile)
+    };
+    let work = dir.clone();
+    let ((session, live), _) = converse_with(client(), "make", async move |mut c| {
+        let session = c.new_session(&work).await?;
+        let mut live = c
+            .prompt(&session, "sed -i 's/two/TWO/' a.txt; printf 'n\\n' > n.txt")
+            .await?
+            .updates;
+        let mut job = c
+            .prompt(&session, "/bg rm n.txt; printf 'job\\n' > job.txt")
+            .await?
+            .updates;
+        if !has_final(&job) {
+            job.extend(updates_until(&mut c, &session, has_final).await);
+        }
+        live.extend(job);
+        // The job's edit call follows its final update at once: it is in by this turn's end.
+        live.extend(c.prompt(&session, "true").await?.updates);
+        Ok((session, live))
+    })
+    .await;
+    let work = dir.clone();
+    let (replayed, _) = converse_with(client(), "load", async move |mut c| {
+        let (_, replayed) = c.load_session(&session, &work).await?;
+        Ok(replayed)
+    })
+    .await;
+    let json = |calls: Vec<&ToolCall>| -> Vec<Value> {
+        calls
+            .into_iter()
+            .map(|call| serde_json::to_value(call).unwrap())
+            .collect()
+    };
+    let (live_edits, replayed_edits) = (json(edit_calls(&live)), json(edit_calls(&replayed)));
+    assert_eq!(live_edits.len(), 2, "{live:#?}");
+    assert_eq!(replayed_edits, live_edits, "{replayed:#?}");
+    assert_eq!(replayed_edits[0]["title"], "Changed 2 files");
+    assert_eq!(replayed_edits[1]["title"], "Changed 2 files");
+    // Each right after its card's final update.
+    for edit in edit_calls(&replayed) {
+        let card = edit.tool_call_id.0.strip_suffix("-changes").unwrap();
+        let edit_at = replayed
+            .iter()
+            .position(|u| matches!(u, SessionUpdate::ToolCall(c) if c == edit))
+            .unwrap();
+        let final_at = replayed
+            .iter()
+            .position(|u| {
+                matches!(u, SessionUpdate::ToolCallUpdate(u)
+                    if &*u.tool_call_id.0 == card && u.fields.status.is_some())
+            })
+            .unwrap_or_else(|| panic!("the final update of {card}: {replayed:#?}"));
+        assert_eq!(final_at + 1, edit_at, "{replayed:#?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_calls_are_replayed_on_load_zed() {
+    edit_calls_are_replayed_on_load(ClientProfile::Zed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edit_calls_are_replayed_on_load_plain() {
+    edit_calls_are_replayed_on_load(ClientProfile::Plain).await;
+}
+
+/// Issue 47, point 2: files the repository's `.gitignore` ignores are counted by folder, not
+/// diffed; a change made between two commands (the user's editor) is attributed to neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ignored_files_are_counted_and_changes_between_commands_are_not_attributed() {
+    let (_tmp, dir) = temp_dir();
+    std::fs::write(dir.join(".gitignore"), "target/\n").unwrap();
+    std::fs::write(dir.join("kept.txt"), "k\n").unwrap();
+    let work = dir.clone();
+    let (turns, _) = converse_with(
+        workspace_client(ClientProfile::Zed, &[]),
+        "ignored and between",
+        async move |mut c: Conversation| {
+            let session = c.new_session(&work).await?;
+            let first = c
+                .prompt(
+                    &session,
+                    "mkdir -p target && for i in 1 2 3; do echo $i > target/f$i; done; echo x >> kept.txt",
+                )
+                .await?
+                .updates;
+            // The user's editor, between the two commands.
+            std::fs::write(work.join("editor.txt"), "from the editor\n").unwrap();
+            std::fs::write(work.join("kept.txt"), "k\nx\nedited\n").unwrap();
+            let second = c.prompt(&session, "echo y > other.txt").await?.updates;
+            Ok(vec![first, second])
+        },
+    )
+    .await;
+    let edit = edit_calls(&turns[0])[0];
+    assert_eq!(edit.title, "Changed 4 files", "{edit:#?}");
+    let paths: Vec<String> = diffs(edit).into_iter().map(|(path, ..)| path).collect();
+    assert_eq!(
+        paths,
+        [dir.join("kept.txt").to_string_lossy().into_owned()],
+        "{edit:#?}"
+    );
+    let notes = texts(&edit.content).join("\n");
+    assert!(
+        notes.contains("# target/: 3 file(s) changed, counted not itemised"),
+        "{notes}"
+    );
+    let edit = edit_calls(&turns[1])[0];
+    assert_eq!(edit.title, "Changed 1 file", "{edit:#?}");
+    assert_eq!(
+        diffs(edit),
+        [(
+            dir.join("other.txt").to_string_lossy().into_owned(),
+            None,
+            "y\n".to_string()
+        )]
+    );
+}
