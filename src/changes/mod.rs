@@ -303,3 +303,72 @@ impl Changes {
         }
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod undo_store_bounds {
+    use super::*;
+
+    fn text_change(path: &str, bytes: usize) -> FileChange {
+        let mut change = FileChange::for_tests(path, ChangeKind::Created);
+        change.new = Content::Text("x".repeat(bytes));
+        change
+    }
+
+    fn numbers(tracker: &ChangeTracker) -> Vec<u64> {
+        tracker.kept().iter().map(|r| r.number).collect()
+    }
+
+    /// The store keeps the last [`UNDO_COMMANDS`] commands: the 25th kept pushes out the
+    /// first five, and numbering goes on (a number names one command for the session).
+    #[test]
+    fn the_last_twenty_commands_are_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tracker = ChangeTracker::start(tmp.path()).unwrap();
+        for n in 1..=25 {
+            let changes = Changes::for_tests(vec![text_change(&format!("f{n}"), 10)]);
+            assert_eq!(tracker.keep(&format!("call-{n}"), &changes), n);
+        }
+        assert_eq!(numbers(&tracker), (6..=25).collect::<Vec<u64>>());
+        assert_eq!(tracker.kept()[0].call_id, "call-6");
+    }
+
+    /// Past [`UNDO_BYTES`] of kept content the oldest commands go, but the newest one is kept
+    /// even when it alone is larger; a forgotten (undone) command frees its bytes.
+    #[test]
+    fn kept_content_stays_under_sixty_four_mib() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tracker = ChangeTracker::start(tmp.path()).unwrap();
+        let mib = 1024 * 1024;
+        // 30 files of 1 MiB: 30 MiB a command.
+        let big = |tag: &str| {
+            Changes::for_tests(
+                (0..30)
+                    .map(|i| text_change(&format!("{tag}{i}"), mib))
+                    .collect(),
+            )
+        };
+        tracker.keep("a", &big("a"));
+        tracker.keep("b", &big("b"));
+        assert_eq!(numbers(&tracker), vec![1, 2], "60 MiB: both kept");
+        tracker.keep("c", &big("c"));
+        assert_eq!(numbers(&tracker), vec![2, 3], "90 MiB: the oldest went");
+        tracker.forget(2);
+        tracker.keep("d", &big("d"));
+        assert_eq!(
+            numbers(&tracker),
+            vec![3, 4],
+            "the undone one's bytes were freed"
+        );
+        let huge = Changes::for_tests(
+            (0..70)
+                .map(|i| text_change(&format!("h{i}"), mib))
+                .collect(),
+        );
+        tracker.keep("huge", &huge);
+        assert_eq!(
+            numbers(&tracker),
+            vec![5],
+            "alone over the bound, the newest stays"
+        );
+    }
+}

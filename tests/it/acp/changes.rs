@@ -1050,3 +1050,50 @@ async fn ignored_files_are_counted_and_changes_between_commands_are_not_attribut
         )]
     );
 }
+
+/// `/undo CALL-ID` puts back the changes of the call with that id (an earlier one, not the
+/// last), leaves the later command's file alone, names the call it undid, and an id no kept
+/// call has is refused with what is kept. Planted "an id is read as the last command": caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_by_call_id_reverts_that_call_only() {
+    let (_tmp, dir) = temp_dir();
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+    std::fs::write(dir.join("b.txt"), "b\n").unwrap();
+    let root = dir.clone();
+    let (first_id, answer, unknown) = converse_with(
+        workspace_client(ClientProfile::Zed, &[]),
+        "undo-by-id",
+        async move |mut c: Conversation| {
+            let session = c.new_session(&root).await?;
+            let first = c.prompt(&session, "echo A >> a.txt").await?.updates;
+            let id = first
+                .iter()
+                .find_map(|u| match u {
+                    SessionUpdate::ToolCall(call) if call.kind != ToolKind::Edit => {
+                        Some(call.tool_call_id.0.to_string())
+                    }
+                    _ => None,
+                })
+                .expect("the first command's card");
+            c.prompt(&session, "echo B >> b.txt").await?;
+            let undone = c.prompt(&session, &format!("/undo {id}")).await?.updates;
+            let unknown = c.prompt(&session, "/undo no-such-call").await?.updates;
+            Ok((id, agent_text(&undone), agent_text(&unknown)))
+        },
+    )
+    .await
+    .0;
+    assert!(
+        answer.contains(&format!(
+            "Put back 1 file(s) as they were before call `{first_id}`"
+        )),
+        "{answer}"
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("a.txt")).unwrap(), "a\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("b.txt")).unwrap(),
+        "b\nB\n"
+    );
+    assert!(unknown.contains("Nothing to undo"), "{unknown}");
+}
