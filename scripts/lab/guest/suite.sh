@@ -11,6 +11,8 @@
 #                              argument, a space-separated list of libtest filters)
 #   tests-MODULE.{txt,rc,secs} the test binary's run of the tests of each module that FILTER
 #                              selects (TIMEOUT each), and its wall time
+# BIN is the served binary the tests start (ACP_BASH_TEST_AGENT_BINARY: the release build in
+# `lab ci`, not necessarily the one TESTBIN was built with).
 # HANG_GUARD (seconds, default 60) becomes the tests' ACPBASH_HANG_GUARD_SECS: how long a test
 # waits before it calls a run hung (the lab stretches it under QEMU's TCG).
 # Every command runs under `timeout`; a command killed by it gets rc 124 (or 137 after the
@@ -62,6 +64,7 @@ for m in $modules; do
   t0=$SECONDS
   ( cd "$repo" && ACPBASH_SKIP_LOG="$out/skipped.txt" INSTA_UPDATE=no RUST_BACKTRACE=0 \
       ACPBASH_HANG_GUARD_SECS="$guard" ACPBASH_ONLY_AS_ROOT="$only_as_root" \
+      ACP_BASH_TEST_AGENT_BINARY="$bin" \
       timeout -k 10 "$tmo" "$testbin" --exact "${names[@]}" --test-threads=2 ) > "$out/tests-$m.txt" 2>&1 < /dev/null
   echo $? > "$out/tests-$m.rc"
   echo $((SECONDS - t0)) > "$out/tests-$m.secs"
