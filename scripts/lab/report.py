@@ -104,7 +104,8 @@ def setting_rows(d):
     skipped = read(os.path.join(d, "skipped.txt"))
     modules = {}
     for name in listed:
-        modules.setdefault("::".join(name.split("::")[:2]), []).append(name)
+        parts = name.split("::")  # as suite.sh groups them
+        modules.setdefault("::".join(parts[:2]) if len(parts) > 2 else parts[0], []).append(name)
     for module, names in sorted(modules.items()):
         failed = [n for n in names if results.get(n) == "FAILED"]
         unfinished = [n for n in names if n not in results]
