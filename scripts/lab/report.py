@@ -8,7 +8,9 @@ Rows:
 - "binary runs": `acp-bash --version` exits 0.
 - "a command runs": `acp-bash run -- 'echo …'` prints its output and exits 0.
 - one row per layer `acp-bash doctor` prints ([works] -> holds, [missing] -> missing), and
-  "per-session zygote" (doctor's "Per-session sandbox: in use").
+  "per-session zygote" (doctor's "Per-session sandbox: in use"),
+  and "network allowlist (workspace mode)" (its "Network in workspace mode" section: [holds] or
+  [missing]; "-" where doctor prints none, as with --network full).
 - "tests: <module>": the integration tests of that module, run in that setting: holds when every
   one passed (a test that skips for lack of a layer passes; the skip count is shown under the
   table: "holds" with most tests skipped proves little more than "no hang"), fails when
@@ -46,6 +48,9 @@ def cmd_cell(d, name, ok=lambda text: True):
 
 
 LAYER = re.compile(r"^  \[(works|missing)\] +([^(:]*[^(: ])")
+# doctor's "Network in workspace mode:" section: the allowlist's state, one row
+ALLOWLIST = re.compile(r"^  \[(holds|missing)\] ")
+ALLOWLIST_ROW = "network allowlist (workspace mode)"
 
 
 def setting_rows(d):
@@ -61,7 +66,17 @@ def setting_rows(d):
         rows["doctor"] = "-"
     else:
         rows["doctor"] = "holds" if "sandbox layers on this machine" in doctor else "fails"
+        section = ""
         for line in doctor.splitlines():
+            if line and not line.startswith(" "):
+                section = line
+            if section.startswith("Network in workspace mode"):
+                # its own row, whichever way doctor words it ([holds] the proxy's rules, or
+                # [missing] "the allowlist is not enforced here: why")
+                m = ALLOWLIST.match(line)
+                if m:
+                    rows[ALLOWLIST_ROW] = "holds" if m.group(1) == "holds" else "missing"
+                continue
             m = LAYER.match(line)
             if m:
                 rows[m.group(2)] = "holds" if m.group(1) == "works" else "missing"
@@ -89,7 +104,8 @@ def setting_rows(d):
     skipped = read(os.path.join(d, "skipped.txt"))
     modules = {}
     for name in listed:
-        modules.setdefault("::".join(name.split("::")[:2]), []).append(name)
+        parts = name.split("::")  # as suite.sh groups them
+        modules.setdefault("::".join(parts[:2]) if len(parts) > 2 else parts[0], []).append(name)
     for module, names in sorted(modules.items()):
         failed = [n for n in names if results.get(n) == "FAILED"]
         unfinished = [n for n in names if n not in results]
@@ -183,6 +199,8 @@ def main():
         print(f"{s}: {info}" + (f"; {detail}" if detail else ""))
 
     if mode == "--write-expected":
+        kept = load_expected(expected_path)
+        observed_settings = {s for (s, _) in observed}
         with open(expected_path, "w", encoding="utf-8") as f:
             f.write(HEADER)
             f.write(
@@ -194,6 +212,11 @@ def main():
                 for row in order:
                     if observed.get((s, row), "-") != "-":
                         f.write(f"{s}\t{row}\t{observed[(s, row)]}\n")
+            # the settings this run did not observe keep their lines (a run of some settings,
+            # such as CI's under TCG, rewrites only theirs)
+            for (s, row), cell in kept.items():
+                if s not in observed_settings:
+                    f.write(f"{s}\t{row}\t{cell}\n")
         print(f"\nwrote {expected_path}: review it with `git diff {expected_path}`")
         return 0
     if mode == "--check":

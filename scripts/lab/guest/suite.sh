@@ -11,6 +11,8 @@
 #                              argument, a space-separated list of libtest filters)
 #   tests-MODULE.{txt,rc,secs} the test binary's run of the tests of each module that FILTER
 #                              selects (TIMEOUT each), and its wall time
+# BIN is the served binary the tests start (ACP_BASH_TEST_AGENT_BINARY: the release build in
+# `lab ci`, not necessarily the one TESTBIN was built with).
 # HANG_GUARD (seconds, default 60) becomes the tests' ACPBASH_HANG_GUARD_SECS: how long a test
 # waits before it calls a run hung (the lab stretches it under QEMU's TCG).
 # Every command runs under `timeout`; a command killed by it gets rc 124 (or 137 after the
@@ -51,17 +53,22 @@ bounded list 60 "$testbin" --list "${filters[@]}"
 # their exact names) so that a test that hangs hides no other module's results: skipped tests are listed (not required: the table says what doctor found),
 # snapshots are never written, the skip list goes to OUT. When a plain command hangs, every test
 # would hang until TIMEOUT: that is recorded as such without spending it.
-modules=$(sed -n 's/^\([^:]*::[^:]*\)::.*: test$/\1/p' "$out/list.txt" | sort -u)
+# a test's module: its first two path segments (`sandbox::view`), or its first where it has only
+# two (`permit::doctor_lists_what_is_allowed_always` is in `permit`; report.py groups the same)
+grouped=$(awk '/: test$/ { name = substr($0, 1, length($0) - 6); n = split(name, p, "::");
+  print (n > 2 ? p[1] "::" p[2] : p[1]) "\t" name }' "$out/list.txt")
+modules=$(cut -f1 <<< "$grouped" | sort -u)
 for m in $modules; do
   if [[ $(cat "$out/run.rc") == 124 || $(cat "$out/run.rc") == 137 ]]; then
     echo "not run: \`acp-bash run\` hangs here (run.txt), so every test would" > "$out/tests-$m.txt"
     echo 124 > "$out/tests-$m.rc"
     continue
   fi
-  mapfile -t names < <(sed -n "s/^\($m::.*\): test\$/\1/p" "$out/list.txt")
+  mapfile -t names < <(awk -F'\t' -v m="$m" '$1 == m { print $2 }' <<< "$grouped")
   t0=$SECONDS
   ( cd "$repo" && ACPBASH_SKIP_LOG="$out/skipped.txt" INSTA_UPDATE=no RUST_BACKTRACE=0 \
       ACPBASH_HANG_GUARD_SECS="$guard" ACPBASH_ONLY_AS_ROOT="$only_as_root" \
+      ACP_BASH_TEST_AGENT_BINARY="$bin" \
       timeout -k 10 "$tmo" "$testbin" --exact "${names[@]}" --test-threads=2 ) > "$out/tests-$m.txt" 2>&1 < /dev/null
   echo $? > "$out/tests-$m.rc"
   echo $((SECONDS - t0)) > "$out/tests-$m.secs"

@@ -400,7 +400,7 @@ fn a_layer_the_kernel_refuses_leaves_its_cache_read_only_and_the_rest_of_the_vie
             }
             assert_eq!(snapshot(&home), before);
             // `doctor` says the same of this home, probed for real.
-            let doctor = std::process::Command::new(env!("CARGO_BIN_EXE_acp-bash"))
+            let doctor = std::process::Command::new(crate::support::acp::binary())
                 .arg("doctor")
                 .env("HOME", &home)
                 .output()
@@ -433,7 +433,7 @@ fn doctor_lists_each_package_cache_and_its_layer() {
             }
             let home = dir("home-doctor");
             fake_home(home.path());
-            let doctor = std::process::Command::new(env!("CARGO_BIN_EXE_acp-bash"))
+            let doctor = std::process::Command::new(crate::support::acp::binary())
                 .arg("doctor")
                 .env("HOME", home.path())
                 .output()

@@ -50,8 +50,9 @@ pub fn json_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receive
     lines
 }
 
-/// The binary under test (in the ordinary-user half of `as_root_and_nobody`, its copy where
-/// that user can reach it).
+/// The binary under test: the built one, or the one `ACP_BASH_TEST_AGENT_BINARY` names (in the
+/// ordinary-user half of `as_root_and_nobody`, its copy where that user can reach it; in the
+/// platform lab, the release build, `scripts/lab/lab`'s ACP_BASH_LAB_SERVED).
 pub fn binary() -> PathBuf {
     std::env::var_os(crate::support::sandbox::AGENT_BINARY)
         .map(PathBuf::from)

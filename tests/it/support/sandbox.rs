@@ -386,7 +386,8 @@ pub fn as_root_and_nobody(test: &str, body: impl FnOnce()) {
 }
 
 /// Set in the ordinary-user half's environment: the copy of the built `acp-bash` it starts (see
-/// [`crate::support::acp::binary`]).
+/// [`crate::support::acp::binary`]); set by hand, the binary every test starts instead of the
+/// built one (the platform lab's release build).
 pub const AGENT_BINARY: &str = "ACP_BASH_TEST_AGENT_BINARY";
 /// Set in the ordinary-user half's environment: the copy of the vendored ACP schema.
 pub const SCHEMA_COPY: &str = "ACP_BASH_TEST_SCHEMA";
@@ -442,6 +443,8 @@ fn copies_for_nobody() -> &'static Copies {
         );
         Copies {
             test_binary: place(&exe, "it"),
+            // The binary under test: the built one, or the one ACP_BASH_TEST_AGENT_BINARY names
+            // (the platform lab serves the release build).
             agent_binary: place(&crate::support::acp::binary(), "acp-bash"),
             schema: place(&crate::support::schema::schema_path(), "acp-schema.v1.json"),
         }
