@@ -40,6 +40,9 @@ struct Running {
     child: process::Child,
     pgid: i32,
     _in_use: Option<sandbox::InUse>,
+    /// The session's sandbox: its network allowlist keeps this program's own proxy listener
+    /// (where it has a namespace of its own) until it ends.
+    sandbox: std::sync::Arc<sandbox::SessionSandbox>,
 }
 
 impl ServerProcess {
@@ -62,6 +65,9 @@ impl Drop for ServerProcess {
         if let Some(started) = self.started.take() {
             process::signal_group(started.pgid, libc::SIGKILL);
             sandbox::command_ended();
+            if let Some(network) = &started.sandbox.network {
+                network.ended(started.pgid);
+            }
         }
     }
 }
@@ -84,7 +90,7 @@ impl Session {
         for (name, value) in env {
             request = request.set_env(name, value);
         }
-        let env: Vec<(OsString, OsString)> = super::run::run_env(inner, &request);
+        let mut env: Vec<(OsString, OsString)> = super::run::run_env(inner, &request);
         let mut bash_args: Vec<OsString> = vec![
             "-c".into(),
             "exec \"$@\" <&3 >&4 3<&- 4>&-".into(),
@@ -100,6 +106,17 @@ impl Session {
             }
         }
         let roots = inner.roots(mode);
+        // Workspace mode's allowlist, as for a command: the program finds the proxy on its
+        // namespace's loopback, and reaches nothing else.
+        let proxied = mode == sandbox::Mode::Workspace
+            && roots.proxied_network
+            && sandbox::network_proxied_here(sandbox::Support::current()).is_ok();
+        if proxied {
+            for (name, value) in crate::netproxy::proxy_env(crate::netproxy::PROXY_PORT) {
+                env.retain(|(existing, _)| existing != name);
+                env.push((name.into(), value.into()));
+            }
+        }
         let limits = config.limits;
         let confined =
             tokio::task::spawn_blocking(move || sandbox::confine(launch, mode, &roots, limits))
@@ -131,6 +148,7 @@ impl Session {
             child,
             pgid,
             _in_use,
+            sandbox: inner.sandbox.clone(),
         };
         let stdin = tokio::net::unix::pipe::Sender::from_owned_fd(OwnedFd::from(to_server))?;
         let stdout = tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(from_server))?;

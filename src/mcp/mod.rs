@@ -26,6 +26,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::exec::Session;
 
+#[cfg(feature = "mcp-http")]
+pub mod http;
+
+/// Whether this build connects to HTTP MCP servers (streamable HTTP; the `mcp-http` feature).
+pub const HTTP_SUPPORTED: bool = cfg!(feature = "mcp-http");
+
 /// The default bound on a server's start (handshake and tool list) and on each call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -39,8 +45,10 @@ const LAST_WORDS: Duration = Duration::from_secs(2);
 /// The most bytes of a tool's result handed on.
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 
-/// One MCP server a client gave a session, without the protocol's types.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One MCP server a client gave a session, without the protocol's types: a stdio server (a
+/// program) or, with `url`, an HTTP one. Its `Debug` shows no header value and no URL
+/// credentials.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ServerConfig {
     /// The name the client gave it (its tools are `mcp__NAME__TOOL`).
@@ -51,6 +59,36 @@ pub struct ServerConfig {
     pub args: Vec<String>,
     /// Variables it gets on top of a command's scrubbed environment.
     pub env: Vec<(String, String)>,
+    /// An HTTP server's URL (its streamable HTTP endpoint); `None` for a stdio server.
+    pub url: Option<String>,
+    /// The headers of every request to an HTTP server (credentials, often).
+    pub headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct("ServerConfig");
+        out.field("name", &self.name);
+        match &self.url {
+            Some(url) => out.field("url", &redact(url)).field(
+                "headers",
+                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            ),
+            None => out
+                .field("command", &self.command)
+                .field("args", &self.args)
+                .field("env", &self.env.iter().map(|(n, _)| n).collect::<Vec<_>>()),
+        };
+        out.finish()
+    }
+}
+
+/// `url` without credentials (where HTTP is not built, without more than its scheme).
+fn redact(url: &str) -> String {
+    #[cfg(feature = "mcp-http")]
+    return http::redact_url(url);
+    #[cfg(not(feature = "mcp-http"))]
+    return format!("{}://…", url.split("://").next().unwrap_or("?"));
 }
 
 impl ServerConfig {
@@ -61,6 +99,24 @@ impl ServerConfig {
             command: command.into(),
             args,
             env: Vec::new(),
+            url: None,
+            headers: Vec::new(),
+        }
+    }
+
+    /// The HTTP server `name` at `url` (streamable HTTP), sent `headers` with every request.
+    pub fn http(
+        name: impl Into<String>,
+        url: impl Into<String>,
+        headers: Vec<(String, String)>,
+    ) -> Self {
+        ServerConfig {
+            name: name.into(),
+            command: String::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            url: Some(url.into()),
+            headers,
         }
     }
 
@@ -140,6 +196,8 @@ struct Connected {
     stderr: Arc<Mutex<String>>,
     /// Whether its process still runs (false once it exited: its tools are no longer offered).
     alive: tokio::sync::watch::Receiver<bool>,
+    /// An HTTP server's last failure in the user's terms (what rmcp's error wraps).
+    failure: Option<Box<dyn Fn() -> Option<String> + Send + Sync>>,
 }
 
 impl Connected {
@@ -323,6 +381,11 @@ impl McpServers {
             result = call => match result {
                 Ok(result) => result_of(result.content, result.is_error.unwrap_or(false)),
                 Err(error) => {
+                    if let Some(why) = connected.failure.as_ref().and_then(|failure| failure()) {
+                        return McpResult::error(format!(
+                            "The MCP server \"{server_name}\" failed the call of {name}: {why}."
+                        ));
+                    }
                     // A server that died: its exit first (its tools are then no longer
                     // offered), and its stderr with it, bounded.
                     let mut alive = connected.alive.clone();
@@ -389,6 +452,115 @@ fn stderr_tail(stderr: &str) -> String {
 
 /// Starts and connects one server: the handshake and its tool list within `timeout`.
 async fn connect(
+    session: Session,
+    config: ServerConfig,
+    timeout: Duration,
+    cancel: CancellationToken,
+    news: Arc<Mutex<Vec<String>>>,
+) -> Started {
+    match config.url.clone() {
+        Some(url) => connect_http(config, url, timeout, cancel, news).await,
+        None => connect_stdio(session, config, timeout, cancel, news).await,
+    }
+}
+
+/// The tools a server listed, as the model is offered them.
+fn offered(name: &str, tools: Vec<rmcp::model::Tool>) -> Vec<McpTool> {
+    tools
+        .into_iter()
+        .map(|tool| McpTool {
+            server: name.to_string(),
+            qualified: qualified_name(name, &tool.name),
+            name: tool.name.to_string(),
+            description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
+            input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+        })
+        .collect()
+}
+
+/// Connects to an HTTP server (the agent's own connection, outside the sandbox): the
+/// handshake and its tool list within `timeout`.
+#[cfg(feature = "mcp-http")]
+async fn connect_http(
+    config: ServerConfig,
+    url: String,
+    timeout: Duration,
+    cancel: CancellationToken,
+    news: Arc<Mutex<Vec<String>>>,
+) -> Started {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::transport::StreamableHttpClientTransport;
+
+    let name = config.name.clone();
+    let fail = |why: String| {
+        let message = format!(
+            "MCP server \"{name}\" ({}) is not available: {why}.",
+            http::redact_url(&url)
+        );
+        tracing::warn!("{message}");
+        news.lock().unwrap().push(message.clone());
+        Err(message)
+    };
+    let server = match http::HttpServer::new(&url, &config.headers) {
+        Ok(server) => server,
+        Err(why) => return fail(why),
+    };
+    // rmcp gets the URL without credentials: it only hands it back to `server`.
+    let mut transport = StreamableHttpClientTransportConfig::with_uri(server.public_url());
+    // A dropped stream is a failure to report, not to retry for minutes.
+    transport.retry_config = Arc::new(http::NoRetry);
+    let transport = StreamableHttpClientTransport::with_client(server.clone(), transport);
+    let handshake = async {
+        let service = ().serve(transport).await.map_err(|e| e.to_string())?;
+        let tools = service.list_all_tools().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>((service, tools))
+    };
+    let (service, tools) = tokio::select! {
+        done = handshake => match done {
+            Ok(done) => done,
+            Err(error) => {
+                let why = server.take_failure().unwrap_or_else(|| format!("the MCP handshake failed ({error})"));
+                return fail(why);
+            }
+        },
+        () = tokio::time::sleep(timeout) => {
+            return fail(format!("it did not finish its start within {} s", timeout.as_secs()));
+        }
+        () = cancel.cancelled() => return Err(format!("MCP server \"{name}\" was stopped")),
+    };
+    // No process to watch: the server is "alive" while its transport is.
+    let (_, alive) = tokio::sync::watch::channel(true);
+    let failure = server.clone();
+    Ok(Arc::new(Connected {
+        service,
+        tools: offered(&name, tools),
+        stderr: Arc::default(),
+        alive,
+        failure: Some(Box::new(move || failure.take_failure())),
+    }))
+}
+
+/// Where HTTP is not built: said, not started.
+#[cfg(not(feature = "mcp-http"))]
+async fn connect_http(
+    config: ServerConfig,
+    _url: String,
+    _timeout: Duration,
+    _cancel: CancellationToken,
+    news: Arc<Mutex<Vec<String>>>,
+) -> Started {
+    let message = format!(
+        "MCP server \"{}\" was not started: this acp-bash was built without HTTP MCP servers \
+         (the mcp-http feature). Configure it as a command, or use a build with it.",
+        config.name
+    );
+    news.lock().unwrap().push(message.clone());
+    Err(message)
+}
+
+/// Starts a stdio server in the session's sandbox: the handshake and its tool list within
+/// `timeout`.
+async fn connect_stdio(
     session: Session,
     config: ServerConfig,
     timeout: Duration,
@@ -462,21 +634,12 @@ async fn connect(
         () = cancel.cancelled() => return Err(format!("MCP server \"{name}\" was stopped")),
     };
     ready.store(true, std::sync::atomic::Ordering::SeqCst);
-    let tools = tools
-        .into_iter()
-        .map(|tool| McpTool {
-            server: name.clone(),
-            qualified: qualified_name(&name, &tool.name),
-            name: tool.name.to_string(),
-            description: tool.description.map(|d| d.to_string()).unwrap_or_default(),
-            input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
-        })
-        .collect();
     Ok(Arc::new(Connected {
         service,
-        tools,
+        tools: offered(&name, tools),
         stderr: kept,
         alive,
+        failure: None,
     }))
 }
 

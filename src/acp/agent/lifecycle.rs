@@ -38,7 +38,8 @@ fn agent_text(text: String) -> SessionUpdate {
 }
 
 /// What `initialize` advertises: the whole session lifecycle with a store, only
-/// `session/close` without one (`--no-history`); embedded context as the driver takes it.
+/// `session/close` without one (`--no-history`); embedded context as the driver takes it; HTTP
+/// MCP servers as the build takes them.
 pub(super) fn capabilities(has_store: bool, driver: &dyn Driver) -> AgentCapabilities {
     let sessions = SessionCapabilities::new().close(SessionCloseCapabilities::new());
     let prompts = PromptCapabilities::new().embedded_context(driver.embedded_context());
@@ -53,7 +54,13 @@ pub(super) fn capabilities(has_store: bool, driver: &dyn Driver) -> AgentCapabil
             ),
         false => AgentCapabilities::new().session_capabilities(sessions),
     };
-    capabilities.prompt_capabilities(prompts)
+    // Streamable HTTP MCP servers where the build has them; SSE (deprecated by MCP) never.
+    let mcp = agent_client_protocol::v1::schema::McpCapabilities::new()
+        .http(crate::mcp::HTTP_SUPPORTED)
+        .sse(false);
+    capabilities
+        .prompt_capabilities(prompts)
+        .mcp_capabilities(mcp)
 }
 
 impl Connection {

@@ -597,8 +597,9 @@ impl TurnPort for AcpTurn<'_> {
             let call_id = ToolCallId::new(call_id.to_string());
             let view = present_mcp_call(tool, &arguments);
             let opened = super::mcp::call_opened(&call_id, &view);
+            let upsert = super::mcp::call_opened_upsert(&call_id, &view);
             self.face
-                .send(|_| opened.clone(), |_| to_v2(opened.clone()));
+                .send(|_| opened.clone(), |_| to_v2(upsert.clone()));
             let servers = self.state.mcp.lock().unwrap().clone();
             let result = servers.call(&tool.qualified, arguments, cancel).await;
             let ended =

@@ -91,7 +91,7 @@ impl Connection {
                 request.protocol_version,
                 v2::Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
             )
-            .capabilities(v2::AgentCapabilities::new().session(v2::SessionCapabilities::new())),
+            .capabilities(v2::AgentCapabilities::new().session(v2_session_capabilities())),
         );
         self.engine.prepare_in_background();
         answered
@@ -104,6 +104,15 @@ impl Connection {
         cx: ConnectionTo<Client>,
     ) -> agent_client_protocol::Result<()> {
         let cwd: &std::path::Path = request.cwd.as_ref();
+        let mcp = match super::mcp::v2_server_configs(&request.mcp_servers) {
+            Ok(configs) => configs,
+            Err(why) => {
+                return responder.respond_with_error(invalid_params(
+                    why,
+                    json!({ "mcpServers": request.mcp_servers.len() }),
+                ))
+            }
+        };
         let session = match self.engine.session(cwd) {
             Ok(session) => session,
             Err(error) => {
@@ -124,6 +133,7 @@ impl Connection {
         );
         tracing::info!(session = %id.0, cwd = %cwd.display(), "session/new (ACP v2)");
         let state = self.open(id.clone(), number, session, record);
+        self.start_mcp_configs(&state, mcp, Vec::new());
         // The providers' model lists, in the background (not waited for here).
         drop(self.driver.session_opening());
         let v2_id = v2_session_id(&id);
@@ -304,6 +314,16 @@ impl Connection {
                 ))
             }
         };
+        // The complete set of the client's servers now (v2: none restored from before).
+        match super::mcp::v2_server_configs(&request.mcp_servers) {
+            Ok(configs) => self.start_mcp_configs(&state, configs, Vec::new()),
+            Err(why) => {
+                return responder.respond_with_error(invalid_params(
+                    why,
+                    json!({ "mcpServers": request.mcp_servers.len() }),
+                ))
+            }
+        }
         let mut sink = V2Sink::new(cx, request.session_id.clone());
         let mut messages = 0u64;
         let mut message_id = |kind: &str| {
@@ -457,6 +477,16 @@ impl Connection {
 }
 
 /// The session's jobs still running (their cards open): each listed as its terminal.
+/// What the v2 face advertises of sessions: MCP servers over stdio, and streamable HTTP where
+/// the build has it.
+fn v2_session_capabilities() -> v2::SessionCapabilities {
+    let mut mcp = v2::McpCapabilities::new().stdio(v2::McpStdioCapabilities::new());
+    if crate::mcp::HTTP_SUPPORTED {
+        mcp = mcp.http(v2::McpHttpCapabilities::new());
+    }
+    v2::SessionCapabilities::new().mcp(mcp)
+}
+
 fn background(state: &SessionState) -> Vec<BackgroundWork> {
     state
         .jobs

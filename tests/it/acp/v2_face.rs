@@ -967,3 +967,78 @@ async fn with_two_models_the_model_is_a_config_option_on_v2_too() {
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     client.finish().await;
 }
+
+/// The v2 face starts the MCP servers of `session/new` as v1 does: `initialize` advertises
+/// stdio and HTTP servers under `session.mcp`; a stdio server's tool is offered to the model
+/// and its call is a `tool_call_update` (v2's upsert: opened with title, kind and input, then
+/// completed with the result); a transport acp-bash does not take is refused with -32602.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v2_face_starts_mcp_servers_and_calls_their_tools() {
+    use crate::support::fake_model::{openai, FakeModel};
+    let fake = FakeModel::start(vec![
+        openai::reply(&[], &[("call_1", "mcp__s__echo", &["{\"text\": \"v2\"}"])]),
+        openai::reply(&["Echoed."], &[]),
+    ])
+    .await;
+    let (_tmp, dir) = temp_dir();
+    let script = dir.join("mcp-server.py");
+    std::fs::write(&script, include_str!("../fixtures/mcp/server.py")).unwrap();
+    let base = format!("{}/v1", fake.base);
+    let mut client = V2Client::start_with_env(
+        &["--model", "openai:fake", "--base-url", &base],
+        &[("OPENAI_API_KEY", "sk-test-v2-mcp")],
+    );
+    let init = client.initialize().await;
+    let mcp = &init["result"]["capabilities"]["session"]["mcp"];
+    assert!(mcp["stdio"].is_object(), "{init}");
+    assert!(mcp["http"].is_object(), "{init}");
+    let refused = client
+        .call(
+            "session/new",
+            json!({"cwd": dir, "mcpServers": [
+                {"type": "websocket", "name": "w", "url": "ws://127.0.0.1:9/"}]}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not one acp-bash takes")),
+        "{refused}"
+    );
+    let answer = client
+        .call(
+            "session/new",
+            json!({"cwd": dir, "mcpServers": [{"type": "stdio", "name": "s",
+                   "command": "/bin/bash",
+                   "args": ["-c", format!("exec python3 {} normal", script.display())]}]}),
+        )
+        .await;
+    let session = answer["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session: {answer}"))
+        .to_string();
+    client.until(|m| is_state(m, &session, "idle")).await;
+    let updates = client.turn(&session, "echo v2").await;
+    let calls: Vec<&Value> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update")
+        .collect();
+    assert!(calls.len() >= 2, "{updates:?}");
+    assert_eq!(calls[0]["title"], "s: echo", "{updates:?}");
+    assert_eq!(calls[0]["kind"], "other", "{updates:?}");
+    assert_eq!(calls[0]["status"], "in_progress", "{updates:?}");
+    assert_eq!(calls[0]["rawInput"], json!({"text": "v2"}), "{updates:?}");
+    let last = calls.last().unwrap();
+    assert_eq!(last["status"], "completed", "{updates:?}");
+    assert!(last.to_string().contains("echo: v2"), "{updates:?}");
+    let results: Vec<String> = fake.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(results, ["echo: v2"]);
+    client.finish().await;
+}

@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod http;
+
 use crate::support::acp::*;
 use crate::support::fake_model::{openai, Answer, FakeModel};
 use acp_bash::acp::client::{AcpClient, ClientProfile};
@@ -460,30 +462,102 @@ async fn closing_the_session_ends_its_server() {
     assert!(gone, "the MCP server outlived its session");
 }
 
-/// HTTP and SSE servers are not started, and the user is told why.
+/// An SSE server (MCP's deprecated transport) is not started, and the user is told why and
+/// what to use instead; `initialize` does not advertise SSE.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http_server_is_refused_with_a_reason() {
+async fn an_sse_server_is_refused_with_a_reason() {
     let fake = FakeModel::start(vec![openai::reply(&["Hi."], &[])]).await;
     let (_tmp, dir) = temp_dir();
     let client = model_client(&fake, &[]);
-    let (turn, transcript) = converse_with(client, "http", async |mut c| {
-        let http = McpServer::Http(agent_client_protocol::v1::schema::McpServerHttp::new(
-            "web",
-            "http://127.0.0.1:9/mcp",
+    let (turn, transcript) = converse_with(client, "sse", async |mut c| {
+        let sse = McpServer::Sse(agent_client_protocol::v1::schema::McpServerSse::new(
+            "old",
+            "http://127.0.0.1:9/sse",
         ));
-        let request = NewSessionRequest::new(&dir).mcp_servers(vec![http]);
+        let request = NewSessionRequest::new(&dir).mcp_servers(vec![sse]);
         let session = c.new_session_with(request).await?;
         c.prompt(&session, "hi").await
     })
     .await;
     let text = agent_text(&turn.updates);
     assert!(
-        text.contains("MCP server \"web\" was not started"),
+        text.contains("MCP server \"old\" was not started"),
         "{text}"
     );
-    // `initialize` advertises neither HTTP nor SSE.
+    assert!(text.contains("streamable HTTP endpoint"), "{text}");
     let wire = transcript.lines().join("\n");
     assert!(wire.contains("\"agentCapabilities\""), "{wire}");
-    assert!(!wire.contains("\"http\":true"), "{wire}");
     assert!(!wire.contains("\"sse\":true"), "{wire}");
+}
+
+/// A stdio server in workspace mode reaches the network as a command does: the allowed host
+/// through acp-bash's proxy, not a host off the allowlist, and nothing directly (the loopback
+/// server itself, bypassing the proxy). Root and nobody.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_workspace_server_reaches_allowed_hosts_only_through_the_proxy() {
+    crate::support::sandbox::as_root_and_nobody(
+        "mcp::a_workspace_server_reaches_allowed_hosts_only_through_the_proxy",
+        || {
+            if !crate::support::sandbox::require_namespaces() {
+                return;
+            }
+            let server = crate::netproxy::http_server(None);
+            let fetch =
+                |url: &str, direct: bool| format!("{{\"url\": \"{url}\", \"direct\": {direct}}}");
+            let direct = format!("http://{}/direct", server.addr);
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let fake = FakeModel::start(vec![
+                    calls(
+                        "mcp__n__fetch",
+                        &fetch("http://registry.test/allowed", false),
+                    ),
+                    calls("mcp__n__fetch", &fetch("http://other.test/x", false)),
+                    calls("mcp__n__fetch", &fetch(&direct, true)),
+                    openai::reply(&["Done."], &[]),
+                ])
+                .await;
+                // A folder an ordinary user's agent may use (as nobody too).
+                let ws = tempfile::Builder::new()
+                    .prefix("acpbash-mcp-net-")
+                    .tempdir_in("/var/tmp")
+                    .unwrap();
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o777))
+                        .unwrap();
+                }
+                let dir = ws.path().to_path_buf();
+                let script = server_script(&dir);
+                let name = process_name(&dir);
+                let map = format!("registry.test={}", server.addr);
+                let client = model_client(&fake, &["--map-host", &map]);
+                let (turn, _) =
+                    converse_with(client, "a server on the allowlist", async |mut c| {
+                        let request = NewSessionRequest::new(&dir)
+                            .mcp_servers(vec![stdio("n", &script, "normal", &name)]);
+                        let session = c.new_session_with(request).await?;
+                        c.prompt(&session, "fetch them").await
+                    })
+                    .await;
+                assert_eq!(turn.stop_reason, StopReason::EndTurn);
+                let results = tool_results(&fake, 3);
+                assert_eq!(results.len(), 3, "{results:?}");
+                assert_eq!(
+                    results[0], "fetched: GET /allowed HTTP/1.1|host: registry.test\n",
+                    "{results:?}"
+                );
+                assert!(results[1].starts_with("cannot fetch: "), "{results:?}");
+                assert!(results[1].contains("403"), "{results:?}");
+                assert!(results[2].starts_with("cannot fetch: "), "{results:?}");
+                assert_eq!(server.seen(), ["GET /allowed HTTP/1.1"]);
+                assert!(wait_until_none_with(&script.display().to_string()).await);
+            });
+        },
+    );
 }
