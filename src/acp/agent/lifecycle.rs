@@ -41,7 +41,9 @@ fn agent_text(text: String) -> SessionUpdate {
 /// `session/close` without one (`--no-history`); embedded context as the driver takes it.
 pub(super) fn capabilities(has_store: bool, driver: &dyn Driver) -> AgentCapabilities {
     let sessions = SessionCapabilities::new().close(SessionCloseCapabilities::new());
-    let prompts = PromptCapabilities::new().embedded_context(driver.embedded_context());
+    let prompts = PromptCapabilities::new()
+        .embedded_context(driver.embedded_context())
+        .image(driver.images());
     let capabilities = match has_store {
         true => AgentCapabilities::new()
             .load_session(true)
