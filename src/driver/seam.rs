@@ -98,6 +98,12 @@ pub trait Driver: Send + Sync + 'static {
     fn embedded_context(&self) -> bool {
         false
     }
+
+    /// Whether the driver sends `image` blocks on (to a model): `initialize` advertises
+    /// `promptCapabilities.image` so. The shell driver does not (a prompt is a script).
+    fn images(&self) -> bool {
+        false
+    }
 }
 
 /// One model a [`Driver`] offers ([`Driver::models`]), or one of its reasoning levels
@@ -290,7 +296,15 @@ pub enum PromptBlock {
         /// Its name, as the client shows it.
         name: String,
     },
-    /// Something else (an image, audio): its kind, for a message saying it is not used.
+    /// An image (ACP `image` content): sent to models that take images; the shell driver
+    /// says it does not run it.
+    Image {
+        /// Its MIME type, as the client gave it.
+        mime_type: String,
+        /// Its bytes in base64, as the client gave them.
+        data: String,
+    },
+    /// Something else (audio, …): its kind, for a message saying it is not used.
     Other {
         /// `"image"`, `"audio"`, …
         kind: String,

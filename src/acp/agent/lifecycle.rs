@@ -42,7 +42,9 @@ fn agent_text(text: String) -> SessionUpdate {
 /// MCP servers as the build takes them.
 pub(super) fn capabilities(has_store: bool, driver: &dyn Driver) -> AgentCapabilities {
     let sessions = SessionCapabilities::new().close(SessionCloseCapabilities::new());
-    let prompts = PromptCapabilities::new().embedded_context(driver.embedded_context());
+    let prompts = PromptCapabilities::new()
+        .embedded_context(driver.embedded_context())
+        .image(driver.images());
     let capabilities = match has_store {
         true => AgentCapabilities::new()
             .load_session(true)

@@ -684,8 +684,9 @@ pub fn prompt_of(blocks: &[ContentBlock]) -> Prompt {
                 uri: link.uri.clone(),
                 name: link.name.clone(),
             },
-            ContentBlock::Image(_) => PromptBlock::Other {
-                kind: "image".into(),
+            ContentBlock::Image(image) => PromptBlock::Image {
+                mime_type: image.mime_type.clone(),
+                data: image.data.clone(),
             },
             ContentBlock::Audio(_) => PromptBlock::Other {
                 kind: "audio".into(),

@@ -214,6 +214,7 @@ async fn request(
     let mut retry = 0;
     let mut trimmed = false;
     let mut compacted = false;
+    let mut without_images = false;
     loop {
         let request = ModelRequest {
             model: settings.model,
@@ -233,6 +234,21 @@ async fn request(
             Ok(reply) => return Ok(reply),
             Err(error) => error,
         };
+        if !without_images && refuses_images(&error) && has_images(conversation) {
+            // The turn goes on without them (once): each becomes a line saying so.
+            without_images = true;
+            let count = drop_images(conversation, "this model does not take images");
+            turn.notice(&format!(
+                "\n\nThe model does not take images ({error}); asked again without the \
+                 {count} image(s) of this conversation. Choose a model that reads images to \
+                 send them.\n\n"
+            ));
+            tracing::info!(
+                images = count,
+                "the model refused images: asked again without them"
+            );
+            continue;
+        }
         if let ApiError::ContextOverflow(_) = error {
             // Summarise first; if that fails too, old output goes (and the user is told).
             if !compacted {
@@ -286,6 +302,45 @@ async fn request(
             None => return Err(user_message(client, key, &error, retry, &settings.retry)),
         }
     }
+}
+
+/// Whether `error` is a server's refusal of image input: OpenAI's "does not support image
+/// input" and "image_url is only supported by certain models", Ollama's "this model does not
+/// support image input" (also on its Anthropic endpoint), llama.cpp's "image input is not
+/// supported", vLLM's "is not a multimodal model", Anthropic's "Could not process image" and
+/// "Image format … not supported".
+/// llama.cpp's comes as a 500 (`server_error`), which is not retried when it says so.
+pub fn refuses_images(error: &ApiError) -> bool {
+    let message = match error {
+        ApiError::BadRequest { message, .. } | ApiError::Server { message, .. } => message,
+        _ => return false,
+    };
+    let message = message.to_ascii_lowercase();
+    message.contains("does not support image")
+        || message.contains("image_url is only supported")
+        || message.contains("image input is not supported")
+        || message.contains("not a multimodal model")
+        || message.contains("could not process image")
+        || (message.contains("image format") && message.contains("not supported"))
+}
+
+fn has_images(conversation: &[Message]) -> bool {
+    conversation
+        .iter()
+        .any(|m| matches!(m, Message::Images(images) if !images.is_empty()))
+}
+
+/// Replaces every image of `conversation` by a line saying it was given and why it is not
+/// sent; how many were replaced.
+pub fn drop_images(conversation: &mut [Message], why: &str) -> usize {
+    let mut count = 0;
+    for message in conversation.iter_mut() {
+        if let Message::Images(images) = message {
+            count += images.len();
+            *message = super::api::images_not_sent(images.len(), why);
+        }
+    }
+    count
 }
 
 /// Replaces the content of every tool result but the last two with a note; `false` if there

@@ -17,9 +17,10 @@ use super::api::{ApiError, Delta, Finish, Message, ModelRequest, ReasoningPiece,
 /// The `anthropic-version` header sent.
 pub const VERSION: &str = "2023-06-01";
 
-/// The endpoint under `base` (which has no `/v1`, as `ANTHROPIC_BASE_URL`).
+/// The endpoint under `base` (which has no `/v1`, as `ANTHROPIC_BASE_URL`; a query such as a
+/// gateway's `?key=` stays after the path).
 pub fn url(base: &str) -> String {
-    format!("{}/v1/messages", base.trim_end_matches('/'))
+    super::endpoint::join(base, "/v1/messages", None)
 }
 
 /// The JSON body of `request`.
@@ -33,6 +34,22 @@ pub fn body(request: &ModelRequest<'_>) -> Value {
     for message in request.messages {
         match message {
             Message::User(text) => push("user", json!({"type": "text", "text": text})),
+            // In the user message they were given with (after its text).
+            Message::Images(images) => {
+                for image in images {
+                    push(
+                        "user",
+                        json!({
+                            "type": "image",
+                            "source": {
+                                "type": "base64",
+                                "media_type": image.mime_type,
+                                "data": image.data,
+                            },
+                        }),
+                    );
+                }
+            }
             Message::Assistant {
                 text,
                 tool_calls,
@@ -333,6 +350,15 @@ fn input_tokens(usage: &Value) -> u64 {
 mod tests {
     use super::super::api::{ReplyBuilder, ToolCall};
     use super::*;
+
+    #[test]
+    fn the_endpoint_goes_before_a_base_urls_query() {
+        assert_eq!(url("https://h/"), "https://h/v1/messages");
+        assert_eq!(
+            url("https://u:t@gw/anthropic?key=k"),
+            "https://u:t@gw/anthropic/v1/messages?key=k"
+        );
+    }
 
     #[test]
     fn tool_results_and_the_next_prompt_share_one_user_message() {

@@ -17,6 +17,9 @@ use serde_json::Value;
 pub enum Message {
     /// What the user said (or a command the user ran with `!`, and its output).
     User(String),
+    /// Images the user gave with the prompt just before: sent in that user message (OpenAI
+    /// `image_url` parts with `data:` URLs, Anthropic `image` blocks with a base64 source).
+    Images(Vec<Image>),
     /// What the model answered: its text and the tool calls it made.
     Assistant {
         /// The text (may be empty).
@@ -36,6 +39,43 @@ pub enum Message {
         /// Whether the call failed to run (bad arguments, unknown tool).
         is_error: bool,
     },
+}
+
+/// An image the user gave (ACP `image` content).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Image {
+    /// Its MIME type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`).
+    pub mime_type: String,
+    /// Its bytes, in base64.
+    pub data: String,
+}
+
+impl Image {
+    /// An image of `mime_type` whose bytes are `data` (base64).
+    pub fn new(mime_type: impl Into<String>, data: impl Into<String>) -> Self {
+        Image {
+            mime_type: mime_type.into(),
+            data: data.into(),
+        }
+    }
+
+    /// Its `data:` URL (OpenAI's `image_url`).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime_type, self.data)
+    }
+}
+
+/// What stands in a conversation for `count` images once they are no longer sent.
+pub fn images_not_sent(count: usize, why: &str) -> Message {
+    let images = if count == 1 {
+        "an image".to_string()
+    } else {
+        format!("{count} images")
+    };
+    Message::User(format!(
+        "(The user gave {images} here; not sent to you: {why}.)"
+    ))
 }
 
 impl Message {

@@ -25,6 +25,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::client::{redact_url, ApiKey, ModelClient, Provider};
+use super::endpoint::{join, on_root};
 use super::extras::Extras;
 
 /// The longest a model list (with its `/props` or LM Studio question) may take: past it the
@@ -124,13 +125,7 @@ impl Catalog {
 
     /// `path` on the server's root: the base URL without its `/v1` (its query kept).
     fn on_root(&self, path: &str) -> String {
-        let (head, query) = split_query(&self.base_url);
-        let head = head.trim_end_matches('/');
-        let root = head.strip_suffix("/v1").unwrap_or(head);
-        match query {
-            Some(query) => format!("{root}{path}?{query}"),
-            None => format!("{root}{path}"),
-        }
+        on_root(&self.base_url, path)
     }
 
     async fn fetch(&self, key: Option<&ApiKey>) -> Listing {
@@ -207,26 +202,6 @@ impl Catalog {
 }
 
 /// `base` without its query, and the query.
-fn split_query(base: &str) -> (&str, Option<&str>) {
-    match base.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (base, None),
-    }
-}
-
-/// `path` under `base`, before the base's query (a gateway's `?key=` stays a query), with
-/// `more` added to that query.
-fn join(base: &str, path: &str, more: Option<&str>) -> String {
-    let (head, query) = split_query(base);
-    let head = head.trim_end_matches('/');
-    let query: Vec<&str> = query.into_iter().chain(more).collect();
-    if query.is_empty() {
-        format!("{head}{path}")
-    } else {
-        format!("{head}{path}?{}", query.join("&"))
-    }
-}
-
 /// The context window that `extras` tell the server to use (Ollama's `options.num_ctx`).
 pub fn told_window(extras: &Extras) -> Option<u64> {
     extras

@@ -118,12 +118,19 @@ fn tail(text: &str, budget: usize) -> String {
     format!("[… earlier output left out …]\n{}", &text[cut..])
 }
 
+/// What one image counts as in [`size`]: about the 1 500 tokens models read of an image, at
+/// four bytes a token.
+pub const IMAGE_SIZE: usize = 6_000;
+
 /// The bytes `messages` hold (their text, tool calls' arguments, results).
 pub fn size(messages: &[Message]) -> usize {
     messages
         .iter()
         .map(|message| match message {
             Message::User(text) => text.len(),
+            // Images have their own bound (`MAX_CONVERSATION_IMAGE_BYTES`); here each counts
+            // as what a model reads of it, about 1 500 tokens.
+            Message::Images(images) => images.len() * IMAGE_SIZE,
             Message::Assistant {
                 text,
                 tool_calls,

@@ -27,6 +27,7 @@ pub mod cache;
 pub mod catalog;
 pub mod client;
 pub mod compaction;
+pub mod endpoint;
 pub mod extras;
 pub mod history;
 pub mod keyfile;
@@ -39,8 +40,8 @@ pub mod tools;
 pub mod turn_note;
 
 pub use api::{
-    ApiError, Delta, Effort, Finish, Message, ModelRequest, Reasoning, Reply, TokenUsage, ToolCall,
-    ToolSpec,
+    ApiError, Delta, Effort, Finish, Image, Message, ModelRequest, Reasoning, Reply, TokenUsage,
+    ToolCall, ToolSpec,
 };
 pub use client::{ApiKey, ModelClient, Provider};
 pub use extras::Extras;
@@ -443,13 +444,17 @@ impl ModelDriver {
         }
         let key = key_of(config).map_err(TurnError::AuthRequired)?;
         let key = &key;
-        let content = user_content(prompt, turn);
-        if content.trim().is_empty() {
+        let (content, images) = user_content(prompt, turn);
+        if content.trim().is_empty() && images.is_empty() {
             turn.notice("The prompt is empty: write what you want done.");
             return Ok(StopReason::EndTurn);
         }
         // The system prompt stays the same for the session's life; what changed since it (or
         // the last note) was made — directory, mode, date — goes with this prompt.
+        let content = match content.trim().is_empty() {
+            true => "(The user sent only images.)".to_string(),
+            false => content,
+        };
         let system = state.system_prompt(&origin, turn.session(), config.budget);
         let content = match turn_note::note_if_changed(turn.session(), &mut state.noted) {
             Some(note) => format!("{note}\n\n{content}"),
@@ -457,6 +462,17 @@ impl ModelDriver {
         };
         let conversation = &mut state.messages;
         conversation.push(Message::User(content));
+        if !images.is_empty() {
+            conversation.push(Message::Images(images));
+            let replaced = bound_images(conversation, MAX_CONVERSATION_IMAGE_BYTES);
+            if replaced > 0 {
+                turn.notice(&format!(
+                    "No longer sent to the model: the {replaced} oldest image(s) of this \
+                     conversation (its images may take {} MiB in all).\n\n",
+                    MAX_CONVERSATION_IMAGE_BYTES / (1024 * 1024)
+                ));
+            }
+        }
         let cache_key = cache::cache_key(turn.session_id());
         let mut tools = tools::specs();
         tools.extend(mcp_tools::specs(&turn.mcp_tools().await));
@@ -564,6 +580,46 @@ pub const MAX_RESOURCE_BYTES: usize = 64 * 1024;
 /// only named (the model can read it with bash), and the user is told.
 pub const MAX_PROMPT_RESOURCE_BYTES: usize = 256 * 1024;
 
+/// The image types sent to a model (those both OpenAI and Anthropic take); an image of another
+/// type is named to the user and the model, not sent.
+pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// The most base64 bytes of images one prompt sends (5 MiB: Anthropic's limit for one image);
+/// an image past it is not sent, and the user is told. Images have their own budget, apart
+/// from [`MAX_PROMPT_RESOURCE_BYTES`].
+pub const MAX_PROMPT_IMAGE_BYTES: usize = 5 * 1024 * 1024;
+
+/// The most base64 bytes of images a conversation keeps sending (10 MiB): past it, the
+/// oldest prompts' images are replaced by a line saying they were given and are no longer
+/// sent, and the user is told. A model that refuses images gets none (each replaced so).
+pub const MAX_CONVERSATION_IMAGE_BYTES: usize = 10 * 1024 * 1024;
+
+/// Replaces the oldest images of `conversation` by a line saying so until what is left fits
+/// `max` bytes; the number of images replaced.
+pub fn bound_images(conversation: &mut [Message], max: usize) -> usize {
+    let size = |m: &Message| match m {
+        Message::Images(images) => images.iter().map(|i| i.data.len()).sum(),
+        _ => 0,
+    };
+    let mut total: usize = conversation.iter().map(size).sum();
+    let mut replaced = 0;
+    for message in conversation.iter_mut() {
+        if total <= max {
+            break;
+        }
+        if let Message::Images(images) = message {
+            total -= images.iter().map(|i| i.data.len()).sum::<usize>();
+            replaced += images.len();
+            let why = format!(
+                "the conversation's images passed {} MiB, the oldest are no longer sent",
+                max / (1024 * 1024)
+            );
+            *message = api::images_not_sent(images.len(), &why);
+        }
+    }
+    replaced
+}
+
 /// The first `max` bytes of `text` at a line end (else a character boundary) and whether
 /// anything was cut.
 fn bounded(text: &str, max: usize) -> (&str, bool) {
@@ -581,8 +637,10 @@ fn bounded(text: &str, max: usize) -> (&str, bool) {
 /// The prompt as the model reads it: its text, the text of embedded resources (@-mentioned
 /// files) with their URIs, and a line for each link. Parts that cannot be sent (images, a
 /// resource without text) are named to the user, never dropped silently.
-fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> String {
+fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> (String, Vec<Image>) {
     let mut parts = Vec::new();
+    let mut images = Vec::new();
+    let mut images_left = MAX_PROMPT_IMAGE_BYTES;
     // What the prompt's resources may still send.
     let mut left = MAX_PROMPT_RESOURCE_BYTES;
     for block in &prompt.blocks {
@@ -652,12 +710,40 @@ fn user_content(prompt: &Prompt, turn: &mut dyn TurnHost) -> String {
             PromptBlock::Link { uri, name } => {
                 parts.push(format!("(The user points at {name}: {uri})"))
             }
+            PromptBlock::Image { mime_type, data } => {
+                let mime_type = mime_type.to_ascii_lowercase();
+                if !IMAGE_TYPES.contains(&mime_type.as_str()) {
+                    turn.notice(&format!(
+                        "Not sent to the model: an image of type {mime_type} (models take {}).\n\n",
+                        IMAGE_TYPES.join(", ")
+                    ));
+                    parts.push(format!(
+                        "(The user gave an image of type {mime_type}, not sent: models take {} only.)",
+                        IMAGE_TYPES.join(", ")
+                    ));
+                } else if data.len() > images_left {
+                    turn.notice(&format!(
+                        "Not sent to the model: an image of {} KiB: a prompt's images may \
+                         take {} MiB in all (base64).\n\n",
+                        data.len() / 1024,
+                        MAX_PROMPT_IMAGE_BYTES / (1024 * 1024)
+                    ));
+                    parts.push(format!(
+                        "(The user gave an image of {} KiB, not sent: the prompt's images \
+                         reached their bound.)",
+                        data.len() / 1024
+                    ));
+                } else {
+                    images_left -= data.len();
+                    images.push(Image::new(mime_type, data.trim()));
+                }
+            }
             PromptBlock::Other { kind } => turn.notice(&format!(
                 "Not sent to the model: an {kind} block (acp-bash sends text only).\n\n"
             )),
         }
     }
-    parts.join("\n\n")
+    (parts.join("\n\n"), images)
 }
 
 impl Driver for ModelDriver {
@@ -800,6 +886,10 @@ impl Driver for ModelDriver {
     }
 
     fn embedded_context(&self) -> bool {
+        true
+    }
+
+    fn images(&self) -> bool {
         true
     }
 }

@@ -10,9 +10,10 @@ use serde_json::{json, Value};
 
 use super::api::{ApiError, Delta, Finish, Message, ModelRequest, ReasoningPiece, TokenUsage};
 
-/// The endpoint under `base` (which ends in `/v1`, as `OPENAI_BASE_URL` does).
+/// The endpoint under `base` (which ends in `/v1`, as `OPENAI_BASE_URL` does; a query such as
+/// a gateway's `?key=` stays after the path).
 pub fn url(base: &str) -> String {
-    format!("{}/chat/completions", base.trim_end_matches('/'))
+    super::endpoint::join(base, "/chat/completions", None)
 }
 
 /// What the body carries that not every OpenAI-compatible server takes: chosen per server,
@@ -94,8 +95,28 @@ pub fn adapt(options: Options, error: &ApiError) -> Option<Options> {
 pub fn body(request: &ModelRequest<'_>, options: Options) -> Value {
     let mut messages = vec![json!({"role": "system", "content": request.system})];
     for message in request.messages {
+        // In the user message they were given with: its content becomes a list of parts, the
+        // text first, then each image as a `data:` URL.
+        if let Message::Images(images) = message {
+            let parts = images
+                .iter()
+                .map(|image| json!({"type": "image_url", "image_url": {"url": image.data_url()}}));
+            match messages.last_mut() {
+                Some(last) if last["role"] == "user" => {
+                    let content = match last["content"].take() {
+                        Value::String(text) => vec![json!({"type": "text", "text": text})],
+                        Value::Array(parts) => parts,
+                        _ => Vec::new(),
+                    };
+                    last["content"] = Value::Array(content.into_iter().chain(parts).collect());
+                }
+                _ => messages.push(json!({"role": "user", "content": parts.collect::<Vec<_>>()})),
+            }
+            continue;
+        }
         messages.push(match message {
             Message::User(text) => json!({"role": "user", "content": text}),
+            Message::Images(_) => unreachable!("images join their user message above"),
             Message::Assistant {
                 text,
                 tool_calls,
@@ -367,6 +388,10 @@ mod tests {
         assert_eq!(body["messages"][3]["tool_call_id"], "c1");
         assert_eq!(body["tools"][0]["function"]["name"], "bash");
         assert_eq!(url("http://h/v1/"), "http://h/v1/chat/completions");
+        assert_eq!(
+            url("http://u:t@h/v1?key=k"),
+            "http://u:t@h/v1/chat/completions?key=k"
+        );
     }
 
     #[test]

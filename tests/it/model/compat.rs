@@ -56,6 +56,8 @@ async fn headers_and_extra_body_reach_every_request_and_never_the_log() {
         assert_eq!(request.body["stream_options"]["include_usage"], true);
         assert_eq!(request.body["stream_options"]["extra"], true);
         assert_eq!(request.body["model"], "fake");
+        // The path before the base URL's query, which is sent as given.
+        assert_eq!(request.path, "/v1/chat/completions?key=query-s3cret");
     }
     let log = transcript.stderr().join("\n");
     assert!(log.contains("X-Gateway-Token"), "the log names the header");
@@ -64,18 +66,19 @@ async fn headers_and_extra_body_reach_every_request_and_never_the_log() {
     }
     // Anthropic's body takes them the same way.
     let fake = FakeModel::start(vec![anthropic::reply(&["Hi."], &[])]).await;
+    let base = fake.base.replace("http://", "http://user:url-s3cret@") + "?key=query-s3cret";
     let client = agent(
         "anthropic:fake",
         &[
             "--base-url",
-            &fake.base,
+            &base,
             "--header",
             "anthropic-beta=context-1m-2025-08-07",
             "--extra-body",
             r#"{"metadata":{"user_id":"u1"}}"#,
         ],
     );
-    let (stop, _) = converse_with(client, "extras anthropic", async |mut c| {
+    let (stop, transcript) = converse_with(client, "extras anthropic", async |mut c| {
         let session = c.new_session(&dir).await?;
         Ok(c.prompt(&session, "hi").await?.stop_reason)
     })
@@ -88,6 +91,11 @@ async fn headers_and_extra_body_reach_every_request_and_never_the_log() {
     );
     assert_eq!(request.body["metadata"]["user_id"], "u1");
     assert_eq!(request.body["model"], "fake");
+    assert_eq!(request.path, "/v1/messages?key=query-s3cret");
+    let log = transcript.stderr().join("\n");
+    for secret in ["url-s3cret", "query-s3cret"] {
+        assert!(!log.contains(secret), "{secret} in the log:\n{log}");
+    }
 }
 
 /// Bad flags are refused at start with what to write.

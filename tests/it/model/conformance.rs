@@ -442,3 +442,53 @@ async fn openai_recorded_insufficient_quota_is_final() {
         "{text}"
     );
 }
+
+/// Ollama's `/v1` as its OpenAI layer streamed tool calls before it numbered them: two calls
+/// whole in one delta, neither with an `index`, each with its own `call_` id; `finish_reason`
+/// in a chunk of its own, then usage in a last chunk without choices (`stream_options`), then
+/// `[DONE]`. Both calls run (real bash), each answered under its own id, and the usage is
+/// counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ollama_calls_without_index_in_one_delta_are_two_calls() {
+    let fake = FakeModel::start(vec![
+        Answer::Sse(recorded_events("ollama/tool_calls.sse")),
+        openai::reply(&["Both ran."], &[]),
+    ])
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("run both"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(said(&events), "Checking both.Both ran.");
+    assert_eq!(usages(&events).first(), Some(&(733 + 41)), "{events:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let sent = assistant(&requests[1].body, 0);
+    let calls = sent["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{sent}");
+    assert_eq!(calls[0]["id"], "call_k3v9x2pq");
+    assert_eq!(
+        calls[0]["function"]["arguments"],
+        "{\"command\":\"echo ollama-first\"}"
+    );
+    assert_eq!(calls[1]["id"], "call_7hd0mzw1");
+    let results: Vec<(String, String)> = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0].0, "call_k3v9x2pq");
+    assert!(results[0].1.contains("ollama-first"), "{results:?}");
+    assert_eq!(results[1].0, "call_7hd0mzw1");
+    assert!(results[1].1.contains("ollama-second"), "{results:?}");
+}

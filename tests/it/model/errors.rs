@@ -8,7 +8,7 @@ use acp_bash::driver::{Prompt, PromptBlock, StopReason};
 use serde_json::json;
 
 use super::harness::{config, driver, prompt, said, Event, Host, KEY};
-use crate::support::fake_model::{openai, Answer, FakeModel};
+use crate::support::fake_model::{anthropic, openai, Answer, FakeModel};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_are_shown_while_they_happen_and_never_reach_the_model() {
@@ -96,6 +96,34 @@ async fn credentials_in_the_base_url_are_never_shown() {
     let text = said(&host.take_events());
     assert!(text.contains("[redacted]@127.0.0.1"), "{text}");
     assert!(!text.contains("tok3n-secret"), "{text}");
+
+    // A gateway's `?key=`: the request goes to the path before the query, and the message
+    // names the endpoint with the key's value redacted.
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        let fake = FakeModel::start(vec![match provider {
+            Provider::OpenAi => openai::error(400, &[], "bad model", "model_not_found"),
+            _ => anthropic::error(400, &[], "invalid_request_error", "bad model"),
+        }])
+        .await;
+        let base = fake.base.replace("http://", "http://user:tok3n-secret@") + "/gw?key=k3y-secret";
+        let mut config = config(provider, &fake.base);
+        config.base_url = base;
+        let host = Host::new();
+        host.turn(&ModelDriver::new(config), &prompt("hi"))
+            .await
+            .unwrap();
+        let text = said(&host.take_events());
+        let path = match provider {
+            Provider::OpenAi => "/gw/chat/completions?key=k3y-secret",
+            _ => "/gw/v1/messages?key=k3y-secret",
+        };
+        assert_eq!(fake.requests()[0].path, path);
+        assert!(text.contains("?key=[redacted]"), "{text}");
+        assert!(
+            !text.contains("tok3n-secret") && !text.contains("k3y-secret"),
+            "{text}"
+        );
+    }
 
     // Nothing listens there: every retry fails to connect.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -28,6 +28,7 @@ mod control;
 mod errors;
 mod failures;
 mod harness;
+mod images;
 mod lifetime;
 mod login;
 mod prompt;
