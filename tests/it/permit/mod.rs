@@ -8,6 +8,7 @@
 //! the agent's requests as a user would click; every transcript is checked against the schema.
 #![cfg(target_os = "linux")]
 
+mod grants;
 mod model;
 mod transcripts;
 
