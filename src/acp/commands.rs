@@ -115,6 +115,8 @@ pub(super) struct CommandTurn<'a> {
     pub limits: StreamLimits,
     /// Makes the tool-call id of a job's card (used by `/bg` only).
     pub new_call_id: &'a (dyn Fn() -> ToolCallId + Sync),
+    /// The session's permissions (`/permissions`).
+    pub permits: Option<crate::permit::SessionPermits>,
 }
 
 impl CommandTurn<'_> {
@@ -240,6 +242,10 @@ impl CommandHost for Host<'_> {
             true => self.turn.session.changes(),
             false => None,
         }
+    }
+
+    fn permits(&self) -> Option<crate::permit::SessionPermits> {
+        self.turn.permits.clone()
     }
 
     fn show_changes(&self, changes: &crate::changes::Changes, verb: &str) {

@@ -234,7 +234,9 @@ fn always_report(file: Option<acp_bash::permit::AlwaysFile>) -> String {
         let _ = writeln!(out, "  [ignored] {why}");
     }
     if !grants.is_empty() {
-        out.push_str("  (delete a line of the file to take it back)\n");
+        out.push_str(
+            "  (delete a line of the file, or type `/permissions remove HOST|PREFIX` in a session, to take it back)\n",
+        );
     }
     out
 }

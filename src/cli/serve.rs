@@ -79,26 +79,14 @@ fn agent_on_stdio(
         .protection
         .agent_dirs
         .extend(config_home.as_ref().map(|home| keyfile::key_dir(home)));
-    // And what the user allowed always when asked: no command may add to it.
-    // The folder is made now (0700) when missing: a mask applies only to what exists, and a
-    // command whose session folder holds the config directory must not be able to make it.
-    // Only under a config directory that exists: a `XDG_CONFIG_HOME` that names no folder is
-    // not made (a test's `/nonexistent/…` was, as root).
+    // And what the user allowed always when asked: no command may add to it. The folder is
+    // made when a grant is first kept; until then the view makes it (0700, empty, masked)
+    // only where a command could otherwise make it first (its nearest existing folder is
+    // writable in that command's view: `sandbox::Protection::agent_dirs`).
     let always = config_home
         .as_deref()
         .map(acp_bash::permit::AlwaysFile::under);
     if let Some(always) = &always {
-        let home_exists = config_home.as_deref().is_some_and(std::path::Path::is_dir);
-        if engine.permission_requests() && home_exists {
-            use std::os::unix::fs::DirBuilderExt as _;
-            let made = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(always.folder());
-            if let Err(error) = made {
-                tracing::warn!(%error, folder = %always.folder().display(), "no folder for what is allowed always");
-            }
-        }
         config.protection.agent_dirs.push(always.folder());
     }
     if let Some(dir) = store.log_dir() {

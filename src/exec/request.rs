@@ -33,6 +33,10 @@ pub struct RunRequest {
     /// Bytes of output sent to the run's live stream ([`RunHandle`](super::RunHandle)) before it stops (the chunk
     /// that crosses the limit is still sent, so a reader can tell); all of it when `None`.
     pub live_limit: Option<usize>,
+    /// Host folders this run may write too, in workspace and read-only mode, masks still over
+    /// them ([`sandbox::Roots::also_writable`]: what an "allow once" answer to a refused write
+    /// gives, instead of full mode).
+    pub also_writable: Vec<PathBuf>,
 }
 
 impl RunRequest {
@@ -83,6 +87,12 @@ impl RunRequest {
     /// Sets [`RunRequest::live_limit`].
     pub fn live_limit(mut self, bytes: usize) -> Self {
         self.live_limit = Some(bytes);
+        self
+    }
+
+    /// Adds `folder` to [`RunRequest::also_writable`].
+    pub fn also_writable(mut self, folder: impl Into<PathBuf>) -> Self {
+        self.also_writable.push(folder.into());
         self
     }
 }

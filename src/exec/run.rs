@@ -362,7 +362,10 @@ async fn run(
         args: shell.args,
     };
     let mode = request.sandbox_mode.unwrap_or_else(|| session.mode());
-    let roots = session.inner.roots(mode);
+    let mut roots = session.inner.roots(mode);
+    if matches!(mode, sandbox::Mode::Workspace | sandbox::Mode::ReadOnly) {
+        roots.also_writable = request.also_writable.clone();
+    }
     let roots_proxied = roots.proxied_network;
     // The first command (and a home's first workspace command) probes the kernel in children
     // it waits for: off the runtime, which must never block on a child (issue 20 point 9).

@@ -171,6 +171,11 @@ impl Grants {
         }
     }
 
+    /// The grants, in the order they were made (one per [`Grants::add`]).
+    pub fn list(&self) -> Vec<HostPattern> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Whether a grant matches `host`.
     pub fn allows(&self, host: &str) -> bool {
         let Some(host) = normalize(host) else {

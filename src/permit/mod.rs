@@ -71,6 +71,21 @@ impl Refusal {
         }
     }
 
+    /// For a write: the folder an "allow once" re-run may write too (in the same mode, with
+    /// everything else as it was: masks still over it, nothing else writable), the nearest
+    /// existing folder that holds the path; `None` for a host or the network, and where that
+    /// folder would be `/` (then "allow once" is not offered).
+    pub fn once_writable(&self) -> Option<PathBuf> {
+        let Refusal::Write { path, .. } = self else {
+            return None;
+        };
+        path.ancestors()
+            .skip(1)
+            .find(|p| p.is_dir())
+            .filter(|p| *p != Path::new("/"))
+            .map(Path::to_path_buf)
+    }
+
     /// The line a client that cannot be asked gets: how to allow it.
     pub fn how_to_allow(&self) -> String {
         match self {
@@ -173,11 +188,22 @@ impl Ask {
             }
             (refusal, prefix) => {
                 let mode = refusal.mode_that_allows().unwrap_or(Mode::Full).id();
-                choices.push(choice(
-                    "allow-once",
-                    format!("Run it again in {mode} mode, this command only"),
-                    Answer::Once,
-                ));
+                match (refusal, refusal.once_writable()) {
+                    (Refusal::Write { .. }, Some(folder)) => choices.push(choice(
+                        "allow-once",
+                        format!(
+                            "Run it again with {} writable, this command only",
+                            folder.display()
+                        ),
+                        Answer::Once,
+                    )),
+                    (Refusal::Write { .. }, None) => {}
+                    _ => choices.push(choice(
+                        "allow-once",
+                        format!("Run it again in {mode} mode, this command only"),
+                        Answer::Once,
+                    )),
+                }
                 if let Some(prefix) = prefix {
                     choices.push(choice(
                         "allow-session",
@@ -331,9 +357,14 @@ const REFUSED: [&str; 4] = [
 /// Read-only file system: '/etc/x'`, `mkdir: cannot create directory ‘/x’: …`), in order, at
 /// most 8.
 pub fn refused_write_paths(output: &str) -> Vec<PathBuf> {
+    let translated = translated_refusals();
     let mut paths = Vec::new();
     for line in output.lines() {
-        if !REFUSED.iter().any(|marker| line.contains(marker)) {
+        if !REFUSED.iter().any(|marker| line.contains(marker))
+            && !translated
+                .iter()
+                .any(|marker| line.contains(marker.as_str()))
+        {
             continue;
         }
         let found = quoted(line).or_else(|| colon_path(line));
@@ -347,6 +378,45 @@ pub fn refused_write_paths(output: &str) -> Vec<PathBuf> {
         }
     }
     paths
+}
+
+/// `EROFS`'s and `EACCES`'s texts in the locale commands inherit from the agent (its
+/// `LC_ALL` / `LC_MESSAGES` / `LANG`, and `LOCPATH`), where that locale translates them:
+/// libc's own `strerror_l`, so whatever translation the machine has (`Das Dateisystem ist nur
+/// lesbar`, `Keine Berechtigung`). Read once.
+fn translated_refusals() -> &'static [String] {
+    static TEXTS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    TEXTS.get_or_init(|| {
+        #[allow(unused_mut)] // elsewhere than Linux nothing is added
+        let mut texts = Vec::new();
+        #[cfg(target_os = "linux")]
+        extern "C" {
+            // glibc and musl have it; the libc crate does not declare it.
+            fn strerror_l(errnum: libc::c_int, locale: libc::locale_t) -> *mut libc::c_char;
+        }
+        #[cfg(target_os = "linux")]
+        // SAFETY: `newlocale` with an empty name reads the environment; the locale is used
+        // only here and freed; `strerror_l`'s text is copied before `freelocale`.
+        unsafe {
+            let locale = libc::newlocale(libc::LC_ALL_MASK, c"".as_ptr(), std::ptr::null_mut());
+            if !locale.is_null() {
+                for errno in [libc::EROFS, libc::EACCES] {
+                    let text = strerror_l(errno, locale);
+                    if text.is_null() {
+                        continue;
+                    }
+                    let text = std::ffi::CStr::from_ptr(text)
+                        .to_string_lossy()
+                        .into_owned();
+                    if !text.trim().is_empty() && !REFUSED.contains(&text.as_str()) {
+                        texts.push(text);
+                    }
+                }
+                libc::freelocale(locale);
+            }
+        }
+        texts
+    })
 }
 
 /// The first quoted path in `line` (`'…'`, `‘…’`, `"…"`).
@@ -492,7 +562,7 @@ impl Grant {
 
 /// The grants kept for good: one a line in `$XDG_CONFIG_HOME/acp-bash/permissions/allowed`
 /// (else `~/.config/…`), which commands never see (the folder is masked like the credential
-/// files). Delete a line to take it back, or `acp-bash permissions --remove LINE`.
+/// files). Delete a line to take it back, or `/permissions remove HOST|PREFIX`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AlwaysFile {
@@ -571,19 +641,48 @@ impl AlwaysFile {
         writeln!(file, "{}", grant.line())
     }
 
-    /// Removes every line equal to `line` (after trimming); whether one was there.
+    /// Removes every line equal to `line` (after trimming); whether one was there. The file
+    /// is replaced atomically (a new file beside it, renamed over it), every other line kept
+    /// byte for byte.
     pub fn remove(&self, line: &str) -> std::io::Result<bool> {
-        let text = match std::fs::read_to_string(&self.path) {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let text = match std::fs::read(&self.path) {
             Ok(text) => text,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(error) => return Err(error),
         };
-        let kept: Vec<&str> = text.lines().filter(|l| l.trim() != line.trim()).collect();
-        let removed = kept.len() != text.lines().count();
-        if removed {
-            std::fs::write(&self.path, kept.join("\n") + "\n")?;
+        let wanted = line.trim().as_bytes();
+        let mut kept = Vec::with_capacity(text.len());
+        let mut removed = false;
+        for piece in text.split_inclusive(|b| *b == b'\n') {
+            if piece.trim_ascii() == wanted {
+                removed = true;
+            } else {
+                kept.extend_from_slice(piece);
+            }
         }
-        Ok(removed)
+        if !removed {
+            return Ok(false);
+        }
+        let mut salt = [0u8; 4];
+        crate::random::random_bytes(&mut salt);
+        let salt: String = salt.iter().map(|b| format!("{b:02x}")).collect();
+        let new = self.folder().join(format!(".allowed.{salt}.new"));
+        let written = (|| {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&new)?;
+            file.write_all(&kept)?;
+            file.sync_all()?;
+            std::fs::rename(&new, &self.path)
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&new);
+        }
+        written.map(|()| true)
     }
 }
 
@@ -612,6 +711,7 @@ impl Permits {
             settings: self.clone(),
             hosts: grants,
             prefixes: Arc::new(Mutex::new(Vec::new())),
+            asking: Arc::new(std::sync::atomic::AtomicBool::new(self.ask)),
         };
         for grant in kept {
             permits.apply(&grant);
@@ -628,9 +728,23 @@ pub struct SessionPermits {
     pub settings: Permits,
     hosts: Option<Grants>,
     prefixes: Arc<Mutex<Vec<(String, Mode)>>>,
+    /// Whether the session asks now (its `permission_requests` config option).
+    asking: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SessionPermits {
+    /// Whether the session asks when the sandbox refuses a command: the agent asks
+    /// ([`Permits::ask`]) and the session did not turn it off ([`SessionPermits::set_asking`]).
+    pub fn asks(&self) -> bool {
+        self.settings.ask && self.asking.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Turns asking on or off for the session (off: a refused command fails as without
+    /// permission requests, with the line that says how to allow it). Grants stay.
+    pub fn set_asking(&self, on: bool) {
+        self.asking.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The mode a granted prefix gives `command`, when it is less strict than `mode`.
     pub fn mode_for(&self, command: &str, mode: Mode) -> Option<Mode> {
         let prefixes = self.prefixes.lock().unwrap_or_else(|e| e.into_inner());
@@ -658,6 +772,77 @@ impl SessionPermits {
                 }
             }
         }
+    }
+
+    /// What the session allows beyond its mode: its host grants (`host HOST`, including
+    /// those kept always and one "allow once" host while its re-run lasts) and its prefixes
+    /// (`full PREFIX`, `workspace PREFIX`), as [`Grant::line`]s.
+    pub fn granted(&self) -> Vec<String> {
+        let mut lines: Vec<String> = Vec::new();
+        let hosts = self.hosts.as_ref().map(Grants::list).unwrap_or_default();
+        let prefixes = self.prefixes.lock().unwrap_or_else(|e| e.into_inner());
+        let grants = hosts
+            .into_iter()
+            .map(Grant::Host)
+            .chain(prefixes.iter().map(|(prefix, mode)| Grant::Prefix {
+                prefix: prefix.clone(),
+                mode: *mode,
+            }));
+        for grant in grants {
+            let line = grant.line();
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+        lines
+    }
+
+    /// Takes back what allows `what` (a host, or a command prefix): from the session, and
+    /// from the [`AlwaysFile`]. The lines removed (`host HOST`, `full PREFIX`, …); none when
+    /// nothing allowed it.
+    pub fn remove(&self, what: &str) -> std::io::Result<Vec<String>> {
+        let what = what.trim();
+        let mut lines: Vec<String> = Vec::new();
+        if let Ok(pattern) = HostPattern::parse(what) {
+            lines.push(Grant::Host(pattern).line());
+        }
+        if is_simple(what) && !what.is_empty() {
+            for mode in [Mode::Full, Mode::Workspace] {
+                lines.push(
+                    Grant::Prefix {
+                        prefix: what.to_string(),
+                        mode,
+                    }
+                    .line(),
+                );
+            }
+        }
+        let mut removed: Vec<String> = Vec::new();
+        let session = self.granted();
+        if let Ok(pattern) = HostPattern::parse(what) {
+            if let Some(hosts) = &self.hosts {
+                while hosts.list().contains(&pattern) {
+                    hosts.remove(&pattern);
+                }
+            }
+        }
+        self.prefixes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(prefix, _)| prefix != what);
+        for line in &lines {
+            if session.contains(line) {
+                removed.push(line.clone());
+            }
+        }
+        if let Some(file) = &self.settings.always {
+            for line in &lines {
+                if file.remove(line)? && !removed.contains(line) {
+                    removed.push(line.clone());
+                }
+            }
+        }
+        Ok(removed)
     }
 
     /// Allows `host` until [`SessionPermits::end_once`] (an "allow once" re-run).

@@ -15,7 +15,9 @@ pub struct Protection {
     /// masked (`None`: none).
     pub home: Option<PathBuf>,
     /// The agent's own folders (its state directory with the session store, the log
-    /// directory): masked too.
+    /// directory, where "allow always" is kept): masked too. One that does not exist yet is
+    /// made (0700) before a command that could make it runs (Linux: its nearest existing
+    /// folder is writable in that command's view), so that it can be masked.
     pub agent_dirs: Vec<PathBuf>,
     /// More paths to mask (`--mask`).
     pub mask: Vec<PathBuf>,

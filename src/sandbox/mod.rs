@@ -249,6 +249,11 @@ pub struct Roots {
     /// only a loopback, bridged to the proxy: [`crate::netproxy`]) where [`network_proxied_here`]
     /// holds; `false`: the whole network.
     pub proxied_network: bool,
+    /// Host folders this one command may write too, in workspace and read-only mode (an
+    /// "allow once" answer to a refused write: [`crate::permit`]): bound writable in the view
+    /// and granted by Landlock, masks still over them. Such a command never runs in the
+    /// session's zygote (its view is its own).
+    pub also_writable: Vec<PathBuf>,
 }
 
 impl Roots {
@@ -263,6 +268,7 @@ impl Roots {
             protection: Protection::default(),
             view_without_mount_setattr: false,
             proxied_network: false,
+            also_writable: Vec::new(),
         }
     }
 

@@ -345,6 +345,15 @@ impl Turn<'_> {
         if self.cancel.is_cancelled() {
             return result;
         }
+        // A write to where "allow always" is kept is never asked about: no answer may let a
+        // command grant itself anything.
+        if let (permit::Refusal::Write { path, .. }, Some(file)) =
+            (&refusal, &permits.settings.always)
+        {
+            if path.starts_with(file.folder()) {
+                return result;
+            }
+        }
         let prefix = match refusal {
             permit::Refusal::Host { .. } => None,
             _ => permit::prefix_of(call.command()),
@@ -356,10 +365,14 @@ impl Turn<'_> {
             prefix,
             keep: permits.settings.always.is_some(),
         };
-        let answer = self
-            .port
-            .ask_permission(call_id, &call, &ask, &self.cancel)
-            .await;
+        // Asking turned off for the session: the failure, with how to allow it.
+        let answer = if permits.asks() {
+            self.port
+                .ask_permission(call_id, &call, &ask, &self.cancel)
+                .await
+        } else {
+            Answer::NotAsked
+        };
         tracing::info!(?answer, refusal = ?ask.refusal, "permission asked");
         match answer {
             Answer::Once | Answer::Session | Answer::Always => {}
@@ -402,8 +415,18 @@ impl Turn<'_> {
             (permit::Refusal::Host { host }, Answer::Once) => permits.allow_once(host),
             _ => None,
         };
-        if let Some(mode) = ask.refusal.mode_that_allows() {
-            again.request.sandbox_mode = Some(mode);
+        match (answer, ask.refusal.once_writable()) {
+            // Once, a write: the same mode, with the refused path's folder writable for this
+            // run only (masks still over it), not full mode, where nothing is masked.
+            (Answer::Once, Some(folder)) if cfg!(target_os = "linux") => {
+                again.request.sandbox_mode = Some(mode);
+                again.request.also_writable.push(folder);
+            }
+            _ => {
+                if let Some(mode) = ask.refusal.mode_that_allows() {
+                    again.request.sandbox_mode = Some(mode);
+                }
+            }
         }
         let (_, mut second) = self.run_one(&again).await;
         if let Some(pattern) = once_host {

@@ -1,4 +1,5 @@
-//! Session config options: the sandbox mode (and, with a model driver, the model) as ACP
+//! Session config options: the sandbox mode (and, with a model driver, the model), and
+//! whether to ask when the sandbox refuses a command (where the agent asks), as ACP
 //! `configOptions`, and `session/set_config_option`.
 //!
 //! Owns: the list a session's answers carry (`session/new`, `load`, `resume`,
@@ -22,6 +23,10 @@ pub const MODEL_OPTION_ID: &str = "model";
 
 /// The id of the reasoning level's config option (only with a driver that offers levels).
 pub const REASONING_OPTION_ID: &str = "reasoning";
+
+/// The id of the config option that turns permission requests off for the session (only
+/// where the agent asks: [`AcpBashAgent::with_permission_requests`]).
+pub const PERMISSION_REQUESTS_OPTION_ID: &str = "permission_requests";
 
 impl Connection {
     /// The session's config options as they are now: the sandbox mode, then the model when
@@ -67,6 +72,28 @@ impl Connection {
                 .category(SessionConfigOptionCategory::ThoughtLevel),
             );
         }
+        if self.permits.ask {
+            let current = if state.permits.asks() { "ask" } else { "off" };
+            let values = vec![
+                SessionConfigSelectOption::new("ask", "Ask").description(
+                    "When the sandbox refuses a command something you may allow (a host, a \
+                     write outside the workspace, the network in read-only mode), ask"
+                        .to_string(),
+                ),
+                SessionConfigSelectOption::new("off", "Don't ask").description(
+                    "The command fails, with a line that says how to allow it".to_string(),
+                ),
+            ];
+            options.push(
+                SessionConfigOption::select(
+                    PERMISSION_REQUESTS_OPTION_ID,
+                    "Permission requests",
+                    current,
+                    values,
+                )
+                .description("Whether to ask you when the sandbox refuses a command".to_string()),
+            );
+        }
         options
     }
 
@@ -78,6 +105,9 @@ impl Connection {
         }
         if !self.driver.thought_levels().is_empty() {
             ids.push(REASONING_OPTION_ID);
+        }
+        if self.permits.ask {
+            ids.push(PERMISSION_REQUESTS_OPTION_ID);
         }
         ids
     }
@@ -154,6 +184,7 @@ impl Connection {
                 .into_iter()
                 .map(|l| l.id)
                 .collect(),
+            PERMISSION_REQUESTS_OPTION_ID => vec!["ask".into(), "off".into()],
             _ => self.driver.models().into_iter().map(|m| m.id).collect(),
         };
         let refuse = |why: String| {
@@ -197,6 +228,14 @@ impl Connection {
                 tracing::info!(session = %session_id, reasoning = %value, "session/set_config_option");
                 state.log.set_thought_level(Some(&value));
                 *state.thought_level.lock().unwrap() = Some(value);
+                Ok(None)
+            }
+            PERMISSION_REQUESTS_OPTION_ID => {
+                if !valid.contains(&value) {
+                    return Err(refuse(format!("unknown value {:?}", short(&value))));
+                }
+                tracing::info!(session = %session_id, permission_requests = %value, "session/set_config_option");
+                state.permits.set_asking(value == "ask");
                 Ok(None)
             }
             _ => {

@@ -624,6 +624,7 @@ impl TurnPort for AcpTurn<'_> {
                 features: self.face.runner().features,
                 limits: self.connection.limits,
                 new_call_id: &new_call_id,
+                permits: Some(self.state.permits.clone()),
             };
             let (answer, card) = turn.run(command).await;
             self.message(&answer);

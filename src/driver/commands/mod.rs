@@ -40,6 +40,7 @@ commands! {
     logs,
     compact,
     undo,
+    permissions,
     help,
 }
 
@@ -107,6 +108,12 @@ pub trait CommandHost: Send + Sync {
 
     /// The session's change tracker ([`crate::changes`]), when what commands change is tracked.
     fn changes(&self) -> Option<std::sync::Arc<crate::changes::ChangeTracker>> {
+        None
+    }
+
+    /// The session's permissions ([`crate::permit`]: what the user allowed when asked), when
+    /// it keeps any.
+    fn permits(&self) -> Option<crate::permit::SessionPermits> {
         None
     }
 

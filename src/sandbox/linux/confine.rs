@@ -85,6 +85,9 @@ pub(crate) fn confine_with(
     // The view, the ruleset and their notices: built once per (mode, roots) and kept while
     // nothing they depend on changed (`plan_cache.rs`).
     let with_view = layers.namespaces && layers.view;
+    if confined_fs {
+        super::view_plan::make_missing_agent_dirs(mode, roots);
+    }
     let (built, reused) =
         plan_cache::get_or_build(plan_cache::Key::new(mode, roots, support), || {
             let mut notices = Vec::new();

@@ -104,11 +104,18 @@ pub(crate) fn ruleset(mode: Mode, roots: &Roots, extra: Rules) -> Result<Option<
         .session_temp
         .as_deref()
         .unwrap_or(roots.temp.as_path());
-    let writable: Vec<&Path> = match mode {
+    let mut writable: Vec<&Path> = match mode {
         Mode::Full | Mode::Off => return Ok(None),
         Mode::Workspace => vec![roots.workspace.as_path(), temp],
         Mode::ReadOnly => vec![roots.temp.as_path()],
     };
+    writable.extend(
+        roots
+            .also_writable
+            .iter()
+            .map(|p| p.as_path())
+            .filter(|p| p.is_dir() && *p != Path::new("/")),
+    );
     // Connecting to Unix sockets on disk only beneath the writable places (ABI 9+).
     let unix_sockets = true;
     let write = AccessFs::from_write(TARGET_ABI);

@@ -223,6 +223,15 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
     .iter()
     .filter_map(|p| c(p))
     .collect();
+    // One command's extra folders ("allow once"): existing folders only, never the root.
+    let also: Vec<PathBuf> = roots
+        .also_writable
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .filter(|p| p.is_dir() && p != Path::new("/"))
+        .collect();
+    view.one_command = !roots.also_writable.is_empty();
+    view.writable.extend(also.iter().filter_map(|p| c(p)));
     if replace_temps {
         view.temp_source = session_temp.as_deref().and_then(c);
         view.temps = temps.iter().filter_map(|p| c(p)).collect();
@@ -312,6 +321,49 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
     }
     view.mounted_inodes = mounted_inodes(&view);
     view
+}
+
+/// The agent's own folders ([`crate::sandbox::Protection::agent_dirs`], e.g. where "allow
+/// always" is kept) that do not exist yet are made now (0700) when a command in `mode` on
+/// `roots` could make them (their nearest existing folder is writable for it: the session
+/// folder, the host temp dir where it is not replaced, an [`Roots::also_writable`] folder):
+/// a mask applies only to what exists, and a command must not make such a folder first.
+/// Elsewhere the view is read-only there and they stay unmade. A few `stat`s.
+pub(crate) fn make_missing_agent_dirs(mode: Mode, roots: &Roots) {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let mut writable: Vec<PathBuf> = roots.also_writable.iter().map(|p| canonical(p)).collect();
+    match mode {
+        Mode::Workspace => {
+            writable.push(canonical(&roots.workspace));
+            if roots.session_temp.is_none() {
+                writable.push(canonical(&roots.temp));
+            }
+        }
+        Mode::ReadOnly => {}
+        _ => return,
+    }
+    for dir in &roots.protection.agent_dirs {
+        if std::fs::symlink_metadata(dir).is_ok() {
+            continue;
+        }
+        let Some(existing) = dir
+            .ancestors()
+            .skip(1)
+            .find(|p| std::fs::symlink_metadata(p).is_ok())
+            .map(canonical)
+        else {
+            continue;
+        };
+        if writable.iter().any(|w| existing.starts_with(w)) {
+            let made = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
+            if let Err(error) = made {
+                tracing::warn!(%error, dir = %dir.display(), "could not make an agent folder to mask it");
+            }
+        }
+    }
 }
 
 /// See [`View::mounted_inodes`]: one `lstat` per path the view mounts on (they are

@@ -114,7 +114,10 @@ pub(crate) fn program(configured: Option<&Path>) -> Result<PathBuf, String> {
 /// Whether commands with `plan` can come from a zygote: they have a user namespace and the
 /// view (workspace and read-only modes where those work).
 pub(crate) fn suits(plan: &ChildPlan) -> bool {
-    plan.namespaces && plan.user_namespace && plan.view.is_some() && !plan.reaper
+    plan.namespaces
+        && plan.user_namespace
+        && plan.view.as_ref().is_some_and(|view| !view.one_command)
+        && !plan.reaper
 }
 
 /// A session's zygotes, at most one per mode (an entry whose start failed is kept, so that

@@ -126,6 +126,7 @@ pub(crate) fn write_view(w: &mut Writer, view: &View, with_work: bool) {
         overlays_required,
         refused_caches: _, // the agent's notices only
         mounted_inodes: _, // the agent's key for the zygote only
+        one_command: _,    // never sent to a zygote (`zygote::suits`)
         without_mount_setattr,
     } = view;
     w.list(writable);
@@ -216,6 +217,7 @@ pub(crate) fn read_view(r: &mut Reader) -> Option<View> {
         overlays_required,
         refused_caches: Vec::new(),
         mounted_inodes: Vec::new(),
+        one_command: false,
         without_mount_setattr,
     })
 }

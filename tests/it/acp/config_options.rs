@@ -130,7 +130,9 @@ async fn session_new_returns_the_mode_option_beside_the_same_modes() {
     let answer = response_to(&transcript.lines(), "session/new");
     let modes = &answer["modes"];
     let options = &answer["configOptions"];
-    assert_eq!(options.as_array().unwrap().len(), 1, "{options}");
+    // The mode, and whether to ask when the sandbox refuses a command (`permit`).
+    assert_eq!(options.as_array().unwrap().len(), 2, "{options}");
+    assert_eq!(options[1]["id"], "permission_requests", "{options}");
     let mode = &options[0];
     assert_eq!(mode["id"], "mode");
     assert_eq!(mode["type"], "select");
@@ -176,7 +178,7 @@ async fn a_default_sent_right_after_new_changes_the_next_command() {
         assert_eq!(current(&options, "mode"), "read-only");
         assert_eq!(
             options.as_array().unwrap().len(),
-            1,
+            2,
             "the whole list: {options}"
         );
         let mode = next_matching(&mut c, &session, |u| match u {
@@ -240,7 +242,7 @@ async fn unknown_ids_and_values_are_refused_listing_the_valid_ones() {
         );
         assert_eq!(
             error.data.as_ref().unwrap()["configOptions"],
-            serde_json::json!(["mode"])
+            serde_json::json!(["mode", "permission_requests"])
         );
         let error = set_option(&c, &session, "mode", "yolo").await.unwrap_err();
         assert_eq!(i32::from(error.code), -32602, "{error:?}");

@@ -8,6 +8,7 @@
 //! the agent's requests as a user would click; every transcript is checked against the schema.
 #![cfg(target_os = "linux")]
 
+mod grants;
 mod model;
 mod transcripts;
 
@@ -369,6 +370,14 @@ pub const FETCH: &str = "curl -sS --max-time 30 http://registry.test/x";
 /// read).
 #[test]
 fn each_answer_to_a_blocked_host_does_what_it_says() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::each_answer_to_a_blocked_host_does_what_it_says",
+        each_answer_to_a_blocked_host_does_what_it_says_once,
+    );
+}
+
+/// [`each_answer_to_a_blocked_host_does_what_it_says`], as this user.
+fn each_answer_to_a_blocked_host_does_what_it_says_once() {
     if !allowlist_holds() {
         return;
     }
@@ -461,6 +470,14 @@ fn each_answer_to_a_blocked_host_does_what_it_says() {
 /// does everyone with `--no-permission-requests`, which sends no request at all.
 #[test]
 fn without_an_answer_the_failure_says_how_to_allow_it() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::without_an_answer_the_failure_says_how_to_allow_it",
+        without_an_answer_the_failure_says_how_to_allow_it_once,
+    );
+}
+
+/// [`without_an_answer_the_failure_says_how_to_allow_it`], as this user.
+fn without_an_answer_the_failure_says_how_to_allow_it_once() {
     if !allowlist_holds() {
         return;
     }
@@ -625,6 +642,14 @@ fn a_write_outside_the_workspace_is_asked_about_and_allowed_as_answered() {
 /// again in workspace mode (through the allowlist: an allowed host answers).
 #[test]
 fn the_network_in_read_only_mode_is_asked_about() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::the_network_in_read_only_mode_is_asked_about",
+        the_network_in_read_only_mode_is_asked_about_once,
+    );
+}
+
+/// [`the_network_in_read_only_mode_is_asked_about`], as this user.
+fn the_network_in_read_only_mode_is_asked_about_once() {
     if !allowlist_holds() {
         return;
     }

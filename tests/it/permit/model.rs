@@ -19,6 +19,14 @@ fn tool_results(body: &Value) -> Vec<String> {
 
 #[test]
 fn a_model_is_told_what_the_user_answered() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::model::a_model_is_told_what_the_user_answered",
+        a_model_is_told_what_the_user_answered_once,
+    );
+}
+
+/// [`a_model_is_told_what_the_user_answered`], as this user.
+fn a_model_is_told_what_the_user_answered_once() {
     if !crate::support::sandbox::require_namespaces() {
         return;
     }

@@ -108,6 +108,9 @@ pub(crate) struct View {
     /// `MS_REMOUNT | MS_BIND` of its own (`remount.rs`), as on Linux 5.10 and 5.11, where the
     /// system call is missing (ENOSYS). Otherwise one `mount_setattr` per tree: cheaper.
     pub without_mount_setattr: bool,
+    /// One command's own view (it has [`crate::sandbox::Roots::also_writable`] folders): it
+    /// never starts or replaces the session's zygote. Not sent to the child.
+    pub one_command: bool,
 }
 
 /// One copy-on-write layer: the host folder `target` as the lower layer, mounted on itself,

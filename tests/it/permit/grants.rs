@@ -1,0 +1,376 @@
+//! What the user allowed stays the user's: "allow once" for a write re-runs the command with
+//! only the refused path's folder writable (masks still over it), never in full mode, so it
+//! cannot add to the "always" file; no command can make that file first where its folder is
+//! missing; the `permission_requests` config option turns asking off for a session; and
+//! `/permissions` lists the grants and takes one back, from the session and from the file.
+//! Through the built binary, as root and as nobody.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{calls, runtime, shown, Agent, Face, Pick, Places};
+
+/// A folder under /var/tmp that `nobody` may write, removed at the end.
+fn open_folder(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+fn always_in(config: &Path) -> std::path::PathBuf {
+    config.join(acp_bash::permit::AlwaysFile::RELATIVE)
+}
+
+/// "Allow once" for a write to the config folder: the re-run may write that folder, but not
+/// the always file beneath it (masked), whether the file's folder exists or not; the next
+/// agent finds no new grant.
+#[test]
+fn allowed_once_a_write_cannot_add_to_what_is_allowed_always() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::grants::allowed_once_a_write_cannot_add_to_what_is_allowed_always",
+        allowed_once_a_write_cannot_add_to_what_is_allowed_always_once,
+    );
+}
+
+fn allowed_once_a_write_cannot_add_to_what_is_allowed_always_once() {
+    if !crate::support::sandbox::require_namespaces() {
+        return;
+    }
+    runtime().block_on(async {
+        let places = Places::new();
+        // With a file kept already, and with none (its folder missing).
+        let with_file = open_folder("acpbash-permit-config-kept-");
+        let always = always_in(with_file.path());
+        std::fs::create_dir_all(always.parent().unwrap()).unwrap();
+        std::fs::write(&always, "host keep.test\n").unwrap();
+        let without = open_folder("acpbash-permit-config-none-");
+        for config in [with_file.path(), without.path()] {
+            let always = always_in(config);
+            let mut agent = Agent::start(Face::Plain, &["--sandbox", "workspace"], config);
+            agent.initialize().await;
+            let session = agent.new_session(&places.ws()).await;
+            let script = format!(
+                "touch {c}/a; mkdir -p {folder}; echo 'host evil.test' >> {file}; \
+                 echo \"appended:$?\"; test -e {c}/a",
+                c = config.display(),
+                folder = always.parent().unwrap().display(),
+                file = always.display(),
+            );
+            agent.will_answer(&[Pick::Option("allow-once")]);
+            let turn = agent.turn(&session, &script).await;
+            let text = shown(&turn);
+            assert_eq!(calls(&turn), 2, "{text}");
+            assert!(config.join("a").exists(), "the once re-run wrote: {text}");
+            assert!(!text.contains("appended:0"), "{text}");
+            let asked = &agent.asked[0];
+            assert_eq!(
+                asked["_meta"]["acp-bash"]["refused"]["path"],
+                config.join("a").to_str().unwrap()
+            );
+            agent.finish().await;
+            let kept = std::fs::read_to_string(&always).unwrap_or_default();
+            assert!(!kept.contains("evil.test"), "{kept}");
+            // The next agent's session got no grant from it.
+            let mut agent = Agent::start(Face::Plain, &["--sandbox", "workspace"], config);
+            agent.initialize().await;
+            let session = agent.new_session(&places.ws()).await;
+            let listed = shown(&agent.turn(&session, "/permissions").await);
+            assert!(!listed.contains("evil.test"), "{listed}");
+            agent.finish().await;
+        }
+        assert_eq!(
+            std::fs::read_to_string(&always).unwrap(),
+            "host keep.test\n"
+        );
+    });
+}
+
+/// Where the always file's folder is missing and a command could make it (the config folder
+/// is inside the session folder), the agent makes it first and masks it: the command can
+/// neither make nor write the file. Where no command could make it, nothing is made until a
+/// grant is kept.
+#[test]
+fn a_command_cannot_make_the_always_file_where_its_folder_is_missing() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::grants::a_command_cannot_make_the_always_file_where_its_folder_is_missing",
+        a_command_cannot_make_the_always_file_where_its_folder_is_missing_once,
+    );
+}
+
+fn a_command_cannot_make_the_always_file_where_its_folder_is_missing_once() {
+    if !crate::support::sandbox::require_namespaces() {
+        return;
+    }
+    runtime().block_on(async {
+        let places = Places::new();
+        let inside = places.ws().join("config");
+        std::fs::create_dir(&inside).unwrap();
+        let always = always_in(&inside);
+        let mut agent = Agent::start(Face::Plain, &["--sandbox", "workspace"], &inside);
+        agent.initialize().await;
+        let session = agent.new_session(&places.ws()).await;
+        let script = format!(
+            "mkdir -p {folder}; echo 'host evil.test' >> {file}; echo \"appended:$?\"; \
+             rm -rf {folder} {parent}; echo \"removed:$?\"",
+            folder = always.parent().unwrap().display(),
+            parent = inside.join("acp-bash").display(),
+            file = always.display(),
+        );
+        let turn = agent.turn(&session, &script).await;
+        let text = shown(&turn);
+        assert!(text.contains("appended:1"), "{text}");
+        assert!(!text.contains("removed:0"), "{text}");
+        agent.finish().await;
+        let kept = std::fs::read_to_string(&always).unwrap_or_default();
+        assert!(!kept.contains("evil.test"), "{kept}");
+
+        // The config folder out of every command's reach: nothing is made.
+        let mut agent = Agent::start(
+            Face::Plain,
+            &["--sandbox", "workspace"],
+            places.config.path(),
+        );
+        agent.initialize().await;
+        let session = agent.new_session(&places.ws()).await;
+        agent.turn(&session, "true").await;
+        agent.finish().await;
+        assert!(
+            !places.config.path().join("acp-bash").exists(),
+            "made at start"
+        );
+    });
+}
+
+/// The `permission_requests` config option: `off` makes a refused command fail with how to
+/// allow it (no request), `ask` asks again; not offered with `--no-permission-requests`.
+#[test]
+fn the_permission_requests_option_turns_asking_off_for_the_session() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::grants::the_permission_requests_option_turns_asking_off_for_the_session",
+        the_permission_requests_option_turns_asking_off_for_the_session_once,
+    );
+}
+
+fn the_permission_requests_option_turns_asking_off_for_the_session_once() {
+    if !crate::support::sandbox::require_namespaces() {
+        return;
+    }
+    runtime().block_on(async {
+        let places = Places::new();
+        let outside = open_folder("acpbash-permit-outside-");
+        let touch = |name: &str| format!("touch {}", outside.path().join(name).display());
+        let option = |options: &serde_json::Value| {
+            options
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| {
+                    o["id"] == "permission_requests" || o["configId"] == "permission_requests"
+                })
+                .cloned()
+        };
+        for face in [Face::Plain, Face::V2] {
+            let mut agent = Agent::start(face, &["--sandbox", "workspace"], places.config.path());
+            agent.initialize().await;
+            let answer = agent
+                .call("session/new", json!({"cwd": places.ws(), "mcpServers": []}))
+                .await;
+            let result = &answer["result"];
+            let session = result["sessionId"].as_str().unwrap().to_string();
+            let offered = option(&result["configOptions"])
+                .unwrap_or_else(|| panic!("{face:?}: no permission_requests option: {answer}"));
+            assert_eq!(offered["currentValue"], "ask", "{offered}");
+
+            let set = |value: &str| {
+                let mut params = json!({"sessionId": session, "configId": "permission_requests",
+                       "value": value});
+                if face == Face::V2 {
+                    params["type"] = json!("id");
+                }
+                params
+            };
+            let answer = agent.call("session/set_config_option", set("off")).await;
+            let now = option(&answer["result"]["configOptions"]).unwrap();
+            assert_eq!(now["currentValue"], "off", "{answer}");
+            let turn = agent.turn(&session, &touch("off")).await;
+            let text = shown(&turn);
+            assert_eq!(calls(&turn), 1, "{text}");
+            assert!(agent.asked.is_empty(), "{face:?}");
+            assert!(text.contains("To allow it"), "{face:?}: {text}");
+            assert!(!outside.path().join("off").exists());
+
+            let answer = agent.call("session/set_config_option", set("maybe")).await;
+            assert!(answer.get("error").is_some(), "{answer}");
+            agent.call("session/set_config_option", set("ask")).await;
+            agent.will_answer(&[Pick::Option("reject")]);
+            agent.turn(&session, &touch("on")).await;
+            assert_eq!(agent.asked.len(), 1, "{face:?}");
+            agent.finish().await;
+        }
+
+        let mut agent = Agent::start(
+            Face::Plain,
+            &["--sandbox", "workspace", "--no-permission-requests"],
+            places.config.path(),
+        );
+        agent.initialize().await;
+        let answer = agent
+            .call("session/new", json!({"cwd": places.ws(), "mcpServers": []}))
+            .await;
+        assert!(
+            option(&answer["result"]["configOptions"]).is_none(),
+            "{answer}"
+        );
+        agent.finish().await;
+    });
+}
+
+/// `/permissions` lists the session's grants and the kept ones; `/permissions remove` takes
+/// one back from the session (the next such command is asked about again) and from the file
+/// (replaced whole, every other line byte for byte).
+#[test]
+fn the_permissions_command_lists_and_takes_back_grants() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::grants::the_permissions_command_lists_and_takes_back_grants",
+        the_permissions_command_lists_and_takes_back_grants_once,
+    );
+}
+
+fn the_permissions_command_lists_and_takes_back_grants_once() {
+    if !crate::support::sandbox::require_namespaces() {
+        return;
+    }
+    runtime().block_on(async {
+        let places = Places::new();
+        let outside = open_folder("acpbash-permit-outside-");
+        let touch = |name: &str| format!("touch {}", outside.path().join(name).display());
+        let always = places.always_file();
+        std::fs::create_dir_all(always.parent().unwrap()).unwrap();
+        let kept = "# mine\nhost keep.test\r\nfull cp\nhost drop.test\n  # indented  \nworkspace npm install";
+        std::fs::write(&always, kept).unwrap();
+        let mut agent = Agent::start(Face::Plain, &["--sandbox", "workspace"], places.config.path());
+        agent.initialize().await;
+        let session = agent.new_session(&places.ws()).await;
+        agent.will_answer(&[Pick::Option("allow-session")]);
+        agent.turn(&session, &touch("a")).await;
+        assert!(outside.path().join("a").exists());
+
+        let listed = shown(&agent.turn(&session, "/permissions").await);
+        for line in ["`full touch`", "`host keep.test`", "`host drop.test`", "`full cp`"] {
+            assert!(listed.contains(line), "{line}: {listed}");
+        }
+        assert!(listed.contains(&always.display().to_string()), "{listed}");
+
+        let removed = shown(&agent.turn(&session, "/permissions remove drop.test").await);
+        assert!(removed.contains("`host drop.test`"), "{removed}");
+        assert_eq!(
+            std::fs::read_to_string(&always).unwrap(),
+            kept.replace("host drop.test\n", "")
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(always.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&always).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        // The session grant: taken back, so the next `touch` outside is asked about again.
+        let removed = shown(&agent.turn(&session, "/permissions remove touch").await);
+        assert!(removed.contains("`full touch`"), "{removed}");
+        agent.will_answer(&[Pick::Option("reject")]);
+        let turn = agent.turn(&session, &touch("b")).await;
+        assert_eq!(calls(&turn), 1);
+        assert!(!outside.path().join("b").exists());
+        assert_eq!(agent.asked.len(), 2);
+
+        let nothing = shown(&agent.turn(&session, "/permissions remove nothing.test").await);
+        assert!(nothing.contains("Nothing allows"), "{nothing}");
+        let listed = shown(&agent.turn(&session, "/permissions").await);
+        assert!(!listed.contains("drop.test"), "{listed}");
+        assert!(!listed.contains("`full touch`"), "{listed}");
+        agent.finish().await;
+    });
+}
+
+/// A locale `de_DE.UTF-8` made with `localedef` in a folder of its own (`LOCPATH`), or `None`
+/// (said on stderr: not a sandbox layer, so not a recorded skip) where the machine has no
+/// locale sources (Debian's `locales` package).
+fn german_locale(dir: &Path) -> Option<std::path::PathBuf> {
+    let made = std::process::Command::new("localedef")
+        .args(["-i", "de_DE", "-f", "UTF-8"])
+        .arg(dir.join("de_DE.UTF-8"))
+        .output();
+    match made {
+        Ok(_) if dir.join("de_DE.UTF-8").exists() => Some(dir.to_path_buf()),
+        Ok(out) => {
+            eprintln!(
+                "SKIPPED: no de_DE locale: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            None
+        }
+        Err(error) => {
+            eprintln!("SKIPPED: no localedef: {error}");
+            None
+        }
+    }
+}
+
+/// Under a translated locale the refused write is still asked about: the agent reads libc's
+/// own translation of `EROFS` / `EACCES` for the locale commands inherit.
+#[test]
+fn a_refused_write_is_asked_about_in_a_translated_locale() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::grants::a_refused_write_is_asked_about_in_a_translated_locale",
+        a_refused_write_is_asked_about_in_a_translated_locale_once,
+    );
+}
+
+fn a_refused_write_is_asked_about_in_a_translated_locale_once() {
+    if !crate::support::sandbox::require_namespaces() {
+        return;
+    }
+    let locales = open_folder("acpbash-permit-locale-");
+    let Some(locpath) = german_locale(locales.path()) else {
+        return;
+    };
+    runtime().block_on(async {
+        let places = Places::new();
+        let outside = open_folder("acpbash-permit-outside-");
+        let target = outside.path().join("x");
+        let locpath = locpath.to_str().unwrap();
+        let env = [
+            ("LOCPATH", locpath),
+            ("LANG", "de_DE.UTF-8"),
+            ("LC_ALL", "de_DE.UTF-8"),
+        ];
+        let mut agent = Agent::start_with_env(
+            Face::Plain,
+            &["--sandbox", "workspace"],
+            places.config.path(),
+            &env,
+        );
+        agent.initialize().await;
+        let session = agent.new_session(&places.ws()).await;
+        agent.will_answer(&[Pick::Option("reject")]);
+        let turn = agent
+            .turn(&session, &format!("touch {}", target.display()))
+            .await;
+        let text = shown(&turn);
+        assert!(text.contains("kann nicht"), "not German: {text}");
+        assert!(!text.contains("Read-only file system"), "{text}");
+        assert_eq!(agent.asked.len(), 1, "{text}");
+        assert_eq!(
+            agent.asked[0]["_meta"]["acp-bash"]["refused"]["path"],
+            target.to_str().unwrap()
+        );
+        agent.finish().await;
+    });
+}
