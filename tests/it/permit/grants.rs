@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::{calls, runtime, shown, Agent, Face, Pick, Places};
+use super::{calls, in_namespaces, runtime, shown, Agent, Face, Pick, Places};
 
 /// A folder under /var/tmp that `nobody` may write, removed at the end.
 fn open_folder(prefix: &str) -> tempfile::TempDir {
@@ -38,10 +38,7 @@ fn allowed_once_a_write_cannot_add_to_what_is_allowed_always() {
 }
 
 fn allowed_once_a_write_cannot_add_to_what_is_allowed_always_once() {
-    if !crate::support::sandbox::require_namespaces() {
-        return;
-    }
-    runtime().block_on(async {
+    in_namespaces(async {
         let places = Places::new();
         // With a file kept already, and with none (its folder missing).
         let with_file = open_folder("acpbash-permit-config-kept-");
@@ -103,10 +100,7 @@ fn a_command_cannot_make_the_always_file_where_its_folder_is_missing() {
 }
 
 fn a_command_cannot_make_the_always_file_where_its_folder_is_missing_once() {
-    if !crate::support::sandbox::require_namespaces() {
-        return;
-    }
-    runtime().block_on(async {
+    in_namespaces(async {
         let places = Places::new();
         let inside = places.ws().join("config");
         std::fs::create_dir(&inside).unwrap();
@@ -157,10 +151,7 @@ fn the_permission_requests_option_turns_asking_off_for_the_session() {
 }
 
 fn the_permission_requests_option_turns_asking_off_for_the_session_once() {
-    if !crate::support::sandbox::require_namespaces() {
-        return;
-    }
-    runtime().block_on(async {
+    in_namespaces(async {
         let places = Places::new();
         let outside = open_folder("acpbash-permit-outside-");
         let touch = |name: &str| format!("touch {}", outside.path().join(name).display());
@@ -242,10 +233,7 @@ fn the_permissions_command_lists_and_takes_back_grants() {
 }
 
 fn the_permissions_command_lists_and_takes_back_grants_once() {
-    if !crate::support::sandbox::require_namespaces() {
-        return;
-    }
-    runtime().block_on(async {
+    in_namespaces(async {
         let places = Places::new();
         let outside = open_folder("acpbash-permit-outside-");
         let touch = |name: &str| format!("touch {}", outside.path().join(name).display());
@@ -253,7 +241,11 @@ fn the_permissions_command_lists_and_takes_back_grants_once() {
         std::fs::create_dir_all(always.parent().unwrap()).unwrap();
         let kept = "# mine\nhost keep.test\r\nfull cp\nhost drop.test\n  # indented  \nworkspace npm install";
         std::fs::write(&always, kept).unwrap();
-        let mut agent = Agent::start(Face::Plain, &["--sandbox", "workspace"], places.config.path());
+        let mut agent = Agent::start(
+            Face::Plain,
+            &["--sandbox", "workspace"],
+            places.config.path(),
+        );
         agent.initialize().await;
         let session = agent.new_session(&places.ws()).await;
         agent.will_answer(&[Pick::Option("allow-session")]);
@@ -261,7 +253,12 @@ fn the_permissions_command_lists_and_takes_back_grants_once() {
         assert!(outside.path().join("a").exists());
 
         let listed = shown(&agent.turn(&session, "/permissions").await);
-        for line in ["`full touch`", "`host keep.test`", "`host drop.test`", "`full cp`"] {
+        for line in [
+            "`full touch`",
+            "`host keep.test`",
+            "`host drop.test`",
+            "`full cp`",
+        ] {
             assert!(listed.contains(line), "{line}: {listed}");
         }
         assert!(listed.contains(&always.display().to_string()), "{listed}");
@@ -290,7 +287,11 @@ fn the_permissions_command_lists_and_takes_back_grants_once() {
         assert!(!outside.path().join("b").exists());
         assert_eq!(agent.asked.len(), 2);
 
-        let nothing = shown(&agent.turn(&session, "/permissions remove nothing.test").await);
+        let nothing = shown(
+            &agent
+                .turn(&session, "/permissions remove nothing.test")
+                .await,
+        );
         assert!(nothing.contains("Nothing allows"), "{nothing}");
         let listed = shown(&agent.turn(&session, "/permissions").await);
         assert!(!listed.contains("drop.test"), "{listed}");

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{calls, runtime, Agent, Face, Pick, Places};
+use super::{calls, in_namespaces, Agent, Face, Pick, Places};
 use crate::support::fake_model::{openai, FakeModel};
 
 /// The tool results the model got back in its `n`th request (OpenAI chat: `role: tool`).
@@ -27,10 +27,7 @@ fn a_model_is_told_what_the_user_answered() {
 
 /// [`a_model_is_told_what_the_user_answered`], as this user.
 fn a_model_is_told_what_the_user_answered_once() {
-    if !crate::support::sandbox::require_namespaces() {
-        return;
-    }
-    runtime().block_on(async {
+    in_namespaces(async {
         let places = Places::new();
         let outside = tempfile::Builder::new()
             .prefix("acpbash-permit-outside-")
