@@ -331,21 +331,27 @@ pub(crate) fn view_for(mode: Mode, roots: &Roots) -> View {
 /// Elsewhere the view is read-only there and they stay unmade. A few `stat`s.
 pub(crate) fn make_missing_agent_dirs(mode: Mode, roots: &Roots) {
     use std::os::unix::fs::DirBuilderExt as _;
-    let mut writable: Vec<PathBuf> = roots.also_writable.iter().map(|p| canonical(p)).collect();
-    match mode {
-        Mode::Workspace => {
-            writable.push(canonical(&roots.workspace));
-            if roots.session_temp.is_none() {
-                writable.push(canonical(&roots.temp));
-            }
-        }
-        Mode::ReadOnly => {}
-        _ => return,
+    if !matches!(mode, Mode::Workspace | Mode::ReadOnly) {
+        return;
     }
-    for dir in &roots.protection.agent_dirs {
-        if std::fs::symlink_metadata(dir).is_ok() {
-            continue;
+    // The usual case, every command: they exist (one `lstat` each), nothing to canonicalize.
+    let missing: Vec<&PathBuf> = roots
+        .protection
+        .agent_dirs
+        .iter()
+        .filter(|dir| std::fs::symlink_metadata(dir).is_err())
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let mut writable: Vec<PathBuf> = roots.also_writable.iter().map(|p| canonical(p)).collect();
+    if mode == Mode::Workspace {
+        writable.push(canonical(&roots.workspace));
+        if roots.session_temp.is_none() {
+            writable.push(canonical(&roots.temp));
         }
+    }
+    for dir in missing {
         let Some(existing) = dir
             .ancestors()
             .skip(1)
