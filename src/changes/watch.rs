@@ -4,10 +4,10 @@
 //! are compared with.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
@@ -24,12 +24,16 @@ use super::{
 const MAX_WATCHES: usize = 200_000;
 /// The most paths the baseline knows.
 const MAX_BASELINE_ENTRIES: usize = 200_000;
+/// How many events a look reads when the kernel cannot say how many are queued.
+const FALLBACK_EVENTS: usize = 65_536;
 
 struct Shared {
     fd: Inotify,
     root: PathBuf,
     state: Mutex<State>,
     stop: AtomicBool,
+    /// Looks ([`Watch::collect`]) waiting for `state`: the thread steps aside for them.
+    looks_waiting: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -94,6 +98,7 @@ impl Watch {
                 ..State::default()
             }),
             stop: AtomicBool::new(false),
+            looks_waiting: AtomicUsize::new(0),
         });
         {
             let mut state = shared.state.lock().unwrap();
@@ -108,10 +113,14 @@ impl Watch {
     }
 
     /// What changed since the last call, now taken into the baseline.
+    /// Takes the events queued when it is called, not those that keep coming (a background
+    /// job that never stops changing files cannot hold it up).
     pub fn collect(&self) -> Changes {
         let shared = &self.shared;
+        shared.looks_waiting.fetch_add(1, Ordering::SeqCst);
         let mut state = shared.state.lock().unwrap();
-        shared.drain(&mut state);
+        shared.looks_waiting.fetch_sub(1, Ordering::SeqCst);
+        shared.drain(&mut state, shared.queued_events_at_most());
         shared.changes(&mut state)
     }
 
@@ -223,16 +232,21 @@ impl Shared {
     }
 
     /// The thread: waits for events and takes them into the dirty set, until the watch is
-    /// dropped.
+    /// dropped. It holds the state for one read at a time and steps aside while a look waits,
+    /// so that events that never stop coming cannot keep a look (or `/undo`) waiting.
     fn follow(&self) {
         use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
         while !self.stop.load(Ordering::Relaxed) {
+            if self.looks_waiting.load(Ordering::SeqCst) > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                continue;
+            }
             let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, PollTimeout::from(250u16)) {
                 Ok(0) => continue,
                 Ok(_) => {
                     let mut state = self.state.lock().unwrap();
-                    self.drain(&mut state);
+                    self.drain(&mut state, 1);
                 }
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(error) => {
@@ -244,12 +258,28 @@ impl Shared {
         }
     }
 
-    /// Reads every queued event (non-blocking) into the dirty set.
-    fn drain(&self, state: &mut State) {
-        while let Ok(events) = self.fd.read_events() {
-            if events.is_empty() {
-                break;
-            }
+    /// At least as many events as the kernel has queued now (each is at least a header long),
+    /// and at most that many bytes' worth: a bound that every event queued now is within.
+    fn queued_events_at_most(&self) -> usize {
+        let mut bytes: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer, which outlives the call.
+        let read = unsafe { libc::ioctl(self.fd.as_fd().as_raw_fd(), libc::FIONREAD, &mut bytes) };
+        match read {
+            0 => (bytes.max(0) as usize).div_ceil(std::mem::size_of::<libc::inotify_event>()),
+            _ => FALLBACK_EVENTS,
+        }
+    }
+
+    /// Reads queued events (non-blocking) into the dirty set: at most `budget` of them, so that
+    /// it ends even while events keep coming (the queue is first in, first out: a budget of
+    /// [`Shared::queued_events_at_most`] takes every event queued when it was counted).
+    fn drain(&self, state: &mut State, mut budget: usize) {
+        while budget > 0 {
+            let events = match self.fd.read_events() {
+                Ok(events) if !events.is_empty() => events,
+                _ => break,
+            };
+            budget = budget.saturating_sub(events.len());
             for event in events {
                 self.event(state, event);
             }
@@ -532,7 +562,9 @@ mod tests {
             std::fs::write(root.join("c.txt"), "new\n").unwrap();
             drop(state);
             let mut state = watch.shared.state.lock().unwrap();
-            watch.shared.drain(&mut state);
+            watch
+                .shared
+                .drain(&mut state, watch.shared.queued_events_at_most());
             (state.lost_events, state.overflowed)
         };
         assert!(lost, "the queue overflowed");
@@ -575,5 +607,58 @@ mod tests {
         );
         // The next look starts from the folder as it is: nothing more.
         assert!(watch.collect().is_empty());
+    }
+
+    /// A job that never stops changing the folder (here: a folder of 200 files renamed back
+    /// and forth, each rename costing the watch more than the job) cannot hold a look up: each
+    /// look takes the events queued when it began and returns. (Planted: draining until the
+    /// queue is empty never returned.)
+    #[test]
+    fn a_look_returns_while_events_keep_coming_faster_than_they_are_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("d")).unwrap();
+        for i in 0..200 {
+            std::fs::write(root.join(format!("d/{i:03}")), "").unwrap();
+        }
+        let watch = Arc::new(Watch::start(&root).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let renames = Arc::new(AtomicUsize::new(0));
+        let churn = {
+            let (root, stop, renames) = (root.clone(), stop.clone(), renames.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::fs::rename(root.join("d"), root.join("e")).unwrap();
+                    std::fs::rename(root.join("e"), root.join("d")).unwrap();
+                    renames.fetch_add(2, Ordering::Relaxed);
+                }
+            })
+        };
+        while renames.load(Ordering::Relaxed) < 1_000 {
+            std::thread::yield_now();
+        }
+        let (done, looked) = std::sync::mpsc::channel();
+        let looks = {
+            let watch = watch.clone();
+            std::thread::spawn(move || {
+                for _ in 0..3 {
+                    let _ = watch.collect();
+                    done.send(()).unwrap();
+                }
+            })
+        };
+        let mut finished = 0;
+        for _ in 0..3 {
+            // A guard against a hang, not a timing: a look takes milliseconds.
+            match looked.recv_timeout(std::time::Duration::from_secs(120)) {
+                Ok(()) => finished += 1,
+                Err(_) => break,
+            }
+        }
+        let churned = renames.load(Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+        churn.join().unwrap();
+        assert_eq!(finished, 3, "looks returned while {churned} renames ran");
+        looks.join().unwrap();
     }
 }
