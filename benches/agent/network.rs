@@ -26,6 +26,60 @@ fn true_ms(ready: &mut Ready) -> Result<f64> {
     Ok(ms(turn.elapsed))
 }
 
+/// CPU seconds (user + system) the server's connection threads used, added as each ends.
+static SERVER_CPU_MICROS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The calling thread's CPU time so far (user + system), in microseconds (Linux only).
+fn thread_cpu_micros() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage fills the struct it is given.
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+            return None;
+        }
+        let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+        Some(micros(usage.ru_utime) + micros(usage.ru_stime))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
+    }
+}
+
+/// CPU seconds (user + system) used so far by this process's threads named `prefix…`
+/// (`/proc/self/task/*/stat`; Linux only).
+fn threads_cpu_seconds(prefix: &str) -> Option<f64> {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let mut total = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(prefix) {
+            continue;
+        }
+        // After the name: state (field 3) … utime (14), stime (15).
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+        total += field(11)? + field(12)?;
+    }
+    Some(total as f64 / ticks)
+}
+
+/// CPU seconds (user + system) of the children reaped so far (curl's).
+fn children_cpu_seconds() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 /// A loopback server that answers every connection with `bytes` of body (plain HTTP/1.1).
 fn body_server(bytes: u64) -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
@@ -36,6 +90,7 @@ fn body_server(bytes: u64) -> std::net::SocketAddr {
             let Ok(mut stream) = stream else { continue };
             let chunk = chunk.clone();
             std::thread::spawn(move || {
+                let _counted = CountCpu;
                 let mut head = Vec::new();
                 let mut byte = [0u8; 1];
                 while !head.ends_with(b"\r\n\r\n") {
@@ -61,6 +116,46 @@ fn body_server(bytes: u64) -> std::net::SocketAddr {
     });
     addr
 }
+
+/// Adds its thread's CPU time to [`SERVER_CPU_MICROS`] when dropped (the thread's end).
+struct CountCpu;
+
+impl Drop for CountCpu {
+    fn drop(&mut self) {
+        if let Some(micros) = thread_cpu_micros() {
+            SERVER_CPU_MICROS.fetch_add(micros, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+/// The CPU seconds each side of a download used: (curl, the server, the proxy's threads).
+#[derive(Default, Clone, Copy)]
+struct CpuUse {
+    curl: f64,
+    server: f64,
+    proxy: f64,
+}
+
+impl CpuUse {
+    fn now() -> CpuUse {
+        CpuUse {
+            curl: children_cpu_seconds(),
+            server: SERVER_CPU_MICROS.load(std::sync::atomic::Ordering::SeqCst) as f64 / 1e6,
+            proxy: threads_cpu_seconds(PROXY_THREADS).unwrap_or(f64::NAN),
+        }
+    }
+
+    fn since(self, before: CpuUse) -> CpuUse {
+        CpuUse {
+            curl: self.curl - before.curl,
+            server: self.server - before.server,
+            proxy: self.proxy - before.proxy,
+        }
+    }
+}
+
+/// The names of the proxy's runtime threads in this bench.
+const PROXY_THREADS: &str = "bench-proxy";
 
 /// `curl` downloading `url` to /dev/null (through `proxy` when given): MB/s.
 fn download(url: &str, proxy: Option<&str>, bytes: u64) -> Option<f64> {
@@ -128,6 +223,7 @@ pub fn network(bench: &Bench) -> Result<Vec<Row>> {
     let server = body_server(bytes);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(PROXY_THREADS)
         .enable_all()
         .build()
         .expect("a runtime");
@@ -142,11 +238,16 @@ pub fn network(bench: &Bench) -> Result<Vec<Row>> {
     let direct_url = format!("http://{server}/");
     let rounds = if bench.quick { 3 } else { 7 };
     let (mut direct, mut proxied, mut ratios) = (vec![], vec![], vec![]);
+    let (mut direct_cpu, mut proxied_cpu) = (vec![], vec![]);
     for _ in 0..rounds {
-        let (Some(d), Some(p)) = (
-            download(&direct_url, None, bytes),
-            download("http://bench.test/", Some(&proxy), bytes),
-        ) else {
+        let before = CpuUse::now();
+        let d = download(&direct_url, None, bytes);
+        let between = CpuUse::now();
+        let p = download("http://bench.test/", Some(&proxy), bytes);
+        let after = CpuUse::now();
+        direct_cpu.push(between.since(before));
+        proxied_cpu.push(after.since(between));
+        let (Some(d), Some(p)) = (d, p) else {
             rows.push(Row::unavailable(
                 "network",
                 "proxy throughput",
@@ -172,5 +273,53 @@ pub fn network(bench: &Bench) -> Result<Vec<Row>> {
         met: Some(ratio >= 0.8),
     });
     drop(serving);
+    rows.extend(cpu_rows(&direct_cpu, &proxied_cpu, bytes));
     Ok(rows)
+}
+
+/// Where a loopback transfer's CPU goes (seconds per GiB moved, each side apart), and the
+/// ratio it implies where every process has a core of its own: each side's throughput is
+/// then bounded by its slowest process, so proxied ÷ direct = max(curl, server) ÷ max(curl,
+/// server, proxy). CPU time, unlike wall time, does not depend on how busy the machine is.
+fn cpu_rows(direct: &[CpuUse], proxied: &[CpuUse], bytes: u64) -> Vec<Row> {
+    let per_gib = 1.0 / (bytes as f64 / (1u64 << 30) as f64);
+    let side = |uses: &[CpuUse], pick: fn(&CpuUse) -> f64| -> Vec<f64> {
+        uses.iter().map(|u| pick(u) * per_gib).collect()
+    };
+    let curl_direct = side(direct, |u| u.curl);
+    let server_direct = side(direct, |u| u.server);
+    let curl_proxied = side(proxied, |u| u.curl);
+    let server_proxied = side(proxied, |u| u.server);
+    let proxy = side(proxied, |u| u.proxy);
+    if proxy.iter().any(|p| p.is_nan()) {
+        return vec![Row::unavailable(
+            "network",
+            "proxy CPU per GiB",
+            "no /proc/self/task here",
+        )];
+    }
+    let implied: Vec<f64> = direct
+        .iter()
+        .zip(proxied)
+        .map(|(d, p)| d.curl.max(d.server) / p.curl.max(p.server).max(p.proxy))
+        .collect();
+    let ratio = median(&implied);
+    vec![
+        Row {
+            case: "network".into(),
+            metric: "CPU s per GiB: the proxy's threads (splice tunnels), in the proxied download"
+                .into(),
+            median: spread(&proxy, "s", 3),
+            baseline: format!(
+                "curl {} and the server {} (proxied); direct: curl {}, server {}",
+                spread(&curl_proxied, "s", 3),
+                spread(&server_proxied, "s", 3),
+                spread(&curl_direct, "s", 3),
+                spread(&server_direct, "s", 3),
+            ),
+            ratio: format!("{ratio:.2}× implied with a core per process"),
+            target: "(context: ≥ 0.8× where cores ≥ processes)".into(),
+            met: None,
+        },
+    ]
 }
