@@ -304,22 +304,20 @@ fn cpu_rows(direct: &[CpuUse], proxied: &[CpuUse], bytes: u64) -> Vec<Row> {
         .map(|(d, p)| d.curl.max(d.server) / p.curl.max(p.server).max(p.proxy))
         .collect();
     let ratio = median(&implied);
-    vec![
-        Row {
-            case: "network".into(),
-            metric: "CPU s per GiB: the proxy's threads (splice tunnels), in the proxied download"
-                .into(),
-            median: spread(&proxy, "s", 3),
-            baseline: format!(
-                "curl {} and the server {} (proxied); direct: curl {}, server {}",
-                spread(&curl_proxied, "s", 3),
-                spread(&server_proxied, "s", 3),
-                spread(&curl_direct, "s", 3),
-                spread(&server_direct, "s", 3),
-            ),
-            ratio: format!("{ratio:.2}× implied with a core per process"),
-            target: "(context: ≥ 0.8× where cores ≥ processes)".into(),
-            met: None,
-        },
-    ]
+    vec![Row {
+        case: "network".into(),
+        metric: "CPU s per GiB: the proxy's threads (splice tunnels), in the proxied download"
+            .into(),
+        median: spread(&proxy, "s", 3),
+        baseline: format!(
+            "curl {} and the server {} (proxied); direct: curl {}, server {}",
+            spread(&curl_proxied, "s", 3),
+            spread(&server_proxied, "s", 3),
+            spread(&curl_direct, "s", 3),
+            spread(&server_direct, "s", 3),
+        ),
+        ratio: format!("{ratio:.2}× implied with a core per process"),
+        target: "(context: ≥ 0.8× where cores ≥ processes)".into(),
+        met: None,
+    }]
 }
