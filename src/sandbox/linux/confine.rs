@@ -19,6 +19,12 @@ pub(crate) fn confine_with(
             notices: Vec::new(),
         };
     }
+    // cgroup v2's subtree is set up (once, at the first command with a limit) before the
+    // mode's gaps are read: a set-up that fails then shows there ("--max-processes (…)"),
+    // instead of the command running without its limits unsaid.
+    if limits.max_processes.is_some() || limits.max_memory.is_some() {
+        super::cgroup_v2_now();
+    }
     let mut notices = super::report::headline_gaps(mode, support);
     let namespaces = support.namespaces.is_ok();
     let confined_fs = mode != Mode::Full;
@@ -134,8 +140,7 @@ pub(crate) fn confine_with(
     };
     notices.extend(built.notices.iter().cloned());
     let plan = Prepared::new(mode, layers, built.view.clone(), ruleset, limits, reused);
-    // After the plan: its cgroups were set up (cgroup v2's subtree at the first command), so
-    // this says what the limits are, not what they may be.
+    // After the cgroup set-up above, so this says what the limits are, not what they may be.
     notices.extend(super::report::limit_notices(mode, limits));
     Confined {
         launch,

@@ -208,3 +208,52 @@ fn an_agent_stopped_by_sigterm_leaves_no_cgroup_folder() {
         },
     );
 }
+
+/// Issue 44, point 7 (no silent weakening), found in the lab on Debian 11's 5.10 as root, where
+/// systemd's scope job outlasted its wait under QEMU's TCG: where the cgroup v2 subtree cannot
+/// be set up after all (here: the system bus hidden from the agent, in a mount namespace of
+/// its own), the first command says that `--max-processes` is not enforced and why, instead of
+/// running without its limit unsaid. As root (the system manager's scope), where doctor says
+/// the limits are cgroup v2's. (Planted: the set-up after the mode's gaps were read, as before;
+/// the fork loop then ran past the limit and nothing said so.)
+#[test]
+fn a_cgroup_v2_set_up_that_fails_is_said_by_the_first_command() {
+    // SAFETY: plain getter.
+    if unsafe { libc::geteuid() } != 0 || !require_namespaces() {
+        return;
+    }
+    let doctor = Command::new(binary()).arg("doctor").output().unwrap();
+    let report = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    if !skip_unless(CGROUP_V2_DELEGATION, v2_limits(&report)) {
+        return;
+    }
+    let bus = "/run/dbus/system_bus_socket";
+    let has_bus = match std::path::Path::new(bus).exists() {
+        true => Ok(()),
+        false => Err(format!("no {bus}")),
+    };
+    if !skip_unless("the systemd system bus", has_bus) {
+        return;
+    }
+    let ws = workspace();
+    let output = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount --bind /dev/null {bus} && exec \"$0\" --sandbox workspace run --plain \
+             --max-processes 64 -- 'cat /proc/self/cgroup'"
+        ))
+        .arg(binary())
+        .current_dir(ws.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    let notice = text
+        .lines()
+        .find(|l| l.contains("NOT enforced"))
+        .unwrap_or_else(|| panic!("no NOT-enforced notice:\n{text}"));
+    assert!(notice.contains("--max-processes ("), "{notice}");
+    assert!(notice.contains("delegated scope failed"), "{notice}");
+    // The command ran, in no run-N folder of the agent's.
+    assert!(!text.contains("/run-"), "{text}");
+}
