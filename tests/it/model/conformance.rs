@@ -492,3 +492,65 @@ async fn ollama_calls_without_index_in_one_delta_are_two_calls() {
     assert_eq!(results[1].0, "call_7hd0mzw1");
     assert!(results[1].1.contains("ollama-second"), "{results:?}");
 }
+
+/// The tool results of a request body: each `tool` message's call id and content.
+fn tool_results(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// llama.cpp's server (`llama-server --jinja`, reasoning format `deepseek`) in the shape of a
+/// recorded stream: a first delta `{role, content: null}`, the thoughts as `reasoning_content`
+/// pieces, a call whose first piece carries the 32-character id, the name and the start of the
+/// arguments and whose other pieces carry only `index` and arguments, `finish_reason` with an
+/// empty delta, then usage and `timings` in a last chunk without choices. The thoughts are
+/// shown once, the call runs (real bash) and goes back under its id with its arguments whole
+/// and its `reasoning_content`, and the usage is counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_cpp_reasoning_and_a_call_in_pieces_as_llama_server_streams_them() {
+    const REASONING: &str =
+        "The user wants to know whether the shell works. I will run echo through bash — quick.";
+    const CALL: &str = "Hw3nXq8LrT5vYc2MzK9pBd4GsJ7fWa1e";
+    let fake = FakeModel::start(vec![
+        Answer::Sse(recorded_events("llama.cpp/tool_call.sse")),
+        openai::reply(&["It works."], &[]),
+    ])
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(
+            &driver(Provider::OpenAi, &fake.base),
+            &prompt("does bash work?"),
+        )
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(thoughts(&events), REASONING);
+    assert_eq!(said(&events), "It works.");
+    assert_eq!(usages(&events).first(), Some(&(412 + 37)), "{events:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let sent = assistant(&requests[1].body, 0);
+    let calls = sent["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{sent}");
+    assert_eq!(calls[0]["id"], CALL);
+    assert_eq!(
+        calls[0]["function"],
+        json!({"name": "bash", "arguments": "{\"command\":\"echo llama-ran\"}"})
+    );
+    assert_eq!(sent["reasoning_content"], REASONING);
+    let results = tool_results(&requests[1].body);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].0, CALL);
+    assert!(results[0].1.contains("llama-ran"), "{results:?}");
+}
