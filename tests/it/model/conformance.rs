@@ -765,3 +765,66 @@ async fn openrouter_relayed_refusals_show_the_providers_words() {
         }
     }
 }
+
+/// Gemini's OpenAI-compatible endpoint as bug reports quote its chunks: keys in alphabetical
+/// order, each of two parallel calls whole in a chunk of its own and without `index`, only the
+/// first carrying a thought signature in `extra_content`, and the end as `finish_reason: "stop"`
+/// although the reply is calls. Both calls run, each answered under its own id; the first goes
+/// back with its signature unchanged (Gemini refuses the loop otherwise, answered as it words
+/// it) and the second gets none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_parallel_calls_without_index_ending_in_stop_keep_the_first_calls_signature() {
+    const SIG: &str = "ZENfMhKHjHqfAymoYSOBNwcUwvubH31Nrs0YewBDddaQfo76Q58MG5/60Z1oC9yFEcfaXKqC8y+U9WbLQw3QNaou1k3pvWgdSEd3A4rCR8dt6wCzCBVluH+VlH6txHhQA4t4xG0ne5AtQPdb0DEU128fIF0nzWOSpqBSowVNfKI=";
+    let signed: Refusal = Arc::new(|body: &Value| {
+        let missing = body["messages"]
+            .as_array()?
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+            .any(|call| {
+                call["id"] == "q7mz2k4x"
+                    && call["extra_content"]["google"]["thought_signature"] != SIG
+            });
+        missing.then(|| Answer::Status(400, Vec::new(), json!([{"error": {"code": 400,
+            "message": "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:bash` , position 2. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
+            "status": "INVALID_ARGUMENT"}}]).to_string()))
+    });
+    let fake = FakeModel::start_refusing(
+        vec![
+            Answer::Sse(recorded_events("gemini/parallel_calls.sse")),
+            openai::reply(&["Both ran."], &[]),
+        ],
+        signed,
+    )
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("run both"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(said(&events), "Both ran.");
+    assert_eq!(usages(&events).first(), Some(&(1204 + 58)), "{events:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "not refused: {requests:?}");
+    let sent = assistant(&requests[1].body, 0);
+    let calls = sent["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{sent}");
+    assert_eq!(calls[0]["id"], "q7mz2k4x");
+    assert_eq!(
+        calls[0]["extra_content"],
+        json!({"google": {"thought_signature": SIG}})
+    );
+    assert_eq!(
+        calls[0]["function"]["arguments"],
+        "{\"command\":\"echo gemini-first\"}"
+    );
+    assert_eq!(calls[1]["id"], "w3hn8c1v");
+    assert_eq!(calls[1].get("extra_content"), None, "{sent}");
+    let results = tool_results(&requests[1].body);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0].0, "q7mz2k4x");
+    assert!(results[0].1.contains("gemini-first"), "{results:?}");
+    assert_eq!(results[1].0, "w3hn8c1v");
+    assert!(results[1].1.contains("gemini-second"), "{results:?}");
+}
