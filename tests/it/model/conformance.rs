@@ -828,3 +828,21 @@ async fn gemini_parallel_calls_without_index_ending_in_stop_keep_the_first_calls
     assert_eq!(results[1].0, "w3hn8c1v");
     assert!(results[1].1.contains("gemini-second"), "{results:?}");
 }
+
+/// LM Studio's `/v1/chat/completions` stream as a bug report quotes it: `system_fingerprint`
+/// the model's name, `role` in every delta, `logprobs: null`, the end in a chunk with an empty
+/// delta, `[DONE]`, and no usage at all (that version ignored `stream_options`). The text is
+/// shown once and no usage is made up: the client gets no `usage_update` rather than a zero.
+#[tokio::test]
+async fn lm_studio_stream_without_usage_reports_none() {
+    let fake = FakeModel::start(vec![Answer::Sse(recorded_events("lmstudio/no_usage.sse"))]).await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("hi"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(said(&events), "Ready. What shall I look at?");
+    assert_eq!(usages(&events), Vec::<u64>::new(), "{events:?}");
+    assert_eq!(fake.requests().len(), 1);
+}
