@@ -691,7 +691,8 @@ async fn openrouter_claude_signature_piece_joins_its_reasoning_detail() {
 /// "Handling Errors During Streaming"): HTTP 200, text already sent, then a chunk with a
 /// top-level `error` and `finish_reason: "error"`, and the stream ends without `[DONE]`. It
 /// is a failure, not an end: retried once with the same messages (the cut reply is not kept),
-/// the user reads the provider's words while it happens, and the retry's reply is the answer.
+/// the user reads the provider's words while it happens and that the text shown was cut off
+/// (it is shown again whole), and the retry's reply is the answer.
 #[tokio::test]
 async fn openrouter_mid_stream_error_is_retried_and_the_cut_reply_is_not_kept() {
     let fake = FakeModel::start(vec![
@@ -710,7 +711,9 @@ async fn openrouter_mid_stream_error_is_retried_and_the_cut_reply_is_not_kept() 
     let events = host.take_events();
     let shown = thoughts(&events);
     assert!(
-        shown.contains("Provider disconnected unexpectedly") && shown.contains("trying again"),
+        shown.contains("Provider disconnected unexpectedly")
+            && shown.contains("the reply above was cut off there")
+            && shown.contains("trying again"),
         "{shown}"
     );
     assert!(
