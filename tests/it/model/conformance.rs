@@ -474,18 +474,7 @@ async fn ollama_calls_without_index_in_one_delta_are_two_calls() {
         "{\"command\":\"echo ollama-first\"}"
     );
     assert_eq!(calls[1]["id"], "call_7hd0mzw1");
-    let results: Vec<(String, String)> = requests[1].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| {
-            (
-                m["tool_call_id"].as_str().unwrap().to_string(),
-                m["content"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let results = tool_results(&requests[1].body);
     assert_eq!(results.len(), 2, "{results:?}");
     assert_eq!(results[0].0, "call_k3v9x2pq");
     assert!(results[0].1.contains("ollama-first"), "{results:?}");
