@@ -225,8 +225,13 @@ async fn request(
             effort: settings.effort,
             cache_key: settings.cache_key,
         };
+        // Whether this attempt's reply was already shown in part (a stream that failed midway).
+        let mut shown = false;
         let mut on_delta = |delta: &Delta| match delta {
-            Delta::Text(text) => turn.say(text),
+            Delta::Text(text) => {
+                shown = true;
+                turn.say(text);
+            }
             Delta::Thinking(text) => turn.think(text),
             _ => {}
         };
@@ -280,11 +285,17 @@ async fn request(
         match settings.retry.delay(retry, &error) {
             Some(delay) => {
                 retry += 1;
+                // A reply cut off midway is asked for again whole: say that the text above
+                // was cut, so its repetition is not taken for the model's.
+                let cut = match shown {
+                    true => "; the reply above was cut off there and is asked for again",
+                    false => "",
+                };
                 // Shown while it happens (as a thought: it is not the model's word, and is
                 // neither recorded nor sent to the model).
                 turn.think(&format!(
-                    "\n[The {} API failed ({error}); trying again in {:.1}s, retry {retry} of \
-                     {}.]\n",
+                    "\n[The {} API failed ({error}){cut}; trying again in {:.1}s, retry {retry} \
+                     of {}.]\n",
                     client.provider().id(),
                     delay.as_secs_f64(),
                     settings.retry.max_retries

@@ -396,7 +396,9 @@ fn error_message(body: &str) -> String {
 /// (OpenAI's `insufficient_quota`, `context_length_exceeded`), else `error.type` (Anthropic's,
 /// llama.cpp's `exceed_context_size_error`). Gemini's OpenAI-compatible endpoint wraps the
 /// error in a list; LM Studio's `error` is the message itself; vLLM before 0.10 answers
-/// `{"object": "error", "message", "type", "code"}` without an `error` object.
+/// `{"object": "error", "message", "type", "code"}` without an `error` object. OpenRouter
+/// answers a provider's refusal with "Provider returned error" and the provider's own body in
+/// `error.metadata.raw`: its words (after the provider's name) and its code are the reason.
 fn error_fields(body: &str) -> (String, Option<String>) {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
         return (body.trim().to_string(), None);
@@ -418,6 +420,21 @@ fn error_fields(body: &str) -> (String, Option<String>) {
         .filter(|code| !code.is_empty())
         .or(error["type"].as_str())
         .map(str::to_string);
+    let raw = match &error["metadata"]["raw"] {
+        serde_json::Value::String(raw) => raw.trim().to_string(),
+        serde_json::Value::Null => String::new(),
+        raw => raw.to_string(),
+    };
+    if !raw.is_empty() {
+        let (reason, reason_code) = error_fields(&raw);
+        let from = error["metadata"]["provider_name"]
+            .as_str()
+            .unwrap_or("the provider");
+        return (
+            format!("{message} ({from}: {reason})"),
+            reason_code.or(code),
+        );
+    }
     (message, code)
 }
 
@@ -520,7 +537,7 @@ fn connection_error(error: reqwest::Error) -> ApiError {
 
 #[cfg(test)]
 mod tests {
-    use super::{error_message, redact_url, redact_urls_in};
+    use super::{error_fields, error_message, redact_url, redact_urls_in};
 
     #[test]
     fn credentials_in_urls_are_redacted() {
@@ -548,5 +565,26 @@ mod tests {
             "upstream timed out"
         );
         assert_eq!(error_message(r#"{"detail":"no"}"#), r#"{"detail":"no"}"#);
+    }
+
+    #[test]
+    fn openrouter_gives_the_providers_own_words_and_code() {
+        let raw = r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#;
+        let body = serde_json::json!({"error": {"code": 400, "message": "Provider returned error",
+            "metadata": {"raw": raw, "provider_name": "OpenAI"}}})
+        .to_string();
+        assert_eq!(
+            error_fields(&body),
+            (
+                "Provider returned error (OpenAI: This model's maximum context length is 8192 tokens)"
+                    .to_string(),
+                Some("context_length_exceeded".to_string())
+            )
+        );
+        let plain = r#"{"error":{"code":400,"message":"Provider returned error","metadata":{"raw":"upstream said no","provider_name":"Chutes"}}}"#;
+        assert_eq!(
+            error_message(plain),
+            "Provider returned error (Chutes: upstream said no)"
+        );
     }
 }

@@ -474,7 +474,17 @@ async fn ollama_calls_without_index_in_one_delta_are_two_calls() {
         "{\"command\":\"echo ollama-first\"}"
     );
     assert_eq!(calls[1]["id"], "call_7hd0mzw1");
-    let results: Vec<(String, String)> = requests[1].body["messages"]
+    let results = tool_results(&requests[1].body);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0].0, "call_k3v9x2pq");
+    assert!(results[0].1.contains("ollama-first"), "{results:?}");
+    assert_eq!(results[1].0, "call_7hd0mzw1");
+    assert!(results[1].1.contains("ollama-second"), "{results:?}");
+}
+
+/// The tool results of a request body: each `tool` message's call id and content.
+fn tool_results(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
         .as_array()
         .unwrap()
         .iter()
@@ -485,10 +495,346 @@ async fn ollama_calls_without_index_in_one_delta_are_two_calls() {
                 m["content"].as_str().unwrap().to_string(),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// llama.cpp's server (`llama-server --jinja`, reasoning format `deepseek`) in the shape of a
+/// recorded stream: a first delta `{role, content: null}`, the thoughts as `reasoning_content`
+/// pieces, a call whose first piece carries the 32-character id, the name and the start of the
+/// arguments and whose other pieces carry only `index` and arguments, `finish_reason` with an
+/// empty delta, then usage and `timings` in a last chunk without choices. The thoughts are
+/// shown once, the call runs (real bash) and goes back under its id with its arguments whole
+/// and its `reasoning_content`, and the usage is counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_cpp_reasoning_and_a_call_in_pieces_as_llama_server_streams_them() {
+    const REASONING: &str =
+        "The user wants to know whether the shell works. I will run echo through bash — quick.";
+    const CALL: &str = "Hw3nXq8LrT5vYc2MzK9pBd4GsJ7fWa1e";
+    let fake = FakeModel::start(vec![
+        Answer::Sse(recorded_events("llama.cpp/tool_call.sse")),
+        openai::reply(&["It works."], &[]),
+    ])
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(
+            &driver(Provider::OpenAi, &fake.base),
+            &prompt("does bash work?"),
+        )
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(thoughts(&events), REASONING);
+    assert_eq!(said(&events), "It works.");
+    assert_eq!(usages(&events).first(), Some(&(412 + 37)), "{events:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let sent = assistant(&requests[1].body, 0);
+    let calls = sent["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{sent}");
+    assert_eq!(calls[0]["id"], CALL);
+    assert_eq!(
+        calls[0]["function"],
+        json!({"name": "bash", "arguments": "{\"command\":\"echo llama-ran\"}"})
+    );
+    assert_eq!(sent["reasoning_content"], REASONING);
+    let results = tool_results(&requests[1].body);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].0, CALL);
+    assert!(results[0].1.contains("llama-ran"), "{results:?}");
+}
+
+/// OpenRouter: an assistant message with tool calls must carry `reasoning_details` exactly as
+/// the stream gave them (the pieces of one index and type joined), else the upstream provider
+/// refuses the loop; OpenRouter relays that refusal as `{error: {code, message, metadata:
+/// {raw, provider_name}}}` (openrouter.ai/docs/api-reference/errors), here with `raw` worded as
+/// the provider words it.
+fn openrouter_details(expected: Value, raw: &'static str, provider: &'static str) -> Refusal {
+    Arc::new(move |body: &Value| {
+        let refused = body["messages"].as_array()?.iter().any(|m| {
+            m["role"] == "assistant"
+                && m.get("tool_calls").is_some()
+                && m["reasoning_details"] != expected
+        });
+        refused.then(|| {
+            Answer::Status(
+                400,
+                Vec::new(),
+                json!({"error": {"code": 400, "message": "Provider returned error",
+                    "metadata": {"raw": raw, "provider_name": provider}}})
+                .to_string(),
+            )
+        })
+    })
+}
+
+/// Gemini through OpenRouter, in the shape of a recorded stream: `: OPENROUTER PROCESSING`
+/// comments first, the thoughts both as `reasoning` and as `reasoning.text` details (index 0)
+/// in two pieces, then a `reasoning.encrypted` detail (the thought signature, `id` = the call's
+/// id) with `reasoning: null`, the call in two pieces, `finish_reason: tool_calls` beside
+/// `native_finish_reason: STOP`, usage with `cost` and `cached_tokens` in a last chunk without
+/// choices. The thoughts are shown once; the call runs; the next request carries the details
+/// back, the text joined and the encrypted one unchanged, which the fake checks as Gemini does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openrouter_gemini_reasoning_details_go_back_joined_and_unchanged() {
+    const T1: &str = "**Checking the shell**\n\nThe user asks whether bash answers. A single echo will tell.\n\n";
+    const T2: &str =
+        "**Choosing the command**\n\nI will call bash with an echo that names this route.\n\n";
+    const DATA: &str = "ixKHqaC8YP2apHZ/bXKd3omCjEiLf5KL6i1iZbhBfJXB8P7ye/WnTJ6kFP0iotczA8EAORDrnWskEq/sG6KWGqIopec9QAnpriXMSROhjgOYL3fNxNWGPd/x6XaOwJ9Y6U0WPIFrepF9eJ1wCYuYyQkAq16PmvFtRHDFGN5gB1deWSP2sZS4a/Pc0BkDB9oN16v5GnKg245GodK5k7i78xjp0t2MSAKl7DzIgo/LxqiHONFvGSeVnjz41HYXCLKr";
+    const CALL: &str = "tool_bash_Vm3KqY7xNc2RtH9wLp4B";
+    let expected = json!([
+        {"type": "reasoning.text", "text": format!("{T1}{T2}"), "format": "google-gemini-v1", "index": 0},
+        {"type": "reasoning.encrypted", "data": DATA, "format": "google-gemini-v1", "id": CALL, "index": 0},
+    ]);
+    let fake = FakeModel::start_refusing(
+        vec![
+            Answer::Sse(recorded_events("openrouter/gemini_reasoning_details.sse")),
+            openai::reply(&["Bash answered."], &[]),
+        ],
+        openrouter_details(
+            expected.clone(),
+            "Function call is missing a thought_signature in functionCall parts.",
+            "Google AI Studio",
+        ),
+    )
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(
+            &driver(Provider::OpenAi, &fake.base),
+            &prompt("does bash answer?"),
+        )
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(thoughts(&events), format!("{T1}{T2}"));
+    assert_eq!(said(&events), "Bash answered.");
+    assert_eq!(usages(&events).first(), Some(&(1311 + 96)), "{events:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "not refused: {requests:?}");
+    let sent = assistant(&requests[1].body, 0);
+    assert_eq!(sent["reasoning_details"], expected);
+    assert_eq!(sent["tool_calls"][0]["id"], CALL);
+    assert_eq!(
+        sent["tool_calls"][0]["function"],
+        json!({"name": "bash", "arguments": "{\"command\":\"echo openrouter-ran\"}"})
+    );
+    let results = tool_results(&requests[1].body);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].0, CALL);
+    assert!(results[0].1.contains("openrouter-ran"), "{results:?}");
+}
+
+/// Claude through OpenRouter, in the shape of a recorded stream: a first chunk with an empty
+/// `reasoning_details`, a detail opened with an empty `text` and an empty `signature`, text
+/// pieces, the signature alone in a last piece beside `reasoning: null`, the call's arguments
+/// in pieces that carry `index` and `type` but no id, and usage (with `cost`, `is_byok`,
+/// `cost_details`) in a last chunk that still has a choice. The detail goes back as one item
+/// with the whole text and the signature, as Anthropic checks it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openrouter_claude_signature_piece_joins_its_reasoning_detail() {
+    const THINKING: &str = "The user wants to know if signed calls work. An echo through bash will show it, so I will call it.";
+    const SIG: &str = "EqQDCkgIChACGAIqQAcpBashWroteThisSignatureForItsOwnTestsNotFromAnyProvider+Rk8Wm2Tq5Yx7Nc4Vb1Hj6Lp9Gs3Df0Za/Ue8Io2Ky5Mw7Rt4Qn1Xc6Bv9Pl3Hs0Jd8Fg2Ak5Wz7Ne4Ty1Qm6Vr9Lx3Ub0Oi8Sc2Gp5Dh7Jk4Mf1Yw6Zn9Rb3Xt0Ev8Cq2Ia5Ko7Lu4Hy1Pd6Sg9Nj3Wm0Tf8Gx2Ba5Qr7Vc4Zk1Yp6Le9Mh3Js0Dw8Ou2Fn5Ti7Rg4Xb1Kq6Cv9Ps3Az0Im8Uy2Hl5Ne7Wd4Sf1Qo6Gt9Bj3Vk0Ry8Lc2Zm5Ex7Ph4Ta1Nu6Ks9Jw3Dq0Fb8Mv2Yi5Og7Cn4Ul1Hr6SwGAE=";
+    const CALL: &str = "toolu_vrtx_01Bq7XnR4kWm9TzYc3LpVh6E";
+    let expected = json!([{"type": "reasoning.text", "text": THINKING, "signature": SIG,
+                           "format": "anthropic-claude-v1", "index": 0}]);
+    let fake = FakeModel::start_refusing(
+        vec![
+            Answer::Sse(recorded_events("openrouter/anthropic_signature.sse")),
+            openai::reply(&["Signed calls work."], &[]),
+        ],
+        openrouter_details(
+            expected.clone(),
+            "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"messages.1.content.0: Invalid `signature` in `thinking` block\"}}",
+            "Anthropic",
+        ),
+    )
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(
+            &driver(Provider::OpenAi, &fake.base),
+            &prompt("do signed calls work?"),
+        )
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(thoughts(&events), THINKING);
+    assert_eq!(said(&events), "Signed calls work.");
+    assert_eq!(usages(&events).first(), Some(&(2874 + 88)), "{events:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "not refused: {requests:?}");
+    let sent = assistant(&requests[1].body, 0);
+    assert_eq!(sent["reasoning_details"], expected);
+    assert_eq!(
+        sent["tool_calls"][0]["function"],
+        json!({"name": "bash", "arguments": "{\"command\": \"echo signed-ran\"}"})
+    );
+    let results = tool_results(&requests[1].body);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert_eq!(results[0].0, CALL);
+    assert!(results[0].1.contains("signed-ran"), "{results:?}");
+}
+
+/// OpenRouter's error after the stream began (openrouter.ai/docs/api-reference/streaming,
+/// "Handling Errors During Streaming"): HTTP 200, text already sent, then a chunk with a
+/// top-level `error` and `finish_reason: "error"`, and the stream ends without `[DONE]`. It
+/// is a failure, not an end: retried once with the same messages (the cut reply is not kept),
+/// the user reads the provider's words while it happens and that the text shown was cut off
+/// (it is shown again whole), and the retry's reply is the answer.
+#[tokio::test]
+async fn openrouter_mid_stream_error_is_retried_and_the_cut_reply_is_not_kept() {
+    let fake = FakeModel::start(vec![
+        Answer::Sse(recorded_events("openrouter/mid_stream_error.sse")),
+        openai::reply(&["The build failed because a file is missing."], &[]),
+    ])
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(
+            &driver(Provider::OpenAi, &fake.base),
+            &prompt("why did it fail?"),
+        )
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    let shown = thoughts(&events);
+    assert!(
+        shown.contains("Provider disconnected unexpectedly")
+            && shown.contains("the reply above was cut off there")
+            && shown.contains("trying again"),
+        "{shown}"
+    );
+    assert!(
+        said(&events).ends_with("The build failed because a file is missing."),
+        "{events:?}"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[1].body["messages"], requests[0].body["messages"]);
+}
+
+/// A provider's refusal as OpenRouter relays it (openrouter.ai/docs/api-reference/errors:
+/// "Provider returned error", the provider's own body in `metadata.raw`): the user reads the
+/// provider's words, not only OpenRouter's; a relayed context overflow (Anthropic's body as a
+/// bug report quotes it) is recognised as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openrouter_relayed_refusals_show_the_providers_words() {
+    let relayed = |raw: String, provider: &str| {
+        json!({"error": {"code": 400, "message": "Provider returned error",
+            "metadata": {"raw": raw, "provider_name": provider}}})
+        .to_string()
+    };
+    let gemini = json!([{"error": {"code": 400, "message": "Function call is missing a thought_signature in functionCall parts.", "status": "INVALID_ARGUMENT"}}]).to_string();
+    let cases = [
+        (
+            relayed(gemini, "Google AI Studio"),
+            "Google AI Studio: Function call is missing a thought_signature",
+            false,
+        ),
+        (
+            relayed(recorded("anthropic/prompt_too_long.json"), "Anthropic"),
+            "prompt is too long: 200251 tokens > 200000 maximum",
+            true,
+        ),
+    ];
+    for (body, words, overflow) in cases {
+        let fake = FakeModel::start_refusing(
+            Vec::new(),
+            Arc::new(move |_: &Value| Some(Answer::Status(400, Vec::new(), body.clone()))),
+        )
+        .await;
+        let host = Host::new();
+        let ended = host
+            .turn(&driver(Provider::OpenAi, &fake.base), &prompt("hi"))
+            .await;
+        assert_eq!(ended, Ok(StopReason::EndTurn));
+        let text = said(&host.take_events());
+        assert!(text.contains(words), "{text}");
+        assert_eq!(text.contains("no longer fits"), overflow, "{text}");
+        if !overflow {
+            assert_eq!(fake.requests().len(), 1, "not retried");
+        }
+    }
+}
+
+/// Gemini's OpenAI-compatible endpoint as bug reports quote its chunks: keys in alphabetical
+/// order, each of two parallel calls whole in a chunk of its own and without `index`, only the
+/// first carrying a thought signature in `extra_content`, and the end as `finish_reason: "stop"`
+/// although the reply is calls. Both calls run, each answered under its own id; the first goes
+/// back with its signature unchanged (Gemini refuses the loop otherwise, answered as it words
+/// it) and the second gets none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_parallel_calls_without_index_ending_in_stop_keep_the_first_calls_signature() {
+    const SIG: &str = "ZENfMhKHjHqfAymoYSOBNwcUwvubH31Nrs0YewBDddaQfo76Q58MG5/60Z1oC9yFEcfaXKqC8y+U9WbLQw3QNaou1k3pvWgdSEd3A4rCR8dt6wCzCBVluH+VlH6txHhQA4t4xG0ne5AtQPdb0DEU128fIF0nzWOSpqBSowVNfKI=";
+    let signed: Refusal = Arc::new(|body: &Value| {
+        let missing = body["messages"]
+            .as_array()?
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+            .any(|call| {
+                call["id"] == "q7mz2k4x"
+                    && call["extra_content"]["google"]["thought_signature"] != SIG
+            });
+        missing.then(|| Answer::Status(400, Vec::new(), json!([{"error": {"code": 400,
+            "message": "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:bash` , position 2. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
+            "status": "INVALID_ARGUMENT"}}]).to_string()))
+    });
+    let fake = FakeModel::start_refusing(
+        vec![
+            Answer::Sse(recorded_events("gemini/parallel_calls.sse")),
+            openai::reply(&["Both ran."], &[]),
+        ],
+        signed,
+    )
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("run both"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(said(&events), "Both ran.");
+    assert_eq!(usages(&events).first(), Some(&(1204 + 58)), "{events:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "not refused: {requests:?}");
+    let sent = assistant(&requests[1].body, 0);
+    let calls = sent["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{sent}");
+    assert_eq!(calls[0]["id"], "q7mz2k4x");
+    assert_eq!(
+        calls[0]["extra_content"],
+        json!({"google": {"thought_signature": SIG}})
+    );
+    assert_eq!(
+        calls[0]["function"]["arguments"],
+        "{\"command\":\"echo gemini-first\"}"
+    );
+    assert_eq!(calls[1]["id"], "w3hn8c1v");
+    assert_eq!(calls[1].get("extra_content"), None, "{sent}");
+    let results = tool_results(&requests[1].body);
     assert_eq!(results.len(), 2, "{results:?}");
-    assert_eq!(results[0].0, "call_k3v9x2pq");
-    assert!(results[0].1.contains("ollama-first"), "{results:?}");
-    assert_eq!(results[1].0, "call_7hd0mzw1");
-    assert!(results[1].1.contains("ollama-second"), "{results:?}");
+    assert_eq!(results[0].0, "q7mz2k4x");
+    assert!(results[0].1.contains("gemini-first"), "{results:?}");
+    assert_eq!(results[1].0, "w3hn8c1v");
+    assert!(results[1].1.contains("gemini-second"), "{results:?}");
+}
+
+/// LM Studio's `/v1/chat/completions` stream as a bug report quotes it: `system_fingerprint`
+/// the model's name, `role` in every delta, `logprobs: null`, the end in a chunk with an empty
+/// delta, `[DONE]`, and no usage at all (that version ignored `stream_options`). The text is
+/// shown once and no usage is made up: the client gets no `usage_update` rather than a zero.
+#[tokio::test]
+async fn lm_studio_stream_without_usage_reports_none() {
+    let fake = FakeModel::start(vec![Answer::Sse(recorded_events("lmstudio/no_usage.sse"))]).await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("hi"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(said(&events), "Ready. What shall I look at?");
+    assert_eq!(usages(&events), Vec::<u64>::new(), "{events:?}");
+    assert_eq!(fake.requests().len(), 1);
 }
