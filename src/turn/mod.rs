@@ -225,9 +225,17 @@ impl TurnHost for Turn<'_> {
             let mut call = call;
             let session_mode = || call_mode(&call, self.session);
             if let Some(permits) = &self.permits {
-                // A granted prefix: the command runs in the mode the user allowed it.
-                if let Some(mode) = permits.mode_for(call.command(), session_mode()) {
-                    call.request.sandbox_mode = Some(mode);
+                // A granted prefix: the command runs in the mode the user allowed it, with the
+                // folders the user allowed it to write (never in full mode, where the always
+                // file could be changed).
+                if let Some(widened) = permits.widened(call.command(), session_mode()) {
+                    call.request.sandbox_mode = Some(widened.mode);
+                    if cfg!(target_os = "linux") {
+                        call.request.also_writable.extend(widened.also_writable);
+                    } else if !widened.also_writable.is_empty() {
+                        // macOS's profile has no extra writable folder yet (as "once").
+                        call.request.sandbox_mode = Some(crate::sandbox::Mode::Full);
+                    }
                 }
             }
             let (call_id, result) = self.run_one(&call).await;

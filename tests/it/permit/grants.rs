@@ -1,6 +1,7 @@
 //! What the user allowed stays the user's: "allow once" for a write re-runs the command with
 //! only the refused path's folder writable (masks still over it), never in full mode, so it
-//! cannot add to the "always" file; no command can make that file first where its folder is
+//! cannot add to the "always" file, nor can a command a prefix grant covers (it gets the same
+//! folder, never full mode); no command can make that file first where its folder is
 //! missing; the `permission_requests` config option turns asking off for a session; and
 //! `/permissions` lists the grants and takes one back, from the session and from the file.
 //! Through the built binary, as root and as nobody.
@@ -84,6 +85,105 @@ fn allowed_once_a_write_cannot_add_to_what_is_allowed_always_once() {
             std::fs::read_to_string(&always).unwrap(),
             "host keep.test\n"
         );
+    });
+}
+
+/// A prefix grant for a write (answered "always": the session's grant, then the kept line
+/// read by the next agent) runs the commands it covers in the session's mode with only the
+/// granted folder also writable, never in full mode: even where that folder holds the always
+/// file, such a command can neither append to it, remove it nor move its folder, nor write
+/// outside the granted folder; the file stays byte for byte.
+#[test]
+fn a_prefix_grant_writes_its_folder_only_never_the_always_file() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::grants::a_prefix_grant_writes_its_folder_only_never_the_always_file",
+        a_prefix_grant_writes_its_folder_only_never_the_always_file_once,
+    );
+}
+
+fn a_prefix_grant_writes_its_folder_only_never_the_always_file_once() {
+    in_namespaces(async {
+        let places = Places::new();
+        // The folder granted is the config folder itself: the always file is beneath it.
+        let config = open_folder("acpbash-permit-config-granted-");
+        let config = config.path();
+        let always = always_in(config);
+        let other = open_folder("acpbash-permit-other-");
+        let script = places.ws().join("build.sh");
+        std::fs::write(&script, format!("touch {}/built-0\n", config.display())).unwrap();
+
+        let mut agent = Agent::start(Face::Plain, &["--sandbox", "workspace"], config);
+        agent.initialize().await;
+        let session = agent.new_session(&places.ws()).await;
+        agent.will_answer(&[Pick::Option("allow-always")]);
+        let turn = agent.turn(&session, "bash build.sh").await;
+        let text = shown(&turn);
+        assert_eq!(calls(&turn), 2, "{text}");
+        assert!(config.join("built-0").exists(), "{text}");
+        let offered = agent.asked[0]["options"].to_string();
+        assert!(
+            offered.contains(&format!(
+                "Always run `bash` commands with {} writable",
+                config.display()
+            )),
+            "{offered}"
+        );
+        let kept = std::fs::read(&always).unwrap();
+        let line = format!("write {} bash", config.display());
+        assert!(
+            String::from_utf8_lossy(&kept).lines().any(|l| l == line),
+            "{}",
+            String::from_utf8_lossy(&kept)
+        );
+
+        // The same command, now hostile: covered by the grant, so it runs without a question.
+        let hostile = |round: usize| {
+            format!(
+                "echo 'host evil.example' >> {file}; echo \"appended:$?\"\n\
+                 rm {file}; echo \"removed:$?\"\n\
+                 mv {folder} {config}/moved; echo \"moved:$?\"\n\
+                 touch {other}/escaped; echo \"other:$?\"\n\
+                 touch {config}/built-{round}; echo \"built:$?\"\n",
+                file = always.display(),
+                folder = always.parent().unwrap().display(),
+                config = config.display(),
+                other = other.path().display(),
+            )
+        };
+        let check = |round: usize, text: &str| {
+            assert!(text.contains("built:0"), "round {round}: {text}");
+            assert!(config.join(format!("built-{round}")).exists(), "{text}");
+            for bad in ["appended:0", "removed:0", "moved:0", "other:0"] {
+                assert!(!text.contains(bad), "round {round}, {bad}: {text}");
+            }
+            assert!(!other.path().join("escaped").exists(), "{text}");
+            assert_eq!(
+                std::fs::read(&always).unwrap(),
+                kept,
+                "round {round}: {text}"
+            );
+        };
+        std::fs::write(&script, hostile(1)).unwrap();
+        let turn = agent.turn(&session, "bash build.sh").await;
+        let text = shown(&turn);
+        assert_eq!(calls(&turn), 1, "{text}");
+        check(1, &text);
+        assert_eq!(agent.asked.len(), 1, "{text}");
+        agent.finish().await;
+
+        // The next agent, from the kept line alone.
+        let mut agent = Agent::start(Face::Plain, &["--sandbox", "workspace"], config);
+        agent.initialize().await;
+        let session = agent.new_session(&places.ws()).await;
+        std::fs::write(&script, hostile(2)).unwrap();
+        let turn = agent.turn(&session, "bash build.sh").await;
+        let text = shown(&turn);
+        assert_eq!(calls(&turn), 1, "{text}");
+        check(2, &text);
+        let listed = shown(&agent.turn(&session, "/permissions").await);
+        assert!(!listed.contains("evil.example"), "{listed}");
+        assert!(agent.asked.is_empty(), "{text}");
+        agent.finish().await;
     });
 }
 
@@ -239,7 +339,7 @@ fn the_permissions_command_lists_and_takes_back_grants_once() {
         let touch = |name: &str| format!("touch {}", outside.path().join(name).display());
         let always = places.always_file();
         std::fs::create_dir_all(always.parent().unwrap()).unwrap();
-        let kept = "# mine\nhost keep.test\r\nfull cp\nhost drop.test\n  # indented  \nworkspace npm install";
+        let kept = "# mine\nhost keep.test\r\nwrite /srv/my\\ out cp\nhost drop.test\n  # indented  \nworkspace npm install\nfull cp";
         std::fs::write(&always, kept).unwrap();
         let mut agent = Agent::start(
             Face::Plain,
@@ -253,14 +353,17 @@ fn the_permissions_command_lists_and_takes_back_grants_once() {
         assert!(outside.path().join("a").exists());
 
         let listed = shown(&agent.turn(&session, "/permissions").await);
+        let granted = format!("`write {} touch`", outside.path().display());
         for line in [
-            "`full touch`",
+            granted.as_str(),
             "`host keep.test`",
             "`host drop.test`",
-            "`full cp`",
+            "`write /srv/my\\ out cp`",
         ] {
             assert!(listed.contains(line), "{line}: {listed}");
         }
+        // A `full PREFIX` line kept from before is not honoured, and says so.
+        assert!(listed.contains("no longer honoured"), "{listed}");
         assert!(listed.contains(&always.display().to_string()), "{listed}");
 
         let removed = shown(&agent.turn(&session, "/permissions remove drop.test").await);
@@ -280,7 +383,7 @@ fn the_permissions_command_lists_and_takes_back_grants_once() {
 
         // The session grant: taken back, so the next `touch` outside is asked about again.
         let removed = shown(&agent.turn(&session, "/permissions remove touch").await);
-        assert!(removed.contains("`full touch`"), "{removed}");
+        assert!(removed.contains(&granted), "{removed}");
         agent.will_answer(&[Pick::Option("reject")]);
         let turn = agent.turn(&session, &touch("b")).await;
         assert_eq!(calls(&turn), 1);
@@ -295,7 +398,15 @@ fn the_permissions_command_lists_and_takes_back_grants_once() {
         assert!(nothing.contains("Nothing allows"), "{nothing}");
         let listed = shown(&agent.turn(&session, "/permissions").await);
         assert!(!listed.contains("drop.test"), "{listed}");
-        assert!(!listed.contains("`full touch`"), "{listed}");
+        assert!(!listed.contains(&granted), "{listed}");
+        // `remove cp` takes back the write grant and the old `full cp` line alike.
+        let removed = shown(&agent.turn(&session, "/permissions remove cp").await);
+        assert!(removed.contains("`full cp`"), "{removed}");
+        assert!(removed.contains("`write /srv/my\\ out cp`"), "{removed}");
+        assert_eq!(
+            std::fs::read_to_string(&always).unwrap(),
+            "# mine\nhost keep.test\r\n  # indented  \nworkspace npm install\n"
+        );
         agent.finish().await;
     });
 }
