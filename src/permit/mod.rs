@@ -293,7 +293,9 @@ pub fn refusal_of(outcome: &RunOutcome, session: &Session, mode: Mode) -> Option
     let writable = Writable::of(session, mode);
     for path in refused_write_paths(&outcome.output) {
         let path = absolute(cwd, &path);
-        if !writable.allows(&path) {
+        // Where the user's own Unix permissions refuse it (a read of `/etc/shadow` or a write
+        // to `/etc` as an ordinary user), the sandbox did not: nothing to allow.
+        if !writable.allows(&path) && user_may_write(&path) {
             return Some(Refusal::Write { path, mode });
         }
     }
@@ -336,6 +338,29 @@ impl Writable {
         }
         self.places.iter().any(|place| path.starts_with(place))
     }
+}
+
+/// Whether the agent's user (whom commands run as) may write `path` by Unix permissions and
+/// the host's mounts, outside any sandbox: the file where it exists, else its nearest existing
+/// folder (to create it there). `EACCES` is also what Unix permissions say to a read
+/// (`cat: /etc/shadow: Permission denied` as an ordinary user), and `EROFS` what a read-only
+/// host mount says: where the user could not write the path anyway, no answer would make the
+/// command work, so there is nothing to ask (`notes/2026-12-06-permission-requests.md`).
+fn user_may_write(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Some(existing) = path.ancestors().find(|p| p.symlink_metadata().is_ok()) else {
+        return true;
+    };
+    let how = if existing == path {
+        libc::W_OK
+    } else {
+        libc::W_OK | libc::X_OK
+    };
+    let Ok(name) = std::ffi::CString::new(existing.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: a NUL-terminated path that lives across the call.
+    unsafe { libc::faccessat(libc::AT_FDCWD, name.as_ptr(), how, libc::AT_EACCESS) == 0 }
 }
 
 /// `path` made absolute against `cwd`, with `.` and `..` folded (lexically).

@@ -187,6 +187,59 @@ fn a_prefix_grant_writes_its_folder_only_never_the_always_file_once() {
     });
 }
 
+/// A `Permission denied` that Unix permissions gave, not the sandbox (`cat /etc/shadow`, a
+/// write to `/etc` as an ordinary user), is not asked about: no answer would make it work.
+/// A write the user may do and the sandbox refused still is (root's write to `/etc`, a folder
+/// open to everyone).
+#[test]
+fn what_unix_permissions_refuse_is_not_asked_about() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::grants::what_unix_permissions_refuse_is_not_asked_about",
+        what_unix_permissions_refuse_is_not_asked_about_once,
+    );
+}
+
+fn what_unix_permissions_refuse_is_not_asked_about_once() {
+    in_namespaces(async {
+        let places = Places::new();
+        let outside = open_folder("acpbash-permit-outside-");
+        // SAFETY: a plain getter.
+        let root = unsafe { libc::geteuid() } == 0;
+        let mut agent = Agent::start(
+            Face::Plain,
+            &["--sandbox", "workspace"],
+            places.config.path(),
+        );
+        agent.initialize().await;
+        let session = agent.new_session(&places.ws()).await;
+        // A read: as root it works; as nobody Unix permissions refuse it.
+        let turn = agent.turn(&session, "cat /etc/shadow > /dev/null").await;
+        let text = shown(&turn);
+        assert_eq!(calls(&turn), 1, "{text}");
+        assert!(agent.asked.is_empty(), "asked about a read: {text}");
+        assert!(!text.contains("To allow it"), "{text}");
+        if !root {
+            assert!(text.contains("Permission denied"), "{text}");
+        }
+        // A write to /etc: the sandbox's refusal as root, Unix permissions' as nobody.
+        if root {
+            agent.will_answer(&[Pick::Option("reject")]);
+        }
+        let turn = agent.turn(&session, "touch /etc/acpbash-permit-unix").await;
+        let text = shown(&turn);
+        assert_eq!(agent.asked.len(), usize::from(root), "{text}");
+        assert!(!std::path::Path::new("/etc/acpbash-permit-unix").exists());
+        // A write the user may do, outside the workspace: asked about, as ever.
+        agent.will_answer(&[Pick::Option("reject")]);
+        let turn = agent
+            .turn(&session, &format!("touch {}/x", outside.path().display()))
+            .await;
+        let text = shown(&turn);
+        assert_eq!(agent.asked.len(), usize::from(root) + 1, "{text}");
+        agent.finish().await;
+    });
+}
+
 /// Where the always file's folder is missing and a command could make it (the config folder
 /// is inside the session folder), the agent makes it first and masks it: the command can
 /// neither make nor write the file. Where no command could make it, nothing is made until a
