@@ -914,7 +914,7 @@ impl SessionPermits {
     }
 
     /// What the session allows beyond its mode: its host grants (`host HOST`, including
-    /// those kept always and one "allow once" host while its re-run lasts) and its prefixes
+    /// those kept always) and its prefixes
     /// (`write FOLDER PREFIX`, `workspace PREFIX`), as [`Grant::line`]s.
     pub fn granted(&self) -> Vec<String> {
         let mut lines: Vec<String> = Vec::new();
@@ -972,7 +972,9 @@ impl SessionPermits {
         Ok(removed)
     }
 
-    /// Allows `host` until [`SessionPermits::end_once`] (an "allow once" re-run).
+    /// Allows `host` for the whole session until [`SessionPermits::end_once`] (an "allow once"
+    /// re-run where a command cannot have a proxy listener of its own: not Linux; there the
+    /// re-run gets it alone, [`crate::exec::RunRequest::also_hosts`]).
     pub fn allow_once(&self, host: &str) -> Option<HostPattern> {
         let pattern = HostPattern::parse(host).ok()?;
         self.hosts.as_ref()?.add(pattern.clone());

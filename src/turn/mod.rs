@@ -419,7 +419,15 @@ impl Turn<'_> {
             self.notice(&format!("acp-bash: {kept}.\n"));
         }
         let mut again = call;
+        // Once, a host: the re-run alone may reach it, through a proxy listener of its own
+        // (Linux); the session's other commands, its background jobs too, may not.
         let once_host = match (&ask.refusal, answer) {
+            (permit::Refusal::Host { host }, Answer::Once) if cfg!(target_os = "linux") => {
+                if let Ok(pattern) = crate::netproxy::HostPattern::parse(host) {
+                    again.request.also_hosts.push(pattern);
+                }
+                None
+            }
             (permit::Refusal::Host { host }, Answer::Once) => permits.allow_once(host),
             _ => None,
         };

@@ -240,6 +240,78 @@ fn what_unix_permissions_refuse_is_not_asked_about_once() {
     });
 }
 
+/// Waits (up to a minute) until `file` has at least `n` lines; its line count.
+async fn lines_at_least(file: &Path, n: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let count = std::fs::read_to_string(file)
+            .map(|text| text.lines().count())
+            .unwrap_or(0);
+        if count >= n {
+            return count;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} has {count} lines, not {n}",
+            file.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// "Allow once" for a host belongs to the re-run alone: a `/bg` job of the same session that
+/// polls that host before, during and after the re-run never gets through (the server never
+/// sees its request), while the re-run does.
+#[test]
+fn allowed_once_a_host_is_not_open_to_the_sessions_background_jobs() {
+    crate::support::sandbox::as_root_and_nobody(
+        "permit::grants::allowed_once_a_host_is_not_open_to_the_sessions_background_jobs",
+        allowed_once_a_host_is_not_open_to_the_sessions_background_jobs_once,
+    );
+}
+
+fn allowed_once_a_host_is_not_open_to_the_sessions_background_jobs_once() {
+    if !super::allowlist_holds() {
+        return;
+    }
+    runtime().block_on(async {
+        let server = crate::netproxy::http_server(None);
+        let places = Places::new();
+        let args = super::unlisted_registry(&server);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut agent = Agent::start(Face::Plain, &args, places.config.path());
+        agent.initialize().await;
+        let session = agent.new_session(&places.ws()).await;
+        let log = places.ws().join("bg.log");
+        let poll = "/bg while :; do r=$(curl -sS --max-time 10 http://registry.test/bg 2>&1 \
+                    | tr '\\n' ' '); echo \"try:$r\" >> bg.log; sleep 0.05; done";
+        agent.turn(&session, poll).await;
+        // Before.
+        lines_at_least(&log, 3).await;
+        // The command (and so its re-run) waits, after its own fetch, for three more of the
+        // job's tries: they happen while "once" holds.
+        let command = "curl -sS --max-time 30 http://registry.test/once; echo; \
+                       n=$(wc -l < bg.log); \
+                       until [ \"$(wc -l < bg.log)\" -ge $((n + 3)) ]; do sleep 0.05; done";
+        agent.will_answer(&[Pick::Option("allow-once")]);
+        let turn = agent.turn(&session, command).await;
+        let text = shown(&turn);
+        assert!(
+            text.contains("GET /once HTTP/1.1|host: registry.test"),
+            "the re-run got through: {text}"
+        );
+        // After.
+        let now = lines_at_least(&log, 0).await;
+        lines_at_least(&log, now + 3).await;
+        let seen = server.seen();
+        assert_eq!(seen, ["GET /once HTTP/1.1"], "{seen:?}");
+        let tries = std::fs::read_to_string(&log).unwrap();
+        assert!(!tries.contains("GET /bg"), "{tries}");
+        assert_eq!(agent.asked.len(), 1, "{text}");
+        agent.finish().await;
+    });
+}
+
 /// Where the always file's folder is missing and a command could make it (the config folder
 /// is inside the session folder), the agent makes it first and masks it: the command can
 /// neither make nor write the file. Where no command could make it, nothing is made until a
