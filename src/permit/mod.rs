@@ -762,6 +762,13 @@ impl AlwaysFile {
         Ok(!self.remove_where(|kept| kept == line)?.is_empty())
     }
 
+    /// Removes the lines that allow `what` (a host, or a command prefix: `host WHAT`, `write
+    /// FOLDER WHAT`, `workspace WHAT`, an old `full WHAT`); the lines removed. What
+    /// `/permissions remove` and `acp-bash permissions remove` do to the file.
+    pub fn remove_grants_for(&self, what: &str) -> std::io::Result<Vec<String>> {
+        self.remove_where(|line| allows(what, line))
+    }
+
     /// Removes every line for which `matches` (given the trimmed line) holds; the lines
     /// removed. As [`AlwaysFile::remove`]: atomically, every other line byte for byte.
     pub fn remove_where(&self, matches: impl Fn(&str) -> bool) -> std::io::Result<Vec<String>> {
@@ -802,6 +809,18 @@ impl AlwaysFile {
         }
         written.map(|()| removed)
     }
+}
+
+/// Whether the kept `line` is one that allows `what` (a host, or a command prefix): `host
+/// WHAT`, `write FOLDER WHAT`, `workspace WHAT`, or an old `full WHAT`.
+fn allows(what: &str, line: &str) -> bool {
+    let what = what.trim();
+    HostPattern::parse(what).is_ok_and(|pattern| line == Grant::Host(pattern).line())
+        || (!what.is_empty()
+            && (line
+                .strip_prefix("full ")
+                .is_some_and(|rest| rest.trim() == what)
+                || Grant::parse(line).is_ok_and(|grant| grant.prefix() == Some(what))))
 }
 
 /// The permission settings of an agent: whether it asks, and where it keeps what is allowed
@@ -939,19 +958,10 @@ impl SessionPermits {
     pub fn remove(&self, what: &str) -> std::io::Result<Vec<String>> {
         let what = what.trim();
         let host = HostPattern::parse(what).ok();
-        let host_line = host.clone().map(|pattern| Grant::Host(pattern).line());
-        let legacy_full = format!("full {what}");
-        // Whether a kept line is one that allows `what`.
-        let allows = |line: &str| {
-            Some(line) == host_line.as_deref()
-                || (!what.is_empty()
-                    && (line == legacy_full
-                        || Grant::parse(line).is_ok_and(|grant| grant.prefix() == Some(what))))
-        };
         let mut removed: Vec<String> = self
             .granted()
             .into_iter()
-            .filter(|line| allows(line))
+            .filter(|line| allows(what, line))
             .collect();
         if let (Some(pattern), Some(hosts)) = (&host, &self.hosts) {
             while hosts.list().contains(pattern) {
@@ -963,7 +973,7 @@ impl SessionPermits {
             .unwrap_or_else(|e| e.into_inner())
             .retain(|grant| grant.prefix() != Some(what));
         if let Some(file) = &self.settings.always {
-            for line in file.remove_where(allows)? {
+            for line in file.remove_grants_for(what)? {
                 if !removed.contains(&line) {
                     removed.push(line);
                 }

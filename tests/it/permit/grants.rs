@@ -611,3 +611,83 @@ fn a_refused_write_is_asked_about_in_a_translated_locale_once() {
         agent.finish().await;
     });
 }
+
+/// `acp-bash permissions` (the built binary) lists the always file, and `remove` takes a host
+/// or a prefix back through the same code as `/permissions`: every other line byte for byte,
+/// the file still 0600, nothing left beside it. Nothing to remove, bad arguments and no config
+/// directory each fail, say why, and change nothing.
+#[test]
+fn the_permissions_cli_lists_and_takes_back_kept_grants() {
+    let config = tempfile::tempdir().unwrap();
+    let always = always_in(config.path());
+    std::fs::create_dir_all(always.parent().unwrap()).unwrap();
+    let kept = "# mine\nhost keep.test\r\nwrite /srv/my\\ out cp\nhost drop.test\n\
+                workspace npm install\nfull cp\n";
+    std::fs::write(&always, kept).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&always, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let run = |args: &[&str], config_home: &str| {
+        let out = std::process::Command::new(crate::support::acp::binary())
+            .arg("permissions")
+            .args(args)
+            .env("XDG_CONFIG_HOME", config_home)
+            .env_remove("HOME")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let home = config.path().to_str().unwrap();
+    let read = || std::fs::read_to_string(&always).unwrap();
+    for args in [&[][..], &["list"]] {
+        let (code, out, err) = run(args, home);
+        assert_eq!(code, Some(0), "{out}{err}");
+        for line in [
+            "host keep.test",
+            "host drop.test",
+            "write /srv/my\\ out cp",
+            "workspace npm install",
+        ] {
+            assert!(out.lines().any(|l| l.trim() == line), "{line}: {out}");
+        }
+        assert!(
+            out.contains("[ignored] `full cp` is no longer honoured"),
+            "{out}"
+        );
+        assert!(out.contains(&always.display().to_string()), "{out}");
+    }
+
+    let (code, out, err) = run(&["remove", "drop.test"], home);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("removed: host drop.test"), "{out}");
+    let kept = kept.replace("host drop.test\n", "");
+    assert_eq!(read(), kept);
+    // A prefix of two words, and one with a write line and an old full line.
+    let (code, out, _) = run(&["remove", "npm", "install"], home);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out, _) = run(&["remove", "cp"], home);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("removed: write /srv/my\\ out cp"), "{out}");
+    assert!(out.contains("removed: full cp"), "{out}");
+    assert_eq!(read(), "# mine\nhost keep.test\r\n");
+    let mode = std::fs::metadata(&always).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let beside = std::fs::read_dir(always.parent().unwrap()).unwrap().count();
+    assert_eq!(beside, 1);
+
+    // Nothing allows it; not an action; no config directory: a failure, the file as it was.
+    let (code, _, err) = run(&["remove", "nothing.test"], home);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("nothing in"), "{err}");
+    let (code, _, err) = run(&["drop", "keep.test"], home);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is not `list`"), "{err}");
+    let (code, _, err) = run(&["remove", "keep.test"], "relative/path");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no config directory"), "{err}");
+    assert_eq!(read(), "# mine\nhost keep.test\r\n");
+}
