@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         }
         Invocation::Doctor(args) => cli::doctor::doctor(&args),
         Invocation::Login(login) => cli::login::login(&login),
+        Invocation::Permissions(args) => cli::permissions::permissions(&args),
     }
 }
 

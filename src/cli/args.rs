@@ -14,6 +14,7 @@ use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 use super::flags::{EngineArgs, EnvArgs, ProtectionArgs, StoreArgs};
 use super::login::{Login, LoginArgs};
 use super::model::ModelArgs;
+use super::permissions::PermissionsArgs;
 
 /// An ACP agent whose tool is a sandboxed bash: every prompt is a bash script, run by the agent
 /// itself and shown as a live terminal card in Zed (a console block in other ACP clients).
@@ -73,6 +74,13 @@ pub enum Command {
     /// the agent's terminal login.
     #[command(after_help = LOGIN_HELP)]
     Login(Deferred<LoginArgs>),
+    /// List what was allowed always when asked (`$XDG_CONFIG_HOME/acp-bash/permissions/allowed`,
+    /// else `~/.config/…`), or take one back: `remove HOST` or `remove PREFIX`.
+    #[command(
+        after_help = "Examples:\n  acp-bash permissions\n  acp-bash permissions remove example.com\n  \
+                      acp-bash permissions remove npm install"
+    )]
+    Permissions(Deferred<PermissionsArgs>),
 }
 
 const LOGIN_HELP: &str = "\
@@ -220,6 +228,8 @@ pub enum Invocation {
     Doctor(DoctorArgs),
     /// `login`.
     Login(Login),
+    /// `permissions`.
+    Permissions(PermissionsArgs),
 }
 
 impl Cli {
@@ -251,6 +261,18 @@ impl Cli {
             // the serve flags before it are taken, and only `--model` counts.
             Some(Command::Login(Deferred(args))) => {
                 Invocation::Login(args.login(top.model.spec())?)
+            }
+            Some(Command::Permissions(Deferred(args))) => {
+                refuse(
+                    "permissions",
+                    [
+                        top.store.to_args(),
+                        top.model.to_args(),
+                        top.engine.to_args(),
+                    ]
+                    .concat(),
+                )?;
+                Invocation::Permissions(args)
             }
             Some(Command::Doctor(Deferred(args))) => {
                 refuse(
@@ -357,7 +379,15 @@ mod tests {
     #[test]
     fn a_subcommands_flags_are_built_only_when_it_is_the_one_parsed() {
         let command = Cli::command();
-        for name in ["serve", "demo", "run", "zed-config", "doctor", "login"] {
+        for name in [
+            "serve",
+            "demo",
+            "run",
+            "zed-config",
+            "doctor",
+            "login",
+            "permissions",
+        ] {
             let subcommand = command.find_subcommand(name).unwrap();
             assert_eq!(subcommand.get_arguments().count(), 0, "{name}");
         }

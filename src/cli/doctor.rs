@@ -235,7 +235,7 @@ fn always_report(file: Option<acp_bash::permit::AlwaysFile>) -> String {
     }
     if !grants.is_empty() {
         out.push_str(
-            "  (delete a line of the file, or type `/permissions remove HOST|PREFIX` in a session, to take it back)\n",
+            "  (delete a line of the file, type `/permissions remove HOST|PREFIX` in a session, or run `acp-bash permissions remove HOST|PREFIX`, to take it back)\n",
         );
     }
     out

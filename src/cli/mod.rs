@@ -1,5 +1,5 @@
 //! The `acp-bash` command line, one file per subcommand: [`serve`] (the default: ACP over stdio),
-//! [`demo`], [`run`], [`doctor`], [`zed_config`] and [`login`]. The arguments are apart from their parsers:
+//! [`demo`], [`run`], [`doctor`], [`zed_config`], [`login`] and [`permissions`]. The arguments are apart from their parsers:
 //! [`args`] (the command line's shape), [`flags`] (the flag groups subcommands share and what
 //! they turn into), [`parse`] (value parsers); [`child`] holds logging and the child agent that
 //! `demo` and `run` talk to.
@@ -15,6 +15,7 @@ pub mod flags;
 pub mod login;
 pub mod model;
 pub mod parse;
+pub mod permissions;
 pub mod run;
 pub mod serve;
 pub mod zed_config;

@@ -37,6 +37,11 @@ pub struct RunRequest {
     /// them ([`sandbox::Roots::also_writable`]: what an "allow once" answer to a refused write
     /// gives, instead of full mode).
     pub also_writable: Vec<PathBuf>,
+    /// Hosts this run alone may also reach, in workspace mode through the allowlist's proxy
+    /// ([`sandbox::Roots::also_hosts`]: what an "allow once" answer to a refused host gives:
+    /// the run gets a network namespace and a proxy listener of its own that allow them; the
+    /// session's other commands and background jobs do not).
+    pub also_hosts: Vec<crate::netproxy::HostPattern>,
 }
 
 impl RunRequest {
@@ -87,6 +92,12 @@ impl RunRequest {
     /// Sets [`RunRequest::live_limit`].
     pub fn live_limit(mut self, bytes: usize) -> Self {
         self.live_limit = Some(bytes);
+        self
+    }
+
+    /// Adds `host` to [`RunRequest::also_hosts`].
+    pub fn also_host(mut self, host: crate::netproxy::HostPattern) -> Self {
+        self.also_hosts.push(host);
         self
     }
 

@@ -366,6 +366,9 @@ async fn run(
     if matches!(mode, sandbox::Mode::Workspace | sandbox::Mode::ReadOnly) {
         roots.also_writable = request.also_writable.clone();
     }
+    if mode == sandbox::Mode::Workspace {
+        roots.also_hosts = request.also_hosts.clone();
+    }
     let roots_proxied = roots.proxied_network;
     // The first command (and a home's first workspace command) probes the kernel in children
     // it waits for: off the runtime, which must never block on a child (issue 20 point 9).

@@ -75,6 +75,27 @@ impl SessionNetwork {
             .serve_recording(listener, &self.runtime, self.record.clone())
     }
 
+    /// [`SessionNetwork::serve`] for one command that may also reach `also` (an "allow once"
+    /// host): its listener alone allows them, besides the session's grants as they are now.
+    pub(crate) fn serve_also(
+        &self,
+        listener: std::net::TcpListener,
+        also: &[HostPattern],
+    ) -> std::io::Result<Serving> {
+        if also.is_empty() {
+            return self.serve(listener);
+        }
+        let grants = Grants::default();
+        for pattern in self.grants.list().into_iter().chain(also.iter().cloned()) {
+            grants.add(pattern);
+        }
+        self.proxy.clone().granting(grants).serve_recording(
+            listener,
+            &self.runtime,
+            self.record.clone(),
+        )
+    }
+
     /// Keeps the listener of the command whose pid is `pid` until [`SessionNetwork::ended`].
     pub(crate) fn keep(&self, pid: i32, serving: Serving) {
         self.per_command

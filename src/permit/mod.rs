@@ -204,16 +204,26 @@ impl Ask {
                         Answer::Once,
                     )),
                 }
-                if let Some(prefix) = prefix {
+                // A write: the same folder as "once", for the commands starting with the
+                // prefix (never a mode where nothing is masked).
+                let lasting = match (refusal, SessionPermits::grant_for(self)) {
+                    (_, None) => None,
+                    (Refusal::Write { .. }, Some(Grant::Write { folder, .. })) => {
+                        Some(format!("with {} writable", folder.display()))
+                    }
+                    (Refusal::Write { .. }, Some(_)) => None,
+                    _ => Some(format!("in {mode} mode")),
+                };
+                if let (Some(prefix), Some(lasting)) = (prefix, lasting) {
                     choices.push(choice(
                         "allow-session",
-                        format!("Run `{prefix}` commands in {mode} mode for this session"),
+                        format!("Run `{prefix}` commands {lasting} for this session"),
                         Answer::Session,
                     ));
                     if self.keep {
                         choices.push(choice(
                             "allow-always",
-                            format!("Always run `{prefix}` commands in {mode} mode"),
+                            format!("Always run `{prefix}` commands {lasting}"),
                             Answer::Always,
                         ));
                     }
@@ -283,7 +293,9 @@ pub fn refusal_of(outcome: &RunOutcome, session: &Session, mode: Mode) -> Option
     let writable = Writable::of(session, mode);
     for path in refused_write_paths(&outcome.output) {
         let path = absolute(cwd, &path);
-        if !writable.allows(&path) {
+        // Where the user's own Unix permissions refuse it (a read of `/etc/shadow` or a write
+        // to `/etc` as an ordinary user), the sandbox did not: nothing to allow.
+        if !writable.allows(&path) && user_may_write(&path) {
             return Some(Refusal::Write { path, mode });
         }
     }
@@ -326,6 +338,29 @@ impl Writable {
         }
         self.places.iter().any(|place| path.starts_with(place))
     }
+}
+
+/// Whether the agent's user (whom commands run as) may write `path` by Unix permissions and
+/// the host's mounts, outside any sandbox: the file where it exists, else its nearest existing
+/// folder (to create it there). `EACCES` is also what Unix permissions say to a read
+/// (`cat: /etc/shadow: Permission denied` as an ordinary user), and `EROFS` what a read-only
+/// host mount says: where the user could not write the path anyway, no answer would make the
+/// command work, so there is nothing to ask (`notes/2026-12-06-permission-requests.md`).
+fn user_may_write(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Some(existing) = path.ancestors().find(|p| p.symlink_metadata().is_ok()) else {
+        return true;
+    };
+    let how = if existing == path {
+        libc::W_OK
+    } else {
+        libc::W_OK | libc::X_OK
+    };
+    let Ok(name) = std::ffi::CString::new(existing.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: a NUL-terminated path that lives across the call.
+    unsafe { libc::faccessat(libc::AT_FDCWD, name.as_ptr(), how, libc::AT_EACCESS) == 0 }
 }
 
 /// `path` made absolute against `cwd`, with `.` and `..` folded (lexically).
@@ -512,52 +547,130 @@ pub fn covers(prefix: &str, command: &str) -> bool {
                 .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('\t')))
 }
 
-/// One grant: a host, or commands starting with a prefix that run in a mode.
+/// One grant: a host, commands starting with a prefix that may also write a folder, or
+/// commands starting with a prefix that get the network in read-only mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Grant {
     /// Connections to this host (or `*.domain`).
     Host(HostPattern),
-    /// Commands starting with `prefix` run in `mode` (instead of a stricter session mode).
+    /// Commands starting with `prefix` run in `mode` (instead of a stricter session mode):
+    /// `workspace`, for the network in read-only mode. (A write is a [`Grant::Write`]: no
+    /// grant runs a command in `full` mode.)
     Prefix {
         /// The commands ([`covers`]).
         prefix: String,
-        /// Their mode: `full` (writes) or `workspace` (the network in read-only).
+        /// Their mode: `workspace`.
         mode: Mode,
+    },
+    /// Commands starting with `prefix` run in the session's mode with `folder` also writable,
+    /// as an "allow once" re-run does: the masks stay over it (the credential files, the
+    /// agent's own folders, the [`AlwaysFile`]), nothing else is added
+    /// (`notes/2026-12-06-prefix-grants.md`).
+    Write {
+        /// The commands ([`covers`]).
+        prefix: String,
+        /// The folder the refused write was in (absolute, never `/`).
+        folder: PathBuf,
     },
 }
 
 impl Grant {
-    /// Its line in the [`AlwaysFile`].
+    /// Its line in the [`AlwaysFile`]: `host HOST`, `workspace PREFIX`, or `write FOLDER
+    /// PREFIX` (the folder with `\`, spaces and tabs escaped by a backslash).
     pub fn line(&self) -> String {
         match self {
             Grant::Host(pattern) => format!("host {pattern}"),
             Grant::Prefix { prefix, mode } => format!("{} {prefix}", mode.id()),
+            Grant::Write { prefix, folder } => {
+                format!("write {} {prefix}", escaped(&folder.to_string_lossy()))
+            }
         }
     }
 
-    /// A line of the [`AlwaysFile`] (`host HOST`, `full PREFIX`, `workspace PREFIX`).
+    /// Its prefix (`None` for a host).
+    pub fn prefix(&self) -> Option<&str> {
+        match self {
+            Grant::Host(_) => None,
+            Grant::Prefix { prefix, .. } | Grant::Write { prefix, .. } => Some(prefix),
+        }
+    }
+
+    /// A line of the [`AlwaysFile`] (`host HOST`, `write FOLDER PREFIX`, `workspace PREFIX`).
+    /// A `full PREFIX` line (kept before prefix grants named their folder) is refused with
+    /// what to do: it would run commands where the always file itself can be changed.
     pub fn parse(line: &str) -> Result<Grant, String> {
+        const SHAPES: &str = "`host HOST`, `write FOLDER PREFIX` or `workspace PREFIX`";
         let (kind, rest) = line
             .trim()
             .split_once(char::is_whitespace)
-            .ok_or_else(|| format!("`{line}` is not `host HOST` or `full|workspace PREFIX`"))?;
+            .ok_or_else(|| format!("`{line}` is not {SHAPES}"))?;
         let rest = rest.trim();
         match kind {
             "host" => HostPattern::parse(rest).map(Grant::Host),
-            "full" | "workspace" if !rest.is_empty() && is_simple(rest) => Ok(Grant::Prefix {
+            "workspace" if !rest.is_empty() && is_simple(rest) => Ok(Grant::Prefix {
                 prefix: rest.to_string(),
-                mode: if kind == "full" {
-                    Mode::Full
-                } else {
-                    Mode::Workspace
-                },
+                mode: Mode::Workspace,
             }),
-            _ => Err(format!(
-                "`{line}` is not `host HOST` or `full|workspace PREFIX` (one simple command)"
+            "write" => {
+                let (folder, prefix) = unescaped_word(rest);
+                let prefix = prefix.trim();
+                let folder = PathBuf::from(folder);
+                if folder.is_absolute()
+                    && folder != Path::new("/")
+                    && !prefix.is_empty()
+                    && is_simple(prefix)
+                {
+                    Ok(Grant::Write {
+                        prefix: prefix.to_string(),
+                        folder,
+                    })
+                } else {
+                    Err(format!(
+                        "`{line}` is not `write FOLDER PREFIX` (an absolute folder other than \
+                         `/`, then one simple command)"
+                    ))
+                }
+            }
+            "full" => Err(format!(
+                "`{line}` is no longer honoured: a grant never runs commands in full mode, \
+                 where this file itself could be changed. Answer the next question for such \
+                 a command with \"always\" to keep `write FOLDER PREFIX` instead, and delete \
+                 this line"
             )),
+            _ => Err(format!("`{line}` is not {SHAPES} (one simple command)")),
         }
     }
+}
+
+/// `text` with `\`, spaces and tabs escaped by a backslash (one word of an [`AlwaysFile`] line).
+fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '\\' | ' ' | '\t') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The first word of `text` with [`escaped`]'s backslashes taken out, and the rest.
+fn unescaped_word(text: &str) -> (String, &str) {
+    let mut word = String::new();
+    let mut chars = text.char_indices();
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some((_, next)) = chars.next() {
+                    word.push(next);
+                }
+            }
+            c if c.is_whitespace() => return (word, &text[at..]),
+            c => word.push(c),
+        }
+    }
+    (word, "")
 }
 
 /// The grants kept for good: one a line in `$XDG_CONFIG_HOME/acp-bash/permissions/allowed`
@@ -633,9 +746,9 @@ impl AlwaysFile {
         if new {
             writeln!(
                 file,
-                "# acp-bash: what you allowed always, one a line (`host HOST`, or `full PREFIX` /\n\
-                 # `workspace PREFIX`: commands starting with PREFIX run in that mode). Delete a\n\
-                 # line to take it back."
+                "# acp-bash: what you allowed always, one a line: `host HOST`; `write FOLDER PREFIX`\n\
+                 # (commands starting with PREFIX may also write FOLDER); `workspace PREFIX` (they\n\
+                 # get the network in read-only mode). Delete a line to take it back."
             )?;
         }
         writeln!(file, "{}", grant.line())
@@ -645,25 +758,37 @@ impl AlwaysFile {
     /// is replaced atomically (a new file beside it, renamed over it), every other line kept
     /// byte for byte.
     pub fn remove(&self, line: &str) -> std::io::Result<bool> {
+        let line = line.trim();
+        Ok(!self.remove_where(|kept| kept == line)?.is_empty())
+    }
+
+    /// Removes the lines that allow `what` (a host, or a command prefix: `host WHAT`, `write
+    /// FOLDER WHAT`, `workspace WHAT`, an old `full WHAT`); the lines removed. What
+    /// `/permissions remove` and `acp-bash permissions remove` do to the file.
+    pub fn remove_grants_for(&self, what: &str) -> std::io::Result<Vec<String>> {
+        self.remove_where(|line| allows(what, line))
+    }
+
+    /// Removes every line for which `matches` (given the trimmed line) holds; the lines
+    /// removed. As [`AlwaysFile::remove`]: atomically, every other line byte for byte.
+    pub fn remove_where(&self, matches: impl Fn(&str) -> bool) -> std::io::Result<Vec<String>> {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
         let text = match std::fs::read(&self.path) {
             Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(error) => return Err(error),
         };
-        let wanted = line.trim().as_bytes();
         let mut kept = Vec::with_capacity(text.len());
-        let mut removed = false;
+        let mut removed = Vec::new();
         for piece in text.split_inclusive(|b| *b == b'\n') {
-            if piece.trim_ascii() == wanted {
-                removed = true;
-            } else {
-                kept.extend_from_slice(piece);
+            match std::str::from_utf8(piece.trim_ascii()) {
+                Ok(line) if !line.is_empty() && matches(line) => removed.push(line.to_string()),
+                _ => kept.extend_from_slice(piece),
             }
         }
-        if !removed {
-            return Ok(false);
+        if removed.is_empty() {
+            return Ok(removed);
         }
         let mut salt = [0u8; 4];
         crate::random::random_bytes(&mut salt);
@@ -682,8 +807,20 @@ impl AlwaysFile {
         if written.is_err() {
             let _ = std::fs::remove_file(&new);
         }
-        written.map(|()| true)
+        written.map(|()| removed)
     }
+}
+
+/// Whether the kept `line` is one that allows `what` (a host, or a command prefix): `host
+/// WHAT`, `write FOLDER WHAT`, `workspace WHAT`, or an old `full WHAT`.
+fn allows(what: &str, line: &str) -> bool {
+    let what = what.trim();
+    HostPattern::parse(what).is_ok_and(|pattern| line == Grant::Host(pattern).line())
+        || (!what.is_empty()
+            && (line
+                .strip_prefix("full ")
+                .is_some_and(|rest| rest.trim() == what)
+                || Grant::parse(line).is_ok_and(|grant| grant.prefix() == Some(what))))
 }
 
 /// The permission settings of an agent: whether it asks, and where it keeps what is allowed
@@ -727,7 +864,8 @@ pub struct SessionPermits {
     /// The agent's settings.
     pub settings: Permits,
     hosts: Option<Grants>,
-    prefixes: Arc<Mutex<Vec<(String, Mode)>>>,
+    /// Its [`Grant::Prefix`]es and [`Grant::Write`]s.
+    prefixes: Arc<Mutex<Vec<Grant>>>,
     /// Whether the session asks now (its `permission_requests` config option).
     asking: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -745,16 +883,36 @@ impl SessionPermits {
         self.asking.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// The mode a granted prefix gives `command`, when it is less strict than `mode`.
-    pub fn mode_for(&self, command: &str, mode: Mode) -> Option<Mode> {
+    /// What the granted prefixes that cover `command` give it in `mode` (`None`: nothing):
+    /// `workspace` mode for the network in read-only, and the folders of its write grants.
+    pub fn widened(&self, command: &str, mode: Mode) -> Option<Widened> {
         let prefixes = self.prefixes.lock().unwrap_or_else(|e| e.into_inner());
-        let granted = prefixes
-            .iter()
-            .filter(|(prefix, _)| covers(prefix, command))
-            .map(|(_, granted)| *granted);
-        // Full wins over workspace; only a looser mode than the session's is applied.
-        let best = granted.max_by_key(|m| looseness(*m))?;
-        (looseness(best) > looseness(mode)).then_some(best)
+        let mut widened = Widened {
+            mode,
+            also_writable: Vec::new(),
+        };
+        for grant in prefixes.iter() {
+            match grant {
+                // Only a looser mode than the session's is applied.
+                Grant::Prefix {
+                    prefix,
+                    mode: granted,
+                } if covers(prefix, command) && looseness(*granted) > looseness(widened.mode) => {
+                    widened.mode = *granted;
+                }
+                Grant::Write { prefix, folder }
+                    if covers(prefix, command) && !widened.also_writable.contains(folder) =>
+                {
+                    widened.also_writable.push(folder.clone());
+                }
+                _ => {}
+            }
+        }
+        // Full and off modes write anywhere already.
+        if matches!(widened.mode, Mode::Full | Mode::Off) {
+            widened.also_writable.clear();
+        }
+        (widened.mode != mode || !widened.also_writable.is_empty()).then_some(widened)
     }
 
     /// Applies `grant` to the session (a host to its proxy grants, a prefix to its list).
@@ -765,18 +923,18 @@ impl SessionPermits {
                     hosts.add(pattern.clone());
                 }
             }
-            Grant::Prefix { prefix, mode } => {
+            grant => {
                 let mut prefixes = self.prefixes.lock().unwrap_or_else(|e| e.into_inner());
-                if !prefixes.iter().any(|(p, m)| p == prefix && m == mode) {
-                    prefixes.push((prefix.clone(), *mode));
+                if !prefixes.contains(grant) {
+                    prefixes.push(grant.clone());
                 }
             }
         }
     }
 
     /// What the session allows beyond its mode: its host grants (`host HOST`, including
-    /// those kept always and one "allow once" host while its re-run lasts) and its prefixes
-    /// (`full PREFIX`, `workspace PREFIX`), as [`Grant::line`]s.
+    /// those kept always) and its prefixes
+    /// (`write FOLDER PREFIX`, `workspace PREFIX`), as [`Grant::line`]s.
     pub fn granted(&self) -> Vec<String> {
         let mut lines: Vec<String> = Vec::new();
         let hosts = self.hosts.as_ref().map(Grants::list).unwrap_or_default();
@@ -784,10 +942,7 @@ impl SessionPermits {
         let grants = hosts
             .into_iter()
             .map(Grant::Host)
-            .chain(prefixes.iter().map(|(prefix, mode)| Grant::Prefix {
-                prefix: prefix.clone(),
-                mode: *mode,
-            }));
+            .chain(prefixes.iter().cloned());
         for grant in grants {
             let line = grant.line();
             if !lines.contains(&line) {
@@ -798,54 +953,38 @@ impl SessionPermits {
     }
 
     /// Takes back what allows `what` (a host, or a command prefix): from the session, and
-    /// from the [`AlwaysFile`]. The lines removed (`host HOST`, `full PREFIX`, …); none when
-    /// nothing allowed it.
+    /// from the [`AlwaysFile`]. The lines removed (`host HOST`, `write FOLDER PREFIX`, …,
+    /// and a `full PREFIX` line kept from before); none when nothing allowed it.
     pub fn remove(&self, what: &str) -> std::io::Result<Vec<String>> {
         let what = what.trim();
-        let mut lines: Vec<String> = Vec::new();
-        if let Ok(pattern) = HostPattern::parse(what) {
-            lines.push(Grant::Host(pattern).line());
-        }
-        if is_simple(what) && !what.is_empty() {
-            for mode in [Mode::Full, Mode::Workspace] {
-                lines.push(
-                    Grant::Prefix {
-                        prefix: what.to_string(),
-                        mode,
-                    }
-                    .line(),
-                );
-            }
-        }
-        let mut removed: Vec<String> = Vec::new();
-        let session = self.granted();
-        if let Ok(pattern) = HostPattern::parse(what) {
-            if let Some(hosts) = &self.hosts {
-                while hosts.list().contains(&pattern) {
-                    hosts.remove(&pattern);
-                }
+        let host = HostPattern::parse(what).ok();
+        let mut removed: Vec<String> = self
+            .granted()
+            .into_iter()
+            .filter(|line| allows(what, line))
+            .collect();
+        if let (Some(pattern), Some(hosts)) = (&host, &self.hosts) {
+            while hosts.list().contains(pattern) {
+                hosts.remove(pattern);
             }
         }
         self.prefixes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|(prefix, _)| prefix != what);
-        for line in &lines {
-            if session.contains(line) {
-                removed.push(line.clone());
-            }
-        }
+            .retain(|grant| grant.prefix() != Some(what));
         if let Some(file) = &self.settings.always {
-            for line in &lines {
-                if file.remove(line)? && !removed.contains(line) {
-                    removed.push(line.clone());
+            for line in file.remove_grants_for(what)? {
+                if !removed.contains(&line) {
+                    removed.push(line);
                 }
             }
         }
         Ok(removed)
     }
 
-    /// Allows `host` until [`SessionPermits::end_once`] (an "allow once" re-run).
+    /// Allows `host` for the whole session until [`SessionPermits::end_once`] (an "allow once"
+    /// re-run where a command cannot have a proxy listener of its own: not Linux; there the
+    /// re-run gets it alone, [`crate::exec::RunRequest::also_hosts`]).
     pub fn allow_once(&self, host: &str) -> Option<HostPattern> {
         let pattern = HostPattern::parse(host).ok()?;
         self.hosts.as_ref()?.add(pattern.clone());
@@ -859,16 +998,34 @@ impl SessionPermits {
         }
     }
 
-    /// The grant an answer of session or always makes for `ask`.
+    /// The grant an answer of session or always makes for `ask`: the host; for a write, the
+    /// commands starting with its prefix may also write the folder "once" would open (none
+    /// where that would be `/`, or is not UTF-8); for the network, they run in `workspace`
+    /// mode.
     pub fn grant_for(ask: &Ask) -> Option<Grant> {
         match &ask.refusal {
             Refusal::Host { host } => HostPattern::parse(host).ok().map(Grant::Host),
+            refusal @ Refusal::Write { .. } => Some(Grant::Write {
+                prefix: ask.prefix.clone()?,
+                folder: refusal.once_writable().filter(|f| f.to_str().is_some())?,
+            }),
             refusal => Some(Grant::Prefix {
                 prefix: ask.prefix.clone()?,
                 mode: refusal.mode_that_allows()?,
             }),
         }
     }
+}
+
+/// What granted prefixes give one command ([`SessionPermits::widened`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Widened {
+    /// The mode it runs in (the session's, or `workspace` for the network in read-only).
+    pub mode: Mode,
+    /// The folders it may also write, the masks still over them
+    /// ([`crate::exec::RunRequest::also_writable`]).
+    pub also_writable: Vec<PathBuf>,
 }
 
 fn looseness(mode: Mode) -> u8 {
@@ -923,10 +1080,12 @@ mod tests {
         let file = AlwaysFile::under(dir.path());
         assert!(file.read().0.is_empty());
         let host = Grant::Host(HostPattern::parse("example.com").unwrap());
-        let prefix = Grant::Prefix {
+        let prefix = Grant::Write {
             prefix: "touch".into(),
-            mode: Mode::Full,
+            folder: "/srv/my out\\put".into(),
         };
+        assert_eq!(prefix.line(), "write /srv/my\\ out\\\\put touch");
+        assert_eq!(Grant::parse(&prefix.line()), Ok(prefix.clone()));
         file.add(&host).unwrap();
         file.add(&prefix).unwrap();
         file.add(&host).unwrap();
@@ -936,10 +1095,15 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         assert!(file.remove("host example.com").unwrap());
         assert_eq!(file.read().0, vec![prefix]);
-        std::fs::write(&file.path, "nonsense\nfull a; b\nhost ok.org\n").unwrap();
+        std::fs::write(
+            &file.path,
+            "nonsense\nworkspace a; b\nhost ok.org\nfull touch\nwrite / touch\nwrite rel touch\n",
+        )
+        .unwrap();
         let (grants, bad) = file.read();
         assert_eq!(grants.len(), 1);
-        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert_eq!(bad.len(), 5, "{bad:?}");
+        assert!(bad[2].contains("no longer honoured"), "{bad:?}");
     }
 
     #[test]

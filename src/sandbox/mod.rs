@@ -254,6 +254,12 @@ pub struct Roots {
     /// and granted by Landlock, masks still over them. Such a command never runs in the
     /// session's zygote (its view is its own).
     pub also_writable: Vec<PathBuf>,
+    /// Hosts this one command may also reach through the allowlist's proxy, in workspace mode
+    /// (an "allow once" answer to a refused host: [`crate::permit`]): the command never runs
+    /// in the session's zygote, so it has a network namespace of its own, bridged to a proxy
+    /// listener of its own that also allows them. The session's other commands (its background
+    /// jobs too) keep the session's listener, which does not.
+    pub also_hosts: Vec<crate::netproxy::HostPattern>,
 }
 
 impl Roots {
@@ -269,6 +275,7 @@ impl Roots {
             view_without_mount_setattr: false,
             proxied_network: false,
             also_writable: Vec::new(),
+            also_hosts: Vec::new(),
         }
     }
 

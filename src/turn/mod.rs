@@ -225,9 +225,17 @@ impl TurnHost for Turn<'_> {
             let mut call = call;
             let session_mode = || call_mode(&call, self.session);
             if let Some(permits) = &self.permits {
-                // A granted prefix: the command runs in the mode the user allowed it.
-                if let Some(mode) = permits.mode_for(call.command(), session_mode()) {
-                    call.request.sandbox_mode = Some(mode);
+                // A granted prefix: the command runs in the mode the user allowed it, with the
+                // folders the user allowed it to write (never in full mode, where the always
+                // file could be changed).
+                if let Some(widened) = permits.widened(call.command(), session_mode()) {
+                    call.request.sandbox_mode = Some(widened.mode);
+                    if cfg!(target_os = "linux") {
+                        call.request.also_writable.extend(widened.also_writable);
+                    } else if !widened.also_writable.is_empty() {
+                        // macOS's profile has no extra writable folder yet (as "once").
+                        call.request.sandbox_mode = Some(crate::sandbox::Mode::Full);
+                    }
                 }
             }
             let (call_id, result) = self.run_one(&call).await;
@@ -411,7 +419,15 @@ impl Turn<'_> {
             self.notice(&format!("acp-bash: {kept}.\n"));
         }
         let mut again = call;
+        // Once, a host: the re-run alone may reach it, through a proxy listener of its own
+        // (Linux); the session's other commands, its background jobs too, may not.
         let once_host = match (&ask.refusal, answer) {
+            (permit::Refusal::Host { host }, Answer::Once) if cfg!(target_os = "linux") => {
+                if let Ok(pattern) = crate::netproxy::HostPattern::parse(host) {
+                    again.request.also_hosts.push(pattern);
+                }
+                None
+            }
             (permit::Refusal::Host { host }, Answer::Once) => permits.allow_once(host),
             _ => None,
         };

@@ -139,7 +139,8 @@ pub(crate) fn confine_with(
         }
     };
     notices.extend(built.notices.iter().cloned());
-    let plan = Prepared::new(mode, layers, built.view.clone(), ruleset, limits, reused);
+    let mut plan = Prepared::new(mode, layers, built.view.clone(), ruleset, limits, reused);
+    plan.also_hosts = roots.also_hosts.clone();
     // After the cgroup set-up above, so this says what the limits are, not what they may be.
     notices.extend(super::report::limit_notices(mode, limits));
     Confined {

@@ -307,7 +307,9 @@ impl Linux {
         request: &SpawnRequest,
         raw: &spawn::Request,
     ) -> io::Result<(i32, Option<OwnedFd>)> {
-        if let Some(session) = request.session {
+        // A command with hosts of its own never runs in the zygote: it needs a network
+        // namespace (and a listener) of its own.
+        if let Some(session) = request.session.filter(|_| prepared.also_hosts.is_empty()) {
             let (zygotes, program) = session.parts();
             let mut zygotes = zygotes.lock().unwrap_or_else(|e| e.into_inner());
             let network = session.network.as_ref();
@@ -345,7 +347,8 @@ impl Linux {
             (_, _, Some((network, (ours, theirs)))) => {
                 // W sent the listener before its shell exec'd, which `spawn` waited for.
                 drop(theirs);
-                match receive_listener(&ours).and_then(|l| network.serve(l)) {
+                let serve = |l| network.serve_also(l, &prepared.also_hosts);
+                match receive_listener(&ours).and_then(serve) {
                     Ok(serving) => network.keep(pid, serving),
                     // The command runs with no way out (its namespace has only a loopback).
                     Err(error) => tracing::warn!(%error, "no bridge to the proxy for a command"),
@@ -384,7 +387,8 @@ pub(crate) fn bridge<'a>(
     let why = match (netns, network) {
         (Some(netns), Some(network)) => {
             let addr = ([127, 0, 0, 1], crate::netproxy::PROXY_PORT).into();
-            match listen_in(netns.as_fd(), addr).and_then(|l| network.serve(l)) {
+            let serve = |l| network.serve_also(l, &prepared.also_hosts);
+            match listen_in(netns.as_fd(), addr).and_then(serve) {
                 Ok(serving) => return Ok(Bridge::Serving(serving)),
                 Err(error) => error.to_string(),
             }
@@ -458,6 +462,9 @@ pub(crate) struct Prepared {
     _cgroups: [Option<cgroup::RunCgroup>; 2],
     /// Or its cgroup v2 folders (`cgroup_v2.rs`): open until then, removed once it has ended.
     cgroup_v2: Option<cgroup_v2::Run>,
+    /// The hosts this command alone may also reach ([`crate::sandbox::Roots::also_hosts`]):
+    /// it runs on the per-command path, with a proxy listener of its own.
+    pub(crate) also_hosts: Vec<crate::netproxy::HostPattern>,
 }
 
 impl Prepared {
@@ -650,6 +657,7 @@ impl Prepared {
             reused,
             _cgroups: [pids, memory],
             cgroup_v2,
+            also_hosts: Vec::new(),
         }
     }
 }

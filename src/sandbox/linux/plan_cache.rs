@@ -227,7 +227,11 @@ impl Key {
     pub(crate) fn new(mode: Mode, roots: &Roots, support: &Support) -> Key {
         Key {
             mode,
-            roots: roots.clone(),
+            // The view and ruleset do not depend on the hosts one command may also reach.
+            roots: Roots {
+                also_hosts: Vec::new(),
+                ..roots.clone()
+            },
             support: support.clone(),
             ids: super::current_ids(),
             env: ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"].map(std::env::var_os),

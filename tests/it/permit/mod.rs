@@ -576,8 +576,9 @@ fn a_command_cannot_trigger_answer_or_forge_a_permission_request() {
 }
 
 /// A write outside the writable places: asked about with the path named (checked to be really
-/// outside); once runs it again in full mode; a session grant runs the session's later
-/// commands with that prefix in full mode without asking; reject leaves the file unmade.
+/// outside); once runs it again with the refused path's folder writable; a session grant runs
+/// the session's later commands with that prefix with that folder writable, without asking;
+/// reject leaves the file unmade.
 #[test]
 fn a_write_outside_the_workspace_is_asked_about_and_allowed_as_answered() {
     crate::support::sandbox::as_root_and_nobody(
@@ -690,7 +691,7 @@ fn doctor_lists_what_is_allowed_always() {
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     std::fs::write(
         &file,
-        "# mine\nhost example.com\nfull npm install\nnonsense\n",
+        "# mine\nhost example.com\nworkspace npm install\nfull npm install\nnonsense\n",
     )
     .unwrap();
     let output = std::process::Command::new(binary())
@@ -704,6 +705,11 @@ fn doctor_lists_what_is_allowed_always() {
         .unwrap_or_else(|| panic!("no section in:\n{text}"));
     assert!(section.contains(&file.display().to_string()), "{section}");
     assert!(section.contains("\n  host example.com\n"), "{section}");
-    assert!(section.contains("\n  full npm install\n"), "{section}");
+    assert!(section.contains("\n  workspace npm install\n"), "{section}");
+    // A `full PREFIX` line is no longer honoured, and says so.
+    assert!(
+        section.contains("[ignored] `full npm install` is no longer honoured"),
+        "{section}"
+    );
     assert!(section.contains("[ignored] `nonsense`"), "{section}");
 }
