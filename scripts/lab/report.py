@@ -57,6 +57,13 @@ def setting_rows(d):
     rows = {}
     notes = {}
     rows["binary runs"] = cmd_cell(d, "version")
+    # ubuntu-profile-user: doctor's AppArmor advice under Ubuntu's restriction, followed as
+    # written (guest/ubuntu-profile.sh); without it the suite would prove nothing about it
+    profile = read(os.path.join(d, "ubuntu-profile.txt"), None)
+    if profile is not None:
+        rows["doctor's AppArmor profile, installed as written"] = (
+            "holds" if profile.rstrip().endswith("every step held") else "fails"
+        )
     rows["a command runs"] = cmd_cell(d, "run", lambda t: "lab-run-ok" in t)
     doctor_rc = read(os.path.join(d, "doctor.rc")).strip()
     doctor = read(os.path.join(d, "doctor.txt"))
