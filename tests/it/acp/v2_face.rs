@@ -1042,3 +1042,49 @@ async fn the_v2_face_starts_mcp_servers_and_calls_their_tools() {
     assert_eq!(results, ["echo: v2"]);
     client.finish().await;
 }
+
+/// Both faces advertise the prompt's content as the driver takes it: with a model driver,
+/// images and embedded context (v1 `agentCapabilities.promptCapabilities`, v2
+/// `capabilities.session.prompt`); with the shell driver (a prompt is a script), neither.
+#[tokio::test]
+async fn both_faces_advertise_images_and_embedded_context_only_with_a_model_driver() {
+    let model: &[&str] = &[
+        "--model",
+        "openai:fake",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ];
+    for (driver, extra, takes) in [("model", model, true), ("shell", &[][..], false)] {
+        // v2: `{}` each where taken; the whole `prompt` absent (the baseline) where neither.
+        let mut client =
+            V2Client::start_with_env(extra, &[("OPENAI_API_KEY", "sk-test-v2-prompt")]);
+        let init = client.initialize().await;
+        let prompt = &init["result"]["capabilities"]["session"]["prompt"];
+        let expected = match takes {
+            true => json!({"image": {}, "embeddedContext": {}}),
+            false => Value::Null,
+        };
+        assert_eq!(prompt, &expected, "v2, {driver} driver: {init}");
+        client.finish().await;
+        // v1: booleans.
+        let mut client =
+            V2Client::start_with_env(extra, &[("OPENAI_API_KEY", "sk-test-v2-prompt")]);
+        let init = client
+            .call(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            )
+            .await;
+        let prompt = &init["result"]["agentCapabilities"]["promptCapabilities"];
+        assert_eq!(prompt["image"], takes, "v1, {driver} driver: {init}");
+        assert_eq!(
+            prompt["embeddedContext"], takes,
+            "v1, {driver} driver: {init}"
+        );
+        drop(client.stdin.take());
+        let status = guard("the agent's exit", client.child.wait())
+            .await
+            .unwrap();
+        assert!(status.success(), "acp-bash exited with {status}");
+    }
+}
