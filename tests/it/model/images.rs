@@ -231,3 +231,216 @@ async fn a_model_that_refuses_images_gets_the_turn_without_them_and_the_user_is_
         }
     }
 }
+
+const MIB: usize = 1024 * 1024;
+
+/// An image of `bytes` base64 bytes, every byte `fill` (a base64 letter, so each image of a
+/// request can be told apart by its first letters).
+fn image_of(fill: char, bytes: usize) -> ContentBlock {
+    ContentBlock::Image(ImageContent::new(
+        fill.to_string().repeat(bytes),
+        "image/png",
+    ))
+}
+
+/// Each image part of `message` (OpenAI's `image_url`) as its fill letter and base64 size.
+fn images_in(message: &Value) -> Vec<(char, usize)> {
+    let Some(parts) = message["content"].as_array() else {
+        return Vec::new();
+    };
+    parts
+        .iter()
+        .filter(|p| p["type"] == "image_url")
+        .map(|p| {
+            let url = p["image_url"]["url"].as_str().unwrap();
+            let data = url.strip_prefix("data:image/png;base64,").unwrap();
+            (data.chars().next().unwrap(), data.len())
+        })
+        .collect()
+}
+
+/// Every image a request sent, in order.
+fn images_sent(body: &Value) -> Vec<(char, usize)> {
+    user_messages(body).iter().flat_map(images_in).collect()
+}
+
+/// The text the model read in a request's user messages (the parts' text and plain contents).
+fn user_text(body: &Value) -> String {
+    user_messages(body)
+        .iter()
+        .map(|m| match &m["content"] {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A prompt's images may take 5 MiB of base64 in all: exactly 5 MiB (two images) is sent
+/// whole; in a prompt whose images come to 5 MiB and 4 bytes, the image that passes the bound
+/// is not sent, the model reads a line in its place and the user is told its size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompts_images_are_sent_up_to_five_mib_and_the_one_past_it_is_named() {
+    let (_tmp, dir) = temp_dir();
+    let fake = FakeModel::start(vec![
+        openai::reply(&["Two images."], &[]),
+        openai::reply(&["One image."], &[]),
+    ])
+    .await;
+    let base = format!("{}/v1", fake.base);
+    let client = served("openai:fake", &["--base-url", &base], &[]);
+    let ((under, over), _) = converse_with(client, "prompt image bound", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let blocks = vec![
+            "at the bound".into(),
+            image_of('A', 3 * MIB),
+            image_of('B', 2 * MIB),
+        ];
+        let (stop, under) = prompt_blocks(&mut c, &session, blocks).await?;
+        assert_eq!(stop, StopReason::EndTurn);
+        let blocks = vec![
+            "past the bound".into(),
+            image_of('C', 3 * MIB),
+            image_of('D', 2 * MIB + 4),
+        ];
+        let (stop, over) = prompt_blocks(&mut c, &session, blocks).await?;
+        assert_eq!(stop, StopReason::EndTurn);
+        Ok((agent_text(&under), agent_text(&over)))
+    })
+    .await;
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{} requests", requests.len());
+    assert_eq!(
+        images_sent(&requests[0].body),
+        [('A', 3 * MIB), ('B', 2 * MIB)]
+    );
+    assert!(!under.contains("Not sent"), "{under}");
+    // The first prompt's images stay (8 MiB in all: under the conversation's bound); D is not
+    // sent, and said so to both.
+    assert_eq!(
+        images_sent(&requests[1].body),
+        [('A', 3 * MIB), ('B', 2 * MIB), ('C', 3 * MIB)]
+    );
+    assert!(
+        over.contains("Not sent to the model: an image of 2048 KiB: a prompt's images may take 5 MiB in all (base64)."),
+        "{over}"
+    );
+    let read = user_text(&requests[1].body);
+    assert!(
+        read.contains("(The user gave an image of 2048 KiB, not sent: the prompt's images reached their bound.)"),
+        "{read}"
+    );
+}
+
+/// A conversation's images may take 10 MiB: two prompts of 5 MiB each are both sent again;
+/// the prompt that takes the total past 10 MiB (by 4 bytes) gets the oldest image replaced by
+/// a line, and the user is told; a fourth prompt of 5 MiB replaces the next oldest. Every
+/// request sends at most 10 MiB of images, newest kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_ten_mib_in_a_conversation_the_oldest_images_give_way_and_the_user_is_told() {
+    let (_tmp, dir) = temp_dir();
+    let fake = FakeModel::start((0..4).map(|_| openai::reply(&["Seen."], &[])).collect()).await;
+    let base = format!("{}/v1", fake.base);
+    let client = served("openai:fake", &["--base-url", &base], &[]);
+    let (told, _) = converse_with(client, "conversation image bound", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let mut told = Vec::new();
+        for (text, image) in [
+            ("prompt-1", image_of('A', 5 * MIB)),
+            ("prompt-2", image_of('B', 5 * MIB)),
+            ("prompt-3", image_of('C', 4)),
+            ("prompt-4", image_of('D', 5 * MIB)),
+        ] {
+            let (stop, updates) = prompt_blocks(&mut c, &session, vec![text.into(), image]).await?;
+            assert_eq!(stop, StopReason::EndTurn);
+            told.push(agent_text(&updates));
+        }
+        Ok(told)
+    })
+    .await;
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4, "{} requests", requests.len());
+    let sent: Vec<Vec<(char, usize)>> = requests.iter().map(|r| images_sent(&r.body)).collect();
+    assert_eq!(sent[0], [('A', 5 * MIB)]);
+    assert_eq!(
+        sent[1],
+        [('A', 5 * MIB), ('B', 5 * MIB)],
+        "exactly 10 MiB: all sent"
+    );
+    assert_eq!(sent[2], [('B', 5 * MIB), ('C', 4)]);
+    assert_eq!(sent[3], [('C', 4), ('D', 5 * MIB)]);
+    assert!(!told[0].contains("No longer sent") && !told[1].contains("No longer sent"));
+    for said in &told[2..] {
+        assert!(
+            said.contains("No longer sent to the model: the 1 oldest image(s) of this conversation (its images may take 10 MiB in all)."),
+            "{said}"
+        );
+    }
+    // The model reads, where each image was, that it was given and is no longer sent.
+    let line = "(The user gave an image here; not sent to you: the conversation's images passed 10 MiB, the oldest are no longer sent.)";
+    let last = user_messages(&requests[3].body);
+    let at = |text: &str| {
+        last.iter()
+            .position(|m| m.to_string().contains(text))
+            .unwrap()
+    };
+    assert_eq!(
+        last[at("prompt-1") + 1]["content"],
+        line,
+        "{:?}",
+        &last[..3]
+    );
+    assert_eq!(last[at("prompt-2") + 1]["content"], line);
+    assert_eq!(user_text(&requests[3].body).matches(line).count(), 2);
+}
+
+/// A prompt with more images than a model is sent (three of 4 MiB: 12 MiB, past the 9 MiB a
+/// line of a 1 MiB prompt may take) is taken, not refused whole: the first image is sent, the
+/// others are named to the model and the user. A line past the room for images (seven of 4
+/// MiB) is refused with an error that names both bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_with_more_images_than_are_sent_is_answered_not_refused() {
+    let (_tmp, dir) = temp_dir();
+    let fake = FakeModel::start(vec![openai::reply(&["One of three."], &[])]).await;
+    let base = format!("{}/v1", fake.base);
+    let client = served("openai:fake", &["--base-url", &base], &[]);
+    let ((told, refused), _) = converse_with(client, "many images", async |mut c| {
+        let session = c.new_session(&dir).await?;
+        let mut blocks = vec![ContentBlock::from("three")];
+        blocks.extend(['E', 'F', 'G'].map(|fill| image_of(fill, 4 * MIB)));
+        let (stop, updates) = prompt_blocks(&mut c, &session, blocks).await?;
+        assert_eq!(stop, StopReason::EndTurn);
+        let mut blocks = vec![ContentBlock::from("seven")];
+        blocks.extend((0..7).map(|_| image_of('H', 4 * MIB)));
+        let refused = prompt_blocks(&mut c, &session, blocks)
+            .await
+            .expect_err("a line past its bound is refused");
+        Ok((agent_text(&updates), refused))
+    })
+    .await;
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "{} requests", requests.len());
+    assert_eq!(images_sent(&requests[0].body), [('E', 4 * MIB)]);
+    assert_eq!(
+        told.matches("Not sent to the model: an image of 4096 KiB")
+            .count(),
+        2,
+        "{told}"
+    );
+    assert_eq!(
+        user_text(&requests[0].body)
+            .matches("(The user gave an image of 4096 KiB, not sent")
+            .count(),
+        2
+    );
+    let refused = format!("{refused:?}");
+    assert!(
+        refused.contains("--max-prompt-bytes") && refused.contains("images of at most 16 MiB"),
+        "{refused}"
+    );
+}
