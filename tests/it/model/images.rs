@@ -444,3 +444,85 @@ async fn a_prompt_with_more_images_than_are_sent_is_answered_not_refused() {
         "{refused}"
     );
 }
+
+/// Anthropic's refusals of an image, as its API words them (`fixtures/providers/anthropic/`,
+/// sources in `SOURCES.md`): an image it cannot read, one past 5 MB, one with too many pixels,
+/// each a 400 `invalid_request_error` that every later request holding the image gets again.
+/// The turn is asked again once without the conversation's images, each replaced by a line;
+/// the user reads the provider's words and the model's answer; the next turn sends no image.
+/// Ollama's Anthropic endpoint's refusal of images by a text-only model, in Anthropic's error
+/// shape, is told as the model's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropics_refusal_of_an_image_gets_the_turn_without_it_and_the_user_is_told() {
+    use crate::support::fake_model::recorded;
+    let ollama = json!({"type": "error", "error": {"type": "invalid_request_error",
+        "message": "this model does not support image input"}})
+    .to_string();
+    let cases = [
+        (
+            recorded("anthropic/could_not_process_image.json"),
+            "Could not process image",
+            "the provider refused an image of this conversation",
+        ),
+        (
+            recorded("anthropic/image_exceeds_5_mb.json"),
+            "image exceeds 5 MB maximum",
+            "the provider refused an image of this conversation",
+        ),
+        (
+            recorded("anthropic/image_dimensions_exceed.json"),
+            "At least one of the image dimensions exceed max allowed size",
+            "the provider refused an image of this conversation",
+        ),
+        (
+            ollama,
+            "this model does not support image input",
+            "this model does not take images",
+        ),
+    ];
+    for (refusal, words, why) in cases {
+        let (_tmp, dir) = temp_dir();
+        let body = refusal.clone();
+        let fake = FakeModel::start_refusing(
+            vec![
+                anthropic::reply(&["I see no image, but go on."], &[]),
+                anthropic::reply(&["Fine."], &[]),
+            ],
+            Arc::new(move |request: &Value| {
+                request["messages"]
+                    .to_string()
+                    .contains(r#""type":"image""#)
+                    .then(|| Answer::Status(400, Vec::new(), body.clone()))
+            }),
+        )
+        .await;
+        let client = served("anthropic:fake", &["--base-url", &fake.base], &[]);
+        let (updates, _) = converse_with(client, "anthropic image refused", async |mut c| {
+            let session = c.new_session(&dir).await?;
+            let (stop, updates) =
+                prompt_blocks(&mut c, &session, with_image("what is this?")).await?;
+            assert_eq!(stop, StopReason::EndTurn);
+            let (stop, _) = prompt_blocks(&mut c, &session, vec!["ok".into()]).await?;
+            assert_eq!(stop, StopReason::EndTurn);
+            Ok(updates)
+        })
+        .await;
+        let shown = agent_text(&updates);
+        assert!(
+            shown.contains(words)
+                && shown.contains("asked again without the 1 image(s)")
+                && shown.contains("I see no image, but go on."),
+            "{refusal}: {shown}"
+        );
+        let requests = fake.requests();
+        // Refused once (recorded), asked again without the image, then the next turn.
+        assert_eq!(requests.len(), 3, "{refusal}: {} requests", requests.len());
+        assert!(requests[0].body["messages"].to_string().contains(PNG));
+        for request in &requests[1..] {
+            let sent = request.body["messages"].to_string();
+            assert!(!sent.contains(r#""type":"image""#), "{sent}");
+            let line = format!("(The user gave an image here; not sent to you: {why}.)");
+            assert!(sent.contains(&line), "{line} in {sent}");
+        }
+    }
+}
