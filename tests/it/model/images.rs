@@ -526,3 +526,129 @@ async fn anthropics_refusal_of_an_image_gets_the_turn_without_it_and_the_user_is
         }
     }
 }
+
+/// `session/load` in another agent process replays the user's images as they were given
+/// (each an `image` `user_message_chunk` after its prompt's text), and the model gets them again
+/// in the history it is sent, in their user messages. Bounded as sent live: in the prompt whose
+/// images pass 5 MiB the image past the bound, and, once a session's images pass 10 MiB, the
+/// oldest, are kept by type and size only: the replay says so in a line where each was, and
+/// the model reads a line in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loaded_session_replays_its_images_and_the_model_still_gets_them() {
+    use super::harness::KEY;
+    let (_tmp, dir) = temp_dir();
+    let state = tempfile::tempdir().unwrap();
+    let serve = |base: String| {
+        AcpClient::new(
+            binary(),
+            [
+                "serve".to_string(),
+                "--sandbox".into(),
+                "full".into(),
+                "--state-dir".into(),
+                state.path().to_str().unwrap().into(),
+                "--model".into(),
+                "openai:fake".into(),
+                "--base-url".into(),
+                format!("{base}/v1"),
+            ],
+        )
+        .profile(ClientProfile::Zed)
+        .env("XDG_CONFIG_HOME", "/nonexistent/acp-bash-tests")
+        .env("OPENAI_API_KEY", KEY)
+    };
+    let first = FakeModel::start((0..3).map(|_| openai::reply(&["Seen."], &[])).collect()).await;
+    let (session, _) = converse_with(
+        serve(first.base.clone()),
+        "the first process",
+        async |mut c| {
+            let session = c.new_session(&dir).await?;
+            for blocks in [
+                vec!["prompt-1".into(), image_of('A', 5 * MIB)],
+                vec![
+                    "prompt-2".into(),
+                    image_of('B', 5 * MIB),
+                    image_of('C', MIB),
+                ],
+                vec!["prompt-3".into(), image_of('D', 8)],
+            ] {
+                let (stop, _) = prompt_blocks(&mut c, &session, blocks).await?;
+                assert_eq!(stop, StopReason::EndTurn);
+            }
+            Ok(session)
+        },
+    )
+    .await;
+    // What the first process sent last: A no longer (the conversation passed 10 MiB), C never
+    // (its prompt passed 5 MiB).
+    assert_eq!(
+        images_sent(&first.requests()[2].body),
+        [('B', 5 * MIB), ('D', 8)]
+    );
+    let second = FakeModel::start(vec![openai::reply(&["Still seen."], &[])]).await;
+    let (replayed, _) = converse_with(
+        serve(second.base.clone()),
+        "the second process",
+        async |mut c| {
+            let (_, replayed) = c.load_session(&session, &dir).await?;
+            let (stop, _) = prompt_blocks(&mut c, &session, vec!["prompt-4".into()]).await?;
+            assert_eq!(stop, StopReason::EndTurn);
+            Ok(replayed)
+        },
+    )
+    .await;
+    // The replay: each prompt's text, then its images as given, or the line for one not kept.
+    let user: Vec<String> = replayed
+        .iter()
+        .filter_map(|u| match u {
+            SessionUpdate::UserMessageChunk(chunk) => Some(match &chunk.content {
+                ContentBlock::Text(t) => t.text.clone(),
+                ContentBlock::Image(i) => {
+                    format!("image {} {}{}", i.mime_type, &i.data[..1], i.data.len())
+                }
+                other => panic!("{other:?}"),
+            }),
+            _ => None,
+        })
+        .collect();
+    let not_kept = |kib: usize| {
+        format!(
+            "(An image of type image/png, {kib} KiB, given here is not kept in this session's \
+             history: a prompt's images are kept up to 5 MiB, a session's up to 10 MiB, newest \
+             first.)"
+        )
+    };
+    assert_eq!(
+        user,
+        [
+            "prompt-1".to_string(),
+            not_kept(5120),
+            "prompt-2".into(),
+            format!("image image/png B{}", 5 * MIB),
+            not_kept(1024),
+            "prompt-3".into(),
+            "image image/png D8".into(),
+        ]
+    );
+    // The model, after the load: the kept images in their user messages, a line for the others.
+    let body = &second.requests()[0].body;
+    assert_eq!(images_sent(body), [('B', 5 * MIB), ('D', 8)]);
+    let messages = user_messages(body);
+    let of = |text: &str| {
+        messages
+            .iter()
+            .find(|m| m.to_string().contains(text))
+            .unwrap_or_else(|| panic!("{text} not sent"))
+    };
+    assert_eq!(images_in(of("prompt-2")), [('B', 5 * MIB)]);
+    assert_eq!(images_in(of("prompt-3")), [('D', 8)]);
+    let read = user_text(body);
+    assert!(
+        read.contains("prompt-1\n\n(The user gave an image of 5120 KiB here; not sent to you: this session's history no longer keeps it.)"),
+        "{read}"
+    );
+    assert!(
+        read.contains("prompt-2\n\n(The user gave an image of 1024 KiB here; not sent to you: this session's history no longer keeps it.)"),
+        "{read}"
+    );
+}
