@@ -1088,3 +1088,59 @@ async fn both_faces_advertise_images_and_embedded_context_only_with_a_model_driv
         assert!(status.success(), "acp-bash exited with {status}");
     }
 }
+
+/// What the v2 face advertises holds: a v2 prompt's image reaches the model (an OpenAI
+/// `image_url` part after the prompt's text, in its user message), as on the v1 face.
+#[tokio::test]
+async fn a_v2_prompts_image_reaches_the_model() {
+    use crate::support::fake_model::{openai, FakeModel};
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAcCBlCwAAAABJRU5ErkJggg==";
+    let (_tmp, dir) = temp_dir();
+    let fake = FakeModel::start(vec![openai::reply(&["A dot."], &[])]).await;
+    let base = format!("{}/v1", fake.base);
+    let mut client = V2Client::start_with_env(
+        &["--model", "openai:fake", "--base-url", &base],
+        &[("OPENAI_API_KEY", "sk-test-v2-image")],
+    );
+    client.initialize().await;
+    let session = client.new_session(&dir).await;
+    let id = client
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "mimeType": "image/png", "data": PNG}]}),
+        )
+        .await;
+    let answer = client.answer(id).await;
+    assert!(answer["result"]["messageId"].is_string(), "{answer}");
+    client
+        .until(|m| {
+            is_state(m, &session, "idle") && m["params"]["update"].get("stopReason").is_some()
+        })
+        .await;
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let user = requests[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .cloned()
+        .unwrap();
+    let parts = user["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{user}"));
+    assert!(
+        parts[0]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("what is this?"),
+        "{user}"
+    );
+    assert_eq!(
+        parts[1],
+        json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}})
+    );
+    client.finish().await;
+}
