@@ -1144,3 +1144,75 @@ async fn a_v2_prompts_image_reaches_the_model() {
     );
     client.finish().await;
 }
+
+/// `session/resume` on the v2 face, in a later agent process, replays a prompt's image as a
+/// `user_message` with the `image` block the user gave, after the prompt's text (the record
+/// keeps it: `notes/2026-12-06-images-on-load.md`); the transcript stays within the v2 schema.
+#[tokio::test]
+async fn a_v2_resume_replays_the_users_image() {
+    use crate::support::fake_model::{openai, FakeModel};
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAcCBlCwAAAABJRU5ErkJggg==";
+    let (tmp, dir) = temp_dir();
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let fake = FakeModel::start(vec![openai::reply(&["A dot."], &[])]).await;
+    let base = format!("{}/v1", fake.base);
+    let args = [
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--model",
+        "openai:fake",
+        "--base-url",
+        &base,
+    ];
+    let env = [("OPENAI_API_KEY", "sk-test-v2-resume-image")];
+    let mut client = V2Client::start_with_env(&args, &env);
+    client.initialize().await;
+    let session = client.new_session(&dir).await;
+    client
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "mimeType": "image/png", "data": PNG}]}),
+        )
+        .await;
+    client
+        .until(|m| {
+            is_state(m, &session, "idle") && m["params"]["update"].get("stopReason").is_some()
+        })
+        .await;
+    client.finish().await;
+
+    let mut client = V2Client::start_with_env(&args, &env);
+    client.initialize().await;
+    let id = client
+        .request(
+            "session/resume",
+            json!({"sessionId": session, "cwd": dir, "mcpServers": [],
+                   "replayFrom": {"type": "start"}}),
+        )
+        .await;
+    let mut replayed = Vec::new();
+    loop {
+        let message = client.next().await;
+        if message["id"] == id {
+            break;
+        }
+        replayed.push(message["params"]["update"].clone());
+    }
+    let user: Vec<Value> = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message")
+        .flat_map(|u| u["content"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        user,
+        [
+            json!({"type": "text", "text": "what is this?"}),
+            json!({"type": "image", "mimeType": "image/png", "data": PNG}),
+        ],
+        "{replayed:#?}"
+    );
+    client.finish().await;
+}
