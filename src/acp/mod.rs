@@ -113,7 +113,8 @@ pub mod transport;
 pub mod v2;
 
 pub use agent::{
-    prompt_of, prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES, MODEL_OPTION_ID, MODE_OPTION_ID,
+    prompt_of, prompt_text, AcpBashAgent, DEFAULT_MAX_PROMPT_BYTES, MODEL_OPTION_ID,
+    MODE_OPTION_ID, PROMPT_IMAGE_LINE_BYTES,
 };
 pub use call_wire::CallWire;
 pub use modes::{ModeChoice, SandboxModes};

@@ -4,7 +4,8 @@
 //! block for the others).
 //!
 //! Owns: the order (turns and background jobs as they started; per turn: its prompt once as
-//! `user_message_chunk`, then the agent's text and the turn's calls in the order they came; per
+//! `user_message_chunk`, each of its kept images as one more (a line for an image the record
+//! kept by type and size only), then the agent's text and the turn's calls in the order they came; per
 //! call or job, through the same sequencer as the live call (`call_wire`): the `tool_call`, the
 //! kept output on the card path (then the card's status line), the final update with the
 //! recorded duration; a format-1 record's calls are each a turn of their own, as their prompt
@@ -12,7 +13,9 @@
 //! longer keeps, and calls and jobs whose agent ended while they ran (shown as ended with it,
 //! never restarted). Pure: no I/O. Must not touch: the record's shape (the store's), sending.
 
-use agent_client_protocol::v1::schema::{ContentChunk, SessionUpdate, ToolCallId};
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, ImageContent, SessionUpdate, ToolCallId,
+};
 
 use super::bridge::ClientFeatures;
 use super::call_wire::CallWire;
@@ -175,6 +178,25 @@ fn replay_turn(
     updates.push(Replayed::V1(SessionUpdate::UserMessageChunk(
         ContentChunk::new(turn.prompt.clone().into()),
     )));
+    // Its images, each as the user gave it, or a line where the record kept its type only.
+    for image in &turn.images {
+        let content = match &image.data {
+            Some(data) => ContentBlock::Image(ImageContent::new(data, &image.mime_type)),
+            None => format!(
+                "(An image of type {}, {} KiB, given here is not kept in this session's \
+                 history: a prompt's images are kept up to {} MiB, a session's up to {} MiB, \
+                 newest first.)",
+                image.mime_type,
+                image.bytes / 1024,
+                crate::store::record::KEEP_PROMPT_IMAGE_BYTES >> 20,
+                crate::store::record::KEEP_IMAGE_BYTES >> 20,
+            )
+            .into(),
+        };
+        updates.push(Replayed::V1(SessionUpdate::UserMessageChunk(
+            ContentChunk::new(content),
+        )));
+    }
     let calls: Vec<&CallRecord> = record
         .history
         .iter()

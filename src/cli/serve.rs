@@ -66,7 +66,6 @@ fn agent_on_stdio(
     model: &ModelArgs,
 ) -> (AcpBashAgent, AgentStdio, Option<std::path::PathBuf>) {
     let max_prompt_bytes = engine.max_prompt_bytes();
-    let transport = AgentStdio::new().limits(TransportLimits::for_prompts(max_prompt_bytes));
     let mut config = engine.config();
     let temp_root = config.session_temp_root.clone();
     // The session store (other sessions' scripts and output) is masked from commands, with
@@ -102,6 +101,12 @@ fn agent_on_stdio(
             (Engine::with_environment(config, env), driver)
         }
     };
+    // A driver that sends images gets lines with room for a prompt's images beyond its text.
+    let mut limits = TransportLimits::for_prompts(max_prompt_bytes);
+    if driver.as_ref().is_some_and(|driver| driver.images()) {
+        limits = limits.with_image_room(acp_bash::acp::PROMPT_IMAGE_LINE_BYTES);
+    }
+    let transport = AgentStdio::new().limits(limits);
     let mut agent = AcpBashAgent::new(commands_engine)
         .with_stream_limits(engine.stream_limits())
         .with_max_prompt_bytes(max_prompt_bytes)

@@ -18,8 +18,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use fs::{ListPage, ListQuery, SessionSummary, Store, StoreError};
 pub use record::{
-    CallEnd, CallRecord, Change, JobRecord, SaidRecord, SessionRecord, ShellRecord, TurnRecord,
-    VarRecord,
+    CallEnd, CallRecord, Change, ImageRecord, JobRecord, SaidRecord, SessionRecord, ShellRecord,
+    TurnRecord, VarRecord,
 };
 
 use crate::exec::RunOutcome;
@@ -230,9 +230,16 @@ impl SessionLog {
 
     /// Records that a turn started with `prompt`; returns its number.
     pub fn turn_started(&self, prompt: &str) -> u64 {
+        self.turn_started_with_images(prompt, Vec::new())
+    }
+
+    /// Records that a turn started with `prompt` and `images` (as
+    /// [`record::ImageRecord::of_prompt`] keeps them); returns its number.
+    pub fn turn_started_with_images(&self, prompt: &str, images: Vec<record::ImageRecord>) -> u64 {
         let change = Change::Turn {
             prompt: prompt.to_string(),
             ms: now_ms(),
+            images,
         };
         self.change(change, |_, turn| turn)
     }

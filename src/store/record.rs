@@ -50,6 +50,15 @@ pub const KEEP_TEXT: usize = 8 * 1024;
 /// it the files are kept by name and what happened to them.
 pub const KEEP_CHANGES: usize = 16 * 1024;
 
+/// Base64 bytes of a prompt's images kept (5 MiB, what the model driver sends of one prompt:
+/// `MAX_PROMPT_IMAGE_BYTES`): an image past it is kept by type and size only.
+pub const KEEP_PROMPT_IMAGE_BYTES: usize = 5 * 1024 * 1024;
+
+/// Base64 bytes of images a record keeps in all (10 MiB, what the model driver sends of one
+/// conversation: `MAX_CONVERSATION_IMAGE_BYTES`): past it, the oldest turns' images are kept by
+/// type and size only.
+pub const KEEP_IMAGE_BYTES: usize = 10 * 1024 * 1024;
+
 /// One session as kept on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -130,6 +139,9 @@ pub enum Change {
         prompt: String,
         /// When.
         ms: u64,
+        /// The images given with it (absent in journals written before images were kept).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ImageRecord>,
     },
     /// The agent said `text` in turn `turn` ([`SessionRecord::push_said`]).
     Said {
@@ -309,6 +321,48 @@ pub struct TurnRecord {
     pub calls: u64,
     /// The agent's text, in order (at most [`KEEP_TURN_TEXT`] bytes in all).
     pub said: Vec<SaidRecord>,
+    /// The images given with the prompt, in order (their data within
+    /// [`KEEP_PROMPT_IMAGE_BYTES`] a turn and [`KEEP_IMAGE_BYTES`] a record). Absent in
+    /// records written before images were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImageRecord>,
+}
+
+/// An image given with a prompt (ACP `image` content).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ImageRecord {
+    /// Its MIME type, as the client gave it.
+    pub mime_type: String,
+    /// Its size, in base64 bytes.
+    pub bytes: u64,
+    /// Its data (base64); `None` once it is not kept (past a bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+}
+
+impl ImageRecord {
+    /// The images of one prompt as a record keeps them (`(mime type, base64 data)` in order):
+    /// each kept whole while the prompt's images fit [`KEEP_PROMPT_IMAGE_BYTES`], those past it
+    /// by type and size only.
+    pub fn of_prompt<'a>(images: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Self> {
+        let mut left = KEEP_PROMPT_IMAGE_BYTES;
+        images
+            .into_iter()
+            .map(|(mime_type, data)| {
+                let data = data.trim();
+                let kept = data.len() <= left;
+                if kept {
+                    left -= data.len();
+                }
+                ImageRecord {
+                    mime_type: mime_type.to_string(),
+                    bytes: data.len() as u64,
+                    data: kept.then(|| data.to_string()),
+                }
+            })
+            .collect()
+    }
 }
 
 /// A piece of the agent's text in a turn.
@@ -599,7 +653,11 @@ impl SessionRecord {
     /// that is not a turn's).
     pub fn apply(&mut self, change: Change) -> u64 {
         match change {
-            Change::Turn { prompt, ms } => self.push_turn(&prompt, ms),
+            Change::Turn { prompt, ms, images } => {
+                let turn = self.push_turn(&prompt, ms);
+                self.keep_images(images);
+                turn
+            }
             Change::Said { turn, text, notice } => {
                 self.push_said_as(turn, &text, notice);
                 turn
@@ -665,9 +723,37 @@ impl SessionRecord {
             started_ms,
             calls: 0,
             said: Vec::new(),
+            images: Vec::new(),
         });
         self.dropped_turns += drop_oldest(&mut self.turns, MAX_TURNS);
         self.turns_made
+    }
+
+    /// Gives the last turn `images`, then keeps the record's image data within
+    /// [`KEEP_IMAGE_BYTES`]: the oldest turns' images are kept by type and size only.
+    pub fn keep_images(&mut self, images: Vec<ImageRecord>) {
+        let Some(last) = self.turns.last_mut() else {
+            return;
+        };
+        last.images = images;
+        let kept = |turn: &TurnRecord| -> usize {
+            turn.images
+                .iter()
+                .filter_map(|image| image.data.as_ref())
+                .map(String::len)
+                .sum()
+        };
+        let mut total: usize = self.turns.iter().map(kept).sum();
+        for turn in &mut self.turns {
+            if total <= KEEP_IMAGE_BYTES {
+                break;
+            }
+            for image in &mut turn.images {
+                if let Some(data) = image.data.take() {
+                    total -= data.len();
+                }
+            }
+        }
     }
 
     /// Adds `text` to what the agent said in turn `turn` (after the calls it made so far),
@@ -954,5 +1040,65 @@ mod tests {
         assert_eq!(title_for("make\nmake test", None), "make");
         let long = "x".repeat(200);
         assert_eq!(title_for(&long, None).chars().count(), 81);
+    }
+
+    /// A prompt's images are kept whole up to 5 MiB in order (one past it by type and size
+    /// only), a record's up to 10 MiB, oldest turns' first to go; a journal line written before
+    /// images were kept still applies, with none.
+    #[test]
+    fn images_are_kept_within_their_bounds_and_old_journal_lines_apply() {
+        const MIB: usize = 1 << 20;
+        let a = "A".repeat(3 * MIB);
+        let b = "B".repeat(2 * MIB);
+        let c = "C".repeat(4);
+        let images = ImageRecord::of_prompt([
+            ("image/png", a.as_str()),
+            ("image/png", b.as_str()),
+            ("image/gif", c.as_str()),
+        ]);
+        let kept: Vec<Option<usize>> = images
+            .iter()
+            .map(|i| i.data.as_ref().map(String::len))
+            .collect();
+        assert_eq!(kept, [Some(3 * MIB), Some(2 * MIB), None]);
+        assert_eq!(images[2].bytes, 4);
+        let mut record = SessionRecord::new("s", "/w".into(), "workspace", 0);
+        record.apply(Change::Turn {
+            prompt: "one".into(),
+            ms: 1,
+            images,
+        });
+        let five = "D".repeat(5 * MIB);
+        record.apply(Change::Turn {
+            prompt: "two".into(),
+            ms: 2,
+            images: ImageRecord::of_prompt([("image/png", five.as_str())]),
+        });
+        // 10 MiB exactly: all kept; 8 bytes more: the first turn's images go, whole.
+        assert!(record.turns[0].images[0].data.is_some());
+        let line = r#"{"op":"turn","prompt":"three","ms":3}"#;
+        let old: Change = serde_json::from_str(line).unwrap();
+        record.apply(old);
+        assert!(record.turns[2].images.is_empty());
+        record.apply(Change::Turn {
+            prompt: "four".into(),
+            ms: 4,
+            images: ImageRecord::of_prompt([("image/png", "EEEEEEEE")]),
+        });
+        let kept: Vec<Vec<bool>> = record
+            .turns
+            .iter()
+            .map(|t| t.images.iter().map(|i| i.data.is_some()).collect())
+            .collect();
+        assert_eq!(
+            kept,
+            [vec![false, false, false], vec![true], vec![], vec![true]]
+        );
+        // What a record keeps survives its JSON.
+        let json = serde_json::to_string(&record).unwrap();
+        assert_eq!(
+            serde_json::from_str::<SessionRecord>(&json).unwrap(),
+            record
+        );
     }
 }

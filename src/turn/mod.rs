@@ -104,6 +104,8 @@ pub struct Turn<'a> {
     cancel: CancellationToken,
     new_call_id: &'a (dyn Fn() -> String + Send + Sync),
     prompt: String,
+    /// The prompt's images as the record keeps them (given to the record with the prompt).
+    images: Vec<crate::store::record::ImageRecord>,
     /// The turn's number in the record, once it has recorded something (a turn that says and
     /// runs nothing, a slash command, leaves no turn).
     recorded: Option<u64>,
@@ -142,6 +144,7 @@ impl<'a> Turn<'a> {
             cancel,
             new_call_id,
             prompt,
+            images: Vec::new(),
             recorded: None,
             unrecorded_text: String::new(),
             model: None,
@@ -173,7 +176,11 @@ impl<'a> Turn<'a> {
     fn recorded(&mut self) -> u64 {
         match self.recorded {
             Some(number) => number,
-            None => *self.recorded.insert(self.log.turn_started(&self.prompt)),
+            None => {
+                let images = std::mem::take(&mut self.images);
+                let number = self.log.turn_started_with_images(&self.prompt, images);
+                *self.recorded.insert(number)
+            }
         }
     }
 
@@ -314,7 +321,11 @@ impl Turn<'_> {
             .cwd
             .clone()
             .unwrap_or_else(|| self.session.cwd());
-        // A turn's first record is written with its first call (one write, not two).
+        // A turn's first record is written with its first call (one write, not two), unless
+        // it has images to keep (with the turn).
+        if self.recorded.is_none() && !self.images.is_empty() {
+            self.recorded();
+        }
         let which = match self.recorded {
             Some(number) => Err(number),
             None => Ok(self.prompt.as_str()),
@@ -481,6 +492,15 @@ pub async fn run_turn(
     if turn.cancel.is_cancelled() {
         return Ok(StopReason::Cancelled);
     }
+    turn.images =
+        crate::store::record::ImageRecord::of_prompt(prompt.blocks.iter().filter_map(|block| {
+            match block {
+                crate::driver::PromptBlock::Image { mime_type, data } => {
+                    Some((mime_type.as_str(), data.as_str()))
+                }
+                _ => None,
+            }
+        }));
     let ended = driver.drive(prompt, &mut turn).await;
     turn.record_text();
     if turn.cancel.is_cancelled() {

@@ -66,6 +66,11 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 /// The largest prompt (its script text) the agent runs unless told otherwise: 1 MiB.
 pub const DEFAULT_MAX_PROMPT_BYTES: usize = 1 << 20;
 
+/// The room an input line has for a prompt's images beyond its text when the driver takes
+/// images (16 MiB of base64: past the 5 MiB a model driver sends of one prompt, so that a
+/// prompt with more is answered by naming the images not sent, not refused whole).
+pub const PROMPT_IMAGE_LINE_BYTES: usize = 16 << 20;
+
 /// The acp-bash agent: serves one ACP connection with an [`Engine`].
 ///
 /// Cheap to clone (the engine is shared); every connection gets fresh state.

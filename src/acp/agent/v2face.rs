@@ -91,7 +91,9 @@ impl Connection {
                 request.protocol_version,
                 v2::Implementation::new("acp-bash", env!("CARGO_PKG_VERSION")).title("acp-bash"),
             )
-            .capabilities(v2::AgentCapabilities::new().session(v2_session_capabilities())),
+            .capabilities(
+                v2::AgentCapabilities::new().session(v2_session_capabilities(self.driver.as_ref())),
+            ),
         );
         self.engine.prepare_in_background();
         answered
@@ -478,13 +480,25 @@ impl Connection {
 
 /// The session's jobs still running (their cards open): each listed as its terminal.
 /// What the v2 face advertises of sessions: MCP servers over stdio, and streamable HTTP where
-/// the build has it.
-fn v2_session_capabilities() -> v2::SessionCapabilities {
+/// the build has it; the prompt's content as the v1 face does (embedded context and images as
+/// the driver takes them: a model driver both; the shell driver neither, so none is listed).
+fn v2_session_capabilities(driver: &dyn crate::driver::Driver) -> v2::SessionCapabilities {
     let mut mcp = v2::McpCapabilities::new().stdio(v2::McpStdioCapabilities::new());
     if crate::mcp::HTTP_SUPPORTED {
         mcp = mcp.http(v2::McpHttpCapabilities::new());
     }
-    v2::SessionCapabilities::new().mcp(mcp)
+    let prompt = v2::PromptCapabilities::new()
+        .embedded_context(
+            driver
+                .embedded_context()
+                .then(v2::PromptEmbeddedContextCapabilities::new),
+        )
+        .image(driver.images().then(v2::PromptImageCapabilities::new));
+    // Omitted (the baseline: text and links) when the driver takes neither.
+    let extended = driver.images() || driver.embedded_context();
+    v2::SessionCapabilities::new()
+        .mcp(mcp)
+        .prompt(extended.then_some(prompt))
 }
 
 fn background(state: &SessionState) -> Vec<BackgroundWork> {

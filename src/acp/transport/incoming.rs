@@ -196,8 +196,13 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 INVALID_REQUEST,
                 format!(
                     "line {number} is {bytes} bytes, over the limit of {} bytes per message, and \
-                     was discarded; a prompt may be at most {} bytes (acp-bash --max-prompt-bytes)",
-                    self.limits.max_line_bytes, self.limits.max_prompt_bytes
+                     was discarded; a prompt may be at most {} bytes (acp-bash --max-prompt-bytes){}",
+                    self.limits.max_line_bytes,
+                    self.limits.max_prompt_bytes,
+                    match self.limits.image_bytes {
+                        0 => String::new(),
+                        room => format!(", with images of at most {} MiB in all", room >> 20),
+                    }
                 ),
                 json!({ "line": number, "bytes": bytes, "maxLineBytes": self.limits.max_line_bytes }),
             );

@@ -38,6 +38,9 @@ pub struct TransportLimits {
     pub max_line_bytes: usize,
     /// The prompt limit the agent applies, named in the error for a line that is too long.
     pub max_prompt_bytes: usize,
+    /// The room a line has for a prompt's images beyond that ([`Self::with_image_room`]; 0:
+    /// none), named in the error too.
+    pub image_bytes: usize,
     /// Once this much waits to be written, the client is behind ([`ClientBehind`]: an agent that
     /// holds the flag makes no live output) until the queue is down to half of it (4 MiB). The
     /// transport itself drops nothing: what may be left out is known where an update is made
@@ -57,9 +60,21 @@ impl TransportLimits {
         TransportLimits {
             max_line_bytes: max_prompt_bytes.saturating_mul(8).saturating_add(1 << 20),
             max_prompt_bytes,
+            image_bytes: 0,
             live_output_budget: 4 << 20,
             pause_reading_at: 16 << 20,
         }
+    }
+}
+
+impl TransportLimits {
+    /// These limits with room for `image_bytes` of a prompt's images (base64, which JSON never
+    /// escapes) on its line, beyond its text: for an agent whose driver takes images, so that a
+    /// prompt with more images than it sends is answered by naming them, not refused whole.
+    pub fn with_image_room(mut self, image_bytes: usize) -> TransportLimits {
+        self.max_line_bytes = self.max_line_bytes.saturating_add(image_bytes);
+        self.image_bytes = image_bytes;
+        self
     }
 }
 

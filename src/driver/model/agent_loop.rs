@@ -239,15 +239,23 @@ async fn request(
             Ok(reply) => return Ok(reply),
             Err(error) => error,
         };
-        if !without_images && refuses_images(&error) && has_images(conversation) {
+        let refusal = image_refusal(&error).filter(|_| !without_images);
+        if let Some(refusal) = refusal.filter(|_| has_images(conversation)) {
             // The turn goes on without them (once): each becomes a line saying so.
             without_images = true;
-            let count = drop_images(conversation, "this model does not take images");
-            turn.notice(&format!(
-                "\n\nThe model does not take images ({error}); asked again without the \
-                 {count} image(s) of this conversation. Choose a model that reads images to \
-                 send them.\n\n"
-            ));
+            let count = drop_images(conversation, refusal.why());
+            turn.notice(&match refusal {
+                ImageRefusal::Model => format!(
+                    "\n\nThe model does not take images ({error}); asked again without the \
+                     {count} image(s) of this conversation. Choose a model that reads images \
+                     to send them.\n\n"
+                ),
+                ImageRefusal::Image => format!(
+                    "\n\nThe provider refused an image ({error}); asked again without the \
+                     {count} image(s) of this conversation. Send a smaller PNG or JPEG to \
+                     show it.\n\n"
+                ),
+            });
             tracing::info!(
                 images = count,
                 "the model refused images: asked again without them"
@@ -315,24 +323,52 @@ async fn request(
     }
 }
 
-/// Whether `error` is a server's refusal of image input: OpenAI's "does not support image
-/// input" and "image_url is only supported by certain models", Ollama's "this model does not
-/// support image input" (also on its Anthropic endpoint), llama.cpp's "image input is not
-/// supported", vLLM's "is not a multimodal model", Anthropic's "Could not process image" and
-/// "Image format … not supported".
+/// Why a server refused a request's images ([`image_refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageRefusal {
+    /// The model takes no images at all.
+    Model,
+    /// The model takes images, but not one of these (unreadable, too large, too many pixels).
+    Image,
+}
+
+impl ImageRefusal {
+    /// What the model reads in each image's place.
+    pub fn why(self) -> &'static str {
+        match self {
+            ImageRefusal::Model => "this model does not take images",
+            ImageRefusal::Image => "the provider refused an image of this conversation",
+        }
+    }
+}
+
+/// Whether `error` is a server's refusal of a request's images, and why. The model takes
+/// none: OpenAI's "does not support image input" and "image_url is only supported by certain
+/// models", Ollama's "this model does not support image input" (also on its Anthropic
+/// endpoint), llama.cpp's "image input is not supported", vLLM's "is not a multimodal model".
+/// One image is refused (Anthropic's wording, which then refuses every later request that
+/// still holds it): "Could not process image", "Image format … not supported", "image exceeds
+/// 5 MB maximum", "At least one of the image dimensions exceed max allowed size".
 /// llama.cpp's comes as a 500 (`server_error`), which is not retried when it says so.
-pub fn refuses_images(error: &ApiError) -> bool {
+pub fn image_refusal(error: &ApiError) -> Option<ImageRefusal> {
     let message = match error {
         ApiError::BadRequest { message, .. } | ApiError::Server { message, .. } => message,
-        _ => return false,
+        _ => return None,
     };
     let message = message.to_ascii_lowercase();
-    message.contains("does not support image")
+    let model = message.contains("does not support image")
         || message.contains("image_url is only supported")
         || message.contains("image input is not supported")
-        || message.contains("not a multimodal model")
-        || message.contains("could not process image")
+        || message.contains("not a multimodal model");
+    let image = message.contains("could not process image")
         || (message.contains("image format") && message.contains("not supported"))
+        || message.contains("image exceeds")
+        || message.contains("image dimensions exceed");
+    match (model, image) {
+        (true, _) => Some(ImageRefusal::Model),
+        (false, true) => Some(ImageRefusal::Image),
+        (false, false) => None,
+    }
 }
 
 fn has_images(conversation: &[Message]) -> bool {

@@ -3,6 +3,8 @@
 //!
 //! Owns [`conversation_from_record`]: each recorded prompt as a user message, each call as a
 //! `bash` tool call answered with its kept output and status, the agent's text between them.
+//! A prompt's images that the record kept go with it, as they were sent live (see
+//! `notes/2026-12-06-images-on-load.md`); one it no longer keeps is a line in its place.
 //! Thinking is not recorded, so it is not sent again; nor are the agent's own notices (a failed
 //! request, `Stopped: …`), which the record marks as such.
 //!
@@ -14,9 +16,9 @@ use serde_json::json;
 
 use super::agent_loop::TRIMMED;
 
-use super::api::{Message, ToolCall};
+use super::api::{Image, Message, ToolCall};
 use crate::driver::commands;
-use crate::store::{CallRecord, SessionRecord};
+use crate::store::{CallRecord, SessionRecord, TurnRecord};
 use crate::tool::markers::render_result;
 
 /// The conversation that `record` holds, each result cut to its last `budget` bytes: each turn's
@@ -54,7 +56,7 @@ pub fn conversation_from_record(record: &SessionRecord, budget: usize) -> Vec<Me
             }
             continue;
         }
-        conversation.push(Message::User(turn.prompt.clone()));
+        push_prompt(&mut conversation, turn);
         let said = |after: usize| -> String {
             turn.said
                 .iter()
@@ -71,7 +73,41 @@ pub fn conversation_from_record(record: &SessionRecord, budget: usize) -> Vec<Me
             conversation.push(Message::assistant(last, Vec::new()));
         }
     }
+    // The record keeps no more than the driver sends; bounded again all the same.
+    super::bound_images(&mut conversation, super::MAX_CONVERSATION_IMAGE_BYTES);
     conversation
+}
+
+/// A recorded turn's prompt as its user message, with the images the record kept in the next
+/// (as they were sent live); an image kept by type and size only, or of a type models do not
+/// take, is a line of the prompt saying it was given and not sent.
+fn push_prompt(conversation: &mut Vec<Message>, turn: &TurnRecord) {
+    let mut text = turn.prompt.clone();
+    let mut images = Vec::new();
+    for image in &turn.images {
+        let mime_type = image.mime_type.to_ascii_lowercase();
+        let line = match &image.data {
+            _ if !super::IMAGE_TYPES.contains(&mime_type.as_str()) => format!(
+                "(The user gave an image of type {mime_type}, not sent: models take {} only.)",
+                super::IMAGE_TYPES.join(", ")
+            ),
+            None => format!(
+                "(The user gave an image of {} KiB here; not sent to you: this session's \
+                 history no longer keeps it.)",
+                image.bytes / 1024
+            ),
+            Some(data) => {
+                images.push(Image::new(mime_type, data));
+                continue;
+            }
+        };
+        text.push_str("\n\n");
+        text.push_str(&line);
+    }
+    conversation.push(Message::User(text));
+    if !images.is_empty() {
+        conversation.push(Message::Images(images));
+    }
 }
 
 fn result_of(call: &CallRecord, budget: usize) -> String {

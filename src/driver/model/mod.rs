@@ -594,6 +594,12 @@ pub const MAX_PROMPT_IMAGE_BYTES: usize = 5 * 1024 * 1024;
 /// sent, and the user is told. A model that refuses images gets none (each replaced so).
 pub const MAX_CONVERSATION_IMAGE_BYTES: usize = 10 * 1024 * 1024;
 
+// A session's record keeps what the driver sends, so that a loaded session sends it again.
+const _: () = assert!(
+    MAX_PROMPT_IMAGE_BYTES == crate::store::record::KEEP_PROMPT_IMAGE_BYTES
+        && MAX_CONVERSATION_IMAGE_BYTES == crate::store::record::KEEP_IMAGE_BYTES
+);
+
 /// Replaces the oldest images of `conversation` by a line saying so until what is left fits
 /// `max` bytes; the number of images replaced.
 pub fn bound_images(conversation: &mut [Message], max: usize) -> usize {

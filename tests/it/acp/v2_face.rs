@@ -1042,3 +1042,177 @@ async fn the_v2_face_starts_mcp_servers_and_calls_their_tools() {
     assert_eq!(results, ["echo: v2"]);
     client.finish().await;
 }
+
+/// Both faces advertise the prompt's content as the driver takes it: with a model driver,
+/// images and embedded context (v1 `agentCapabilities.promptCapabilities`, v2
+/// `capabilities.session.prompt`); with the shell driver (a prompt is a script), neither.
+#[tokio::test]
+async fn both_faces_advertise_images_and_embedded_context_only_with_a_model_driver() {
+    let model: &[&str] = &[
+        "--model",
+        "openai:fake",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ];
+    for (driver, extra, takes) in [("model", model, true), ("shell", &[][..], false)] {
+        // v2: `{}` each where taken; the whole `prompt` absent (the baseline) where neither.
+        let mut client =
+            V2Client::start_with_env(extra, &[("OPENAI_API_KEY", "sk-test-v2-prompt")]);
+        let init = client.initialize().await;
+        let prompt = &init["result"]["capabilities"]["session"]["prompt"];
+        let expected = match takes {
+            true => json!({"image": {}, "embeddedContext": {}}),
+            false => Value::Null,
+        };
+        assert_eq!(prompt, &expected, "v2, {driver} driver: {init}");
+        client.finish().await;
+        // v1: booleans.
+        let mut client =
+            V2Client::start_with_env(extra, &[("OPENAI_API_KEY", "sk-test-v2-prompt")]);
+        let init = client
+            .call(
+                "initialize",
+                json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            )
+            .await;
+        let prompt = &init["result"]["agentCapabilities"]["promptCapabilities"];
+        assert_eq!(prompt["image"], takes, "v1, {driver} driver: {init}");
+        assert_eq!(
+            prompt["embeddedContext"], takes,
+            "v1, {driver} driver: {init}"
+        );
+        drop(client.stdin.take());
+        let status = guard("the agent's exit", client.child.wait())
+            .await
+            .unwrap();
+        assert!(status.success(), "acp-bash exited with {status}");
+    }
+}
+
+/// What the v2 face advertises holds: a v2 prompt's image reaches the model (an OpenAI
+/// `image_url` part after the prompt's text, in its user message), as on the v1 face.
+#[tokio::test]
+async fn a_v2_prompts_image_reaches_the_model() {
+    use crate::support::fake_model::{openai, FakeModel};
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAcCBlCwAAAABJRU5ErkJggg==";
+    let (_tmp, dir) = temp_dir();
+    let fake = FakeModel::start(vec![openai::reply(&["A dot."], &[])]).await;
+    let base = format!("{}/v1", fake.base);
+    let mut client = V2Client::start_with_env(
+        &["--model", "openai:fake", "--base-url", &base],
+        &[("OPENAI_API_KEY", "sk-test-v2-image")],
+    );
+    client.initialize().await;
+    let session = client.new_session(&dir).await;
+    let id = client
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "mimeType": "image/png", "data": PNG}]}),
+        )
+        .await;
+    let answer = client.answer(id).await;
+    assert!(answer["result"]["messageId"].is_string(), "{answer}");
+    client
+        .until(|m| {
+            is_state(m, &session, "idle") && m["params"]["update"].get("stopReason").is_some()
+        })
+        .await;
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let user = requests[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .cloned()
+        .unwrap();
+    let parts = user["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{user}"));
+    assert!(
+        parts[0]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("what is this?"),
+        "{user}"
+    );
+    assert_eq!(
+        parts[1],
+        json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}})
+    );
+    client.finish().await;
+}
+
+/// `session/resume` on the v2 face, in a later agent process, replays a prompt's image as a
+/// `user_message` with the `image` block the user gave, after the prompt's text (the record
+/// keeps it: `notes/2026-12-06-images-on-load.md`); the transcript stays within the v2 schema.
+#[tokio::test]
+async fn a_v2_resume_replays_the_users_image() {
+    use crate::support::fake_model::{openai, FakeModel};
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAcCBlCwAAAABJRU5ErkJggg==";
+    let (tmp, dir) = temp_dir();
+    let state = tmp.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let fake = FakeModel::start(vec![openai::reply(&["A dot."], &[])]).await;
+    let base = format!("{}/v1", fake.base);
+    let args = [
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--model",
+        "openai:fake",
+        "--base-url",
+        &base,
+    ];
+    let env = [("OPENAI_API_KEY", "sk-test-v2-resume-image")];
+    let mut client = V2Client::start_with_env(&args, &env);
+    client.initialize().await;
+    let session = client.new_session(&dir).await;
+    client
+        .request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image", "mimeType": "image/png", "data": PNG}]}),
+        )
+        .await;
+    client
+        .until(|m| {
+            is_state(m, &session, "idle") && m["params"]["update"].get("stopReason").is_some()
+        })
+        .await;
+    client.finish().await;
+
+    let mut client = V2Client::start_with_env(&args, &env);
+    client.initialize().await;
+    let id = client
+        .request(
+            "session/resume",
+            json!({"sessionId": session, "cwd": dir, "mcpServers": [],
+                   "replayFrom": {"type": "start"}}),
+        )
+        .await;
+    let mut replayed = Vec::new();
+    loop {
+        let message = client.next().await;
+        if message["id"] == id {
+            break;
+        }
+        replayed.push(message["params"]["update"].clone());
+    }
+    let user: Vec<Value> = replayed
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message")
+        .flat_map(|u| u["content"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        user,
+        [
+            json!({"type": "text", "text": "what is this?"}),
+            json!({"type": "image", "mimeType": "image/png", "data": PNG}),
+        ],
+        "{replayed:#?}"
+    );
+    client.finish().await;
+}
