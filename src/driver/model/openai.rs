@@ -248,15 +248,7 @@ impl ChunkReader {
             ApiError::Protocol(format!("a chunk is not JSON ({error}): {data}"))
         })?;
         if let Some(error) = chunk.get("error") {
-            let message = error["message"]
-                .as_str()
-                .unwrap_or("unknown error")
-                .to_string();
-            return Err(ApiError::Server {
-                status: 0,
-                retry_after: None,
-                message,
-            });
+            return Err(mid_stream_error(error));
         }
         let mut deltas = Vec::new();
         for choice in chunk["choices"].as_array().into_iter().flatten() {
@@ -341,6 +333,39 @@ impl ChunkReader {
 /// [`ChunkReader::read`] of one chunk, with a reader of its own (a reply of one chunk).
 pub fn parse_event(data: &str) -> Result<Option<Vec<Delta>>, ApiError> {
     ChunkReader::default().read(data)
+}
+
+/// An error a stream sends after its answer began (OpenRouter: `{"error": {"code", "message"}}`
+/// beside the choices): a numeric `code` is an HTTP status and is classified as one (a 402
+/// "out of credits" or a 400 is final, never retried; a 5xx is retried); a string code names
+/// quota or overflow where it is one of theirs; anything else is the server's failure, retried.
+fn mid_stream_error(error: &Value) -> ApiError {
+    let message = error["message"]
+        .as_str()
+        .unwrap_or("unknown error")
+        .to_string();
+    let code = &error["code"];
+    if let Some(status) = code
+        .as_u64()
+        .filter(|c| (400..600).contains(c))
+        .and_then(|c| u16::try_from(c).ok())
+    {
+        return ApiError::from_answer(status, None, message, error["type"].as_str());
+    }
+    if let Some(named) = code.as_str() {
+        let classified = ApiError::from_answer(0, None, message.clone(), Some(named));
+        if matches!(
+            classified,
+            ApiError::Quota { .. } | ApiError::ContextOverflow(_)
+        ) {
+            return classified;
+        }
+    }
+    ApiError::Server {
+        status: 0,
+        retry_after: None,
+        message,
+    }
 }
 
 #[cfg(test)]

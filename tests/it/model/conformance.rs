@@ -714,6 +714,69 @@ async fn openrouter_mid_stream_error_is_retried_and_the_cut_reply_is_not_kept() 
     assert_eq!(requests[1].body["messages"], requests[0].body["messages"]);
 }
 
+/// A mid-stream error whose `code` is an HTTP status (OpenRouter's documented shape, with the
+/// 402 it answers when credits run out: openrouter.ai/docs/api-reference/errors; written here,
+/// not recorded) is classified by it: a 402 is final, told to the user once and never retried,
+/// while the same stream with a 502 is tried again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mid_stream_error_with_a_status_code_is_final_for_4xx_and_retried_for_5xx() {
+    let stream = |code: u16, message: &str| {
+        let chunk = |delta: serde_json::Value, error: Option<serde_json::Value>| {
+            let mut chunk = json!({"id": "gen-1765020000-Qm4Lx8", "object": "chat.completion.chunk",
+                "created": 1765020000, "model": "openai/gpt-5-mini", "provider": "OpenAI",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+            if let Some(error) = error {
+                chunk["error"] = error;
+                chunk["choices"][0]["finish_reason"] = json!("error");
+            }
+            format!("data: {chunk}\n\n")
+        };
+        vec![
+            ": OPENROUTER PROCESSING\n\n".to_string(),
+            chunk(json!({"role": "assistant", "content": "Checking "}), None),
+            chunk(
+                json!({"content": ""}),
+                Some(json!({"code": code, "message": message})),
+            ),
+        ]
+    };
+    // 402: final.
+    let fake = FakeModel::start(vec![
+        Answer::Sse(stream(
+            402,
+            "Insufficient credits. Add more using https://openrouter.ai/credits",
+        )),
+        openai::reply(&["never asked for"], &[]),
+    ])
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("check it"))
+        .await;
+    assert!(
+        ended.is_err() || ended == Ok(StopReason::EndTurn),
+        "{ended:?}"
+    );
+    let events = host.take_events();
+    let told = format!("{}{}{:?}", thoughts(&events), said(&events), ended);
+    assert!(told.contains("Insufficient credits"), "{told}");
+    assert!(!told.contains("trying again"), "{told}");
+    assert_eq!(fake.requests().len(), 1, "a 402 is not retried");
+    // 502: retried.
+    let fake = FakeModel::start(vec![
+        Answer::Sse(stream(502, "Provider returned error")),
+        openai::reply(&["Checked."], &[]),
+    ])
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("check it"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    assert!(said(&host.take_events()).ends_with("Checked."));
+    assert_eq!(fake.requests().len(), 2, "a 502 is tried again");
+}
+
 /// A provider's refusal as OpenRouter relays it (openrouter.ai/docs/api-reference/errors:
 /// "Provider returned error", the provider's own body in `metadata.raw`): the user reads the
 /// provider's words, not only OpenRouter's; a relayed context overflow (Anthropic's body as a
