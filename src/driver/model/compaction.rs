@@ -79,6 +79,20 @@ pub fn replace(messages: &[Message], summary: &str) -> Vec<Message> {
     kept
 }
 
+/// What a compaction says of the images it took out of the conversation (none: nothing).
+fn images_dropped(images: usize) -> String {
+    match images {
+        0 => String::new(),
+        1 => " The image you gave is no longer sent to the model: only what the summary says \
+              of it is left (give it again if the model needs it)."
+            .to_string(),
+        n => format!(
+            " The {n} images you gave are no longer sent to the model: only what the summary \
+             says of them is left (give them again if the model needs them)."
+        ),
+    }
+}
+
 /// Why a compaction runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -182,6 +196,13 @@ pub async fn compact(
     match outcome {
         Ok(summary) => {
             let count = conversation.len();
+            let images: usize = conversation
+                .iter()
+                .map(|message| match message {
+                    Message::Images(images) => images.len(),
+                    _ => 0,
+                })
+                .sum();
             *conversation = replace(conversation, &summary);
             let after = estimate_tokens(conversation, settings.system);
             tracing::info!(before, after, messages = count, "conversation compacted");
@@ -190,9 +211,10 @@ pub async fn compact(
                     &id,
                     CompactionStatus::Completed,
                     format!(
-                        "[Compacted: the {count} messages so far (about {before} tokens) were                          replaced by the model's summary and your own messages (about {after}                          tokens now). The session's record keeps everything.]
-
-"
+                        "[Compacted: the {count} messages so far (about {before} tokens) were \
+                         replaced by the model's summary and your own messages (about {after} \
+                         tokens now).{} The session's record keeps everything.]\n\n",
+                        images_dropped(images)
                     ),
                 )
                 .summary(summary.trim()),

@@ -215,3 +215,46 @@ async fn compaction_reaches_the_wire_as_compaction_updates_or_as_a_message() {
         assert!(text.ends_with("Done."), "{text}");
     }
 }
+
+/// Issue 46, point 3 ("nothing is ever dropped silently"): a compaction takes the user's images
+/// out of the conversation (the summary replaces them); the notice says so, and how many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_says_the_images_it_no_longer_sends() {
+    use acp_bash::driver::{Prompt, PromptBlock};
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAcCBlCwAAAABJRU5ErkJggg==";
+    let fake = FakeModel::start(vec![
+        openai::reply(&["A red dot."], &[]),
+        openai::reply(&["The user showed a red dot."], &[]),
+    ])
+    .await;
+    let driver = ModelDriver::new(config(Provider::OpenAi, &fake.base));
+    let host = Host::new();
+    let image = |_| PromptBlock::Image {
+        mime_type: "image/png".into(),
+        data: PNG.into(),
+    };
+    let mut blocks = vec![PromptBlock::Text("what is this?".into())];
+    blocks.extend((0..2).map(image));
+    host.turn(&driver, &Prompt::new(blocks)).await.unwrap();
+    let first = fake.requests();
+    assert!(
+        first[0].body.to_string().contains(PNG),
+        "the images were sent"
+    );
+    host.take_events();
+    let ended = host.turn(&driver, &prompt("/compact")).await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let text = said(&host.take_events());
+    assert!(text.contains("[Compacted:"), "{text}");
+    assert!(
+        text.contains("The 2 images you gave are no longer sent to the model"),
+        "{text}"
+    );
+    assert!(
+        !driver
+            .conversation("s1")
+            .iter()
+            .any(|m| matches!(m, Message::Images(_))),
+        "the images are out of the conversation"
+    );
+}
