@@ -116,6 +116,12 @@ fn parent_folder(controller: &str) -> Result<PathBuf, String> {
     Ok(mount.join(path.trim_start_matches('/')))
 }
 
+/// Whether cgroup v1's `controller` serves per-command limits here (what [`available`] says,
+/// without its text: asked before every command).
+pub(crate) fn serves(controller: Controller) -> bool {
+    controller.base().is_ok()
+}
+
 /// Whether per-command cgroups of `controller` work here (`Ok(where)`), or why not.
 pub(crate) fn available(controller: Controller) -> Result<String, String> {
     controller.base().clone().map(|dir| {

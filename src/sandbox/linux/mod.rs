@@ -538,7 +538,7 @@ pub(crate) fn cgroup_v2_now() {
 
 /// Whether cgroup v1 serves `controller` here (else cgroup v2 may).
 fn v1_serves(controller: cgroup::Controller) -> bool {
-    cgroup::available(controller).is_ok()
+    cgroup::serves(controller)
 }
 
 /// Which layers a launch uses (decided by `confine_with` from the mode and the support).
