@@ -64,6 +64,13 @@ def setting_rows(d):
         rows["doctor's AppArmor profile, installed as written"] = (
             "holds" if profile.rstrip().endswith("every step held") else "fails"
         )
+    # ubuntu-kernel-*: Ubuntu 24.04's own kernel with its restriction on (guest/ubuntu-kernel.sh):
+    # `unshare -U` made, `unshare -Ur` refused at the uid_map write, as dev
+    restricted = read(os.path.join(d, "ubuntu-kernel.txt"), None)
+    if restricted is not None:
+        rows["Ubuntu's restriction, by Ubuntu's kernel"] = (
+            "holds" if restricted.rstrip().endswith("Ubuntu's restriction is on") else "fails"
+        )
     rows["a command runs"] = cmd_cell(d, "run", lambda t: "lab-run-ok" in t)
     doctor_rc = read(os.path.join(d, "doctor.rc")).strip()
     doctor = read(os.path.join(d, "doctor.txt"))
