@@ -3,8 +3,10 @@
 //!
 //! Owns the request body (messages, tools as functions, `stream_options.include_usage`) and the
 //! translation of each `data:` chunk into [`Delta`]s: `content`, `reasoning_content` (the
-//! servers that stream reasoning), tool-call pieces by index, `finish_reason`, the last chunk's
-//! `usage` (with `cost` where a gateway such as OpenRouter reports it). Must not touch: HTTP, retries, the loop.
+//! servers that stream reasoning), Gemini's thought summaries (`content` flagged
+//! `extra_content.google.thought`) and signatures, tool-call pieces by index, `finish_reason`, the
+//! last chunk's `usage` (with `cost` where a gateway such as OpenRouter reports it, llama.cpp's
+//! `timings` where it gives no cached count). Must not touch: HTTP, retries, the loop.
 
 use serde_json::{json, Value};
 
