@@ -99,7 +99,8 @@ impl Message {
 /// - OpenRouter: `reasoning_details`, the streamed pieces merged by index
 ///   ([`Reasoning::details`]);
 /// - Gemini's OpenAI-compatible endpoint: each tool call's `extra_content` (its thought
-///   signature), by call id ([`Reasoning::call_extras`]).
+///   signature), by call id ([`Reasoning::call_extras`]), and the signature of a reply's text
+///   ([`Reasoning::message_extra`]); its thought summaries are only shown, never sent back.
 ///
 /// It goes back only to the model that wrote it ([`Reasoning::origin`]): a session that
 /// switches model drops it ([`drop_foreign_reasoning`]).
@@ -118,6 +119,10 @@ pub struct Reasoning {
     pub details: Vec<Value>,
     /// Gemini's `extra_content` of each tool call, by the call's id.
     pub call_extras: Vec<(String, Value)>,
+    /// Gemini's `extra_content` of the reply itself (the thought signature it streams beside
+    /// the text, not on a call): `{"google": {"thought_signature": …}}`, sent back on the
+    /// assistant message.
+    pub message_extra: Option<Value>,
 }
 
 impl Reasoning {
@@ -359,6 +364,9 @@ pub enum ReasoningPiece {
         /// The object, unchanged.
         extra: Value,
     },
+    /// The `extra_content` a reply's delta carried with a thought signature (Gemini's
+    /// signature of a text reply): `{"google": {"thought_signature": …}}`.
+    MessageExtra(Value),
 }
 
 /// A whole reply, joined from its deltas.
@@ -390,6 +398,7 @@ pub struct ReplyBuilder {
     blocks: Vec<Value>,
     details: Vec<Value>,
     extras: BTreeMap<usize, Value>,
+    message_extra: Option<Value>,
 }
 
 impl ReplyBuilder {
@@ -405,6 +414,7 @@ impl ReplyBuilder {
                 ReasoningPiece::CallExtra { index, extra } => {
                     self.extras.insert(*index, extra.clone());
                 }
+                ReasoningPiece::MessageExtra(extra) => self.message_extra = Some(extra.clone()),
             },
             Delta::ToolCall {
                 index,
@@ -472,7 +482,8 @@ impl ReplyBuilder {
             || self.content_field
             || !self.blocks.is_empty()
             || !self.details.is_empty()
-            || !call_extras.is_empty())
+            || !call_extras.is_empty()
+            || self.message_extra.is_some())
         .then(|| Reasoning {
             origin: String::new(),
             text: self.thinking,
@@ -480,6 +491,7 @@ impl ReplyBuilder {
             blocks: self.blocks,
             details: self.details,
             call_extras,
+            message_extra: self.message_extra,
         });
         Reply {
             text: self.text,

@@ -399,7 +399,7 @@ fn error_message(body: &str) -> String {
 /// `{"object": "error", "message", "type", "code"}` without an `error` object. OpenRouter
 /// answers a provider's refusal with "Provider returned error" and the provider's own body in
 /// `error.metadata.raw`: its words (after the provider's name) and its code are the reason.
-fn error_fields(body: &str) -> (String, Option<String>) {
+pub(super) fn error_fields(body: &str) -> (String, Option<String>) {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(body) else {
         return (body.trim().to_string(), None);
     };

@@ -183,6 +183,7 @@ pub fn size(messages: &[Message]) -> usize {
                                 .iter()
                                 .chain(&r.details)
                                 .chain(r.call_extras.iter().map(|(_, e)| e))
+                                .chain(&r.message_extra)
                                 .map(|v| v.to_string().len())
                                 .sum::<usize>()
                     })

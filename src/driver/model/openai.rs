@@ -3,8 +3,10 @@
 //!
 //! Owns the request body (messages, tools as functions, `stream_options.include_usage`) and the
 //! translation of each `data:` chunk into [`Delta`]s: `content`, `reasoning_content` (the
-//! servers that stream reasoning), tool-call pieces by index, `finish_reason`, the last chunk's
-//! `usage` (with `cost` where a gateway such as OpenRouter reports it). Must not touch: HTTP, retries, the loop.
+//! servers that stream reasoning), Gemini's thought summaries (`content` flagged
+//! `extra_content.google.thought`) and signatures, tool-call pieces by index, `finish_reason`, the
+//! last chunk's `usage` (with `cost` where a gateway such as OpenRouter reports it, llama.cpp's
+//! `timings` where it gives no cached count). Must not touch: HTTP, retries, the loop.
 
 use serde_json::{json, Value};
 
@@ -30,6 +32,10 @@ pub struct Options {
     /// Send the session's `prompt_cache_key` (a server that refuses the field is asked
     /// again without it).
     pub prompt_cache_key: bool,
+    /// Gemini's OpenAI-compatible endpoint (`generativelanguage.googleapis.com`): a chosen
+    /// reasoning level also asks for its thought summaries
+    /// (`extra_body.google.thinking_config.include_thoughts`).
+    pub gemini: bool,
 }
 
 impl Options {
@@ -54,6 +60,7 @@ impl Options {
             max_completion_tokens: host == "api.openai.com" || host.ends_with(".openai.azure.com"),
             stream_options: true,
             prompt_cache_key: true,
+            gemini: host == "generativelanguage.googleapis.com",
         }
     }
 }
@@ -146,6 +153,12 @@ pub fn body(request: &ModelRequest<'_>, options: Options) -> Value {
                         .collect();
                 }
                 if let Some(reasoning) = reasoning {
+                    // Gemini: the signature of the reply itself goes back on the message,
+                    // where its non-streamed reply carries it (its thought summaries do not:
+                    // they are never sent back).
+                    if let Some(extra) = &reasoning.message_extra {
+                        value["extra_content"] = extra.clone();
+                    }
                     // DeepSeek's thinking mode refuses a tool loop without it.
                     if reasoning.content_field && !tool_calls.is_empty() {
                         value["reasoning_content"] = json!(reasoning.text);
@@ -192,6 +205,11 @@ pub fn body(request: &ModelRequest<'_>, options: Options) -> Value {
     }
     if let Some(effort) = request.effort {
         body["reasoning_effort"] = json!(effort.id());
+        // Gemini shows its thoughts only when asked (ai.google.dev's OpenAI-compatibility
+        // page: `extra_body.google.thinking_config.include_thoughts`).
+        if options.gemini {
+            body["extra_body"] = json!({"google": {"thinking_config": {"include_thoughts": true}}});
+        }
     }
     if let Some(key) = request.cache_key.filter(|_| options.prompt_cache_key) {
         body["prompt_cache_key"] = json!(key);
@@ -206,6 +224,10 @@ pub fn body(request: &ModelRequest<'_>, options: Options) -> Value {
 pub struct ChunkReader {
     /// Each call of the reply so far, by our index: the server's index and the call's id.
     calls: Vec<(Option<u64>, String)>,
+    /// Inside Gemini's thought summary: its content pieces are flagged
+    /// `extra_content.google.thought`, the first opens with `<thought>`, and the first piece of
+    /// the answer after them starts with `</thought>`.
+    in_thought: bool,
 }
 
 impl ChunkReader {
@@ -236,6 +258,29 @@ impl ChunkReader {
             self.calls.push((index, String::new()));
             self.calls.len() - 1
         })
+    }
+
+    /// A content piece split into thought and answer (Gemini's thought summaries come as
+    /// content flagged `extra_content.google.thought`, wrapped in `<thought>` … `</thought>`).
+    fn split_thought<'t>(&mut self, text: &'t str, flagged: bool) -> (&'t str, &'t str) {
+        if flagged {
+            let text = match self.in_thought {
+                true => text,
+                false => text.strip_prefix(THOUGHT_OPEN).unwrap_or(text),
+            };
+            self.in_thought = true;
+            return match text.split_once(THOUGHT_CLOSE) {
+                Some((thought, answer)) => {
+                    self.in_thought = false;
+                    (thought, answer)
+                }
+                None => (text, ""),
+            };
+        }
+        if std::mem::take(&mut self.in_thought) {
+            return ("", text.strip_prefix(THOUGHT_CLOSE).unwrap_or(text));
+        }
+        ("", text)
     }
 
     /// What one SSE event's `data` means: deltas, or the end (`[DONE]`).
@@ -279,8 +324,29 @@ impl ChunkReader {
             for detail in details {
                 deltas.push(Delta::Reasoning(ReasoningPiece::Detail(detail.clone())));
             }
+            let google = &delta["extra_content"]["google"];
             if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
-                deltas.push(Delta::Text(text.to_string()));
+                let flagged = google["thought"].as_bool() == Some(true);
+                let (thought, answer) = self.split_thought(text, flagged);
+                if !thought.is_empty() {
+                    deltas.push(Delta::Thinking(thought.to_string()));
+                }
+                if !answer.is_empty() {
+                    deltas.push(Delta::Text(answer.to_string()));
+                }
+            }
+            // Gemini: the thought signature of the reply itself (beside its text, not on a
+            // call), kept to be sent back; the `thought` flag is not part of it.
+            if let Some(signature) = google["thought_signature"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+            {
+                deltas.push(Delta::Reasoning(ReasoningPiece::MessageExtra(
+                    json!({"google": {"thought_signature": signature}}),
+                )));
+            }
+            if delta["tool_calls"].is_array() {
+                self.in_thought = false;
             }
             for call in delta["tool_calls"].as_array().into_iter().flatten() {
                 let function = &call["function"];
@@ -311,6 +377,11 @@ impl ChunkReader {
                 }));
             }
         }
+        // llama.cpp's server: `timings` on the last chunk, `cache_n` the prompt's tokens read
+        // from its cache and `prompt_n` those it evaluated (its usage's `prompt_tokens` is
+        // their sum; builds before `prompt_tokens_details` say it only there).
+        let timings = chunk.get("timings").filter(|t| t.is_object());
+        let cache_n = timings.and_then(|t| t["cache_n"].as_u64()).unwrap_or(0);
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             deltas.push(Delta::Usage(TokenUsage {
                 input: usage["prompt_tokens"].as_u64().unwrap_or(0),
@@ -322,7 +393,17 @@ impl ChunkReader {
                 // Included in `prompt_tokens`.
                 cache_read: usage["prompt_tokens_details"]["cached_tokens"]
                     .as_u64()
-                    .unwrap_or(0),
+                    .unwrap_or(cache_n),
+                cache_write: 0,
+            }));
+        } else if let Some(timings) = timings {
+            // No usage (not asked with `stream_options`): the timings are the count.
+            let prompt_n = timings["prompt_n"].as_u64().unwrap_or(0);
+            deltas.push(Delta::Usage(TokenUsage {
+                input: cache_n + prompt_n,
+                output: timings["predicted_n"].as_u64().unwrap_or(0),
+                cost: None,
+                cache_read: cache_n,
                 cache_write: 0,
             }));
         }
@@ -330,20 +411,27 @@ impl ChunkReader {
     }
 }
 
+/// How Gemini's OpenAI-compatible endpoint opens and closes its thought summary in `content`.
+const THOUGHT_OPEN: &str = "<thought>";
+/// See [`THOUGHT_OPEN`].
+const THOUGHT_CLOSE: &str = "</thought>";
+
 /// [`ChunkReader::read`] of one chunk, with a reader of its own (a reply of one chunk).
 pub fn parse_event(data: &str) -> Result<Option<Vec<Delta>>, ApiError> {
     ChunkReader::default().read(data)
 }
 
-/// An error a stream sends after its answer began (OpenRouter: `{"error": {"code", "message"}}`
-/// beside the choices): a numeric `code` is an HTTP status and is classified as one (a 402
-/// "out of credits" or a 400 is final, never retried; a 5xx is retried); a string code names
-/// quota or overflow where it is one of theirs; anything else is the server's failure, retried.
+/// An error a stream sends after its answer began (OpenRouter: `{"error": {"code", "message",
+/// "metadata"}}` beside the choices): a numeric `code` is an HTTP status and is classified as
+/// one (a 402 "out of credits" or a 400 is final, never retried; a 5xx is retried); a string
+/// code names quota or overflow where it is one of theirs; anything else is the server's
+/// failure, retried. The message names the provider and its own words where OpenRouter relays
+/// them (`metadata.provider_name`, `metadata.raw`), as for an error before the stream.
 fn mid_stream_error(error: &Value) -> ApiError {
-    let message = error["message"]
-        .as_str()
-        .unwrap_or("unknown error")
-        .to_string();
+    let (message, relayed_code) = match error["message"].as_str() {
+        Some(_) => super::client::error_fields(&json!({ "error": error }).to_string()),
+        None => ("unknown error".to_string(), None),
+    };
     let code = &error["code"];
     if let Some(status) = code
         .as_u64()
@@ -352,7 +440,8 @@ fn mid_stream_error(error: &Value) -> ApiError {
     {
         return ApiError::from_answer(status, None, message, error["type"].as_str());
     }
-    if let Some(named) = code.as_str() {
+    let named = relayed_code.as_deref().or(code.as_str());
+    if let Some(named) = named {
         let classified = ApiError::from_answer(0, None, message.clone(), Some(named));
         if matches!(
             classified,
@@ -453,5 +542,54 @@ mod tests {
         );
         assert_eq!(parse_event("[DONE]").unwrap(), None);
         assert!(parse_event("{not json").is_err());
+    }
+
+    #[test]
+    fn gemini_gets_include_thoughts_with_a_chosen_level_only() {
+        let messages = [Message::User("hi".into())];
+        let mut request = ModelRequest::new("gemini-3-flash-preview", "s", &messages, &[], 100);
+        let gemini = Options::for_base("https://generativelanguage.googleapis.com/v1beta/openai");
+        assert!(gemini.gemini);
+        assert!(!Options::for_base("http://127.0.0.1:8080/v1").gemini);
+        assert!(body(&request, gemini).get("extra_body").is_none());
+        request.effort = Some(super::super::api::Effort::High);
+        let asked = body(&request, gemini);
+        assert_eq!(asked["reasoning_effort"], "high");
+        assert_eq!(
+            asked["extra_body"],
+            json!({"google": {"thinking_config": {"include_thoughts": true}}})
+        );
+        let elsewhere = body(&request, Options::for_base("http://127.0.0.1:8080/v1"));
+        assert!(elsewhere.get("extra_body").is_none(), "{elsewhere}");
+    }
+
+    #[test]
+    fn llama_cpp_timings_count_cached_tokens_where_usage_does_not() {
+        let timings = r#""timings":{"cache_n":398,"prompt_n":14,"predicted_n":37}"#;
+        let both = format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":412,"completion_tokens":37}},{timings}}}"#
+        );
+        let usage = |deltas: Vec<Delta>| match deltas.as_slice() {
+            [Delta::Usage(usage)] => *usage,
+            other => panic!("{other:?}"),
+        };
+        let read = usage(parse_event(&both).unwrap().unwrap());
+        assert_eq!((read.input, read.output, read.cache_read), (412, 37, 398));
+        // `prompt_tokens_details.cached_tokens` is the server's own word where it gives it.
+        let detailed = format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":412,"completion_tokens":37,"prompt_tokens_details":{{"cached_tokens":400}}}},{timings}}}"#
+        );
+        assert_eq!(
+            usage(parse_event(&detailed).unwrap().unwrap()).cache_read,
+            400
+        );
+        // No usage (not asked for): the timings are the count.
+        let alone = format!(
+            r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"stop"}}],{timings}}}"#
+        );
+        let deltas = parse_event(&alone).unwrap().unwrap();
+        assert_eq!(deltas[0], Delta::Finish(Finish::Stop));
+        let read = usage(deltas[1..].to_vec());
+        assert_eq!((read.input, read.output, read.cache_read), (412, 37, 398));
     }
 }

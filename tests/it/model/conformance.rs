@@ -614,6 +614,10 @@ async fn openrouter_gemini_reasoning_details_go_back_joined_and_unchanged() {
     assert_eq!(requests.len(), 2, "not refused: {requests:?}");
     let sent = assistant(&requests[1].body, 0);
     assert_eq!(sent["reasoning_details"], expected);
+    assert!(
+        sent.get("reasoning_content").is_none(),
+        "not a reasoning_content server: {sent}"
+    );
     assert_eq!(sent["tool_calls"][0]["id"], CALL);
     assert_eq!(
         sent["tool_calls"][0]["function"],
@@ -666,6 +670,10 @@ async fn openrouter_claude_signature_piece_joins_its_reasoning_detail() {
     assert_eq!(requests.len(), 2, "not refused: {requests:?}");
     let sent = assistant(&requests[1].body, 0);
     assert_eq!(sent["reasoning_details"], expected);
+    assert!(
+        sent.get("reasoning_content").is_none(),
+        "not a reasoning_content server: {sent}"
+    );
     assert_eq!(
         sent["tool_calls"][0]["function"],
         json!({"name": "bash", "arguments": "{\"command\": \"echo signed-ran\"}"})
@@ -860,6 +868,17 @@ async fn gemini_parallel_calls_without_index_ending_in_stop_keep_the_first_calls
     let events = host.take_events();
     assert_eq!(said(&events), "Both ran.");
     assert_eq!(usages(&events).first(), Some(&(1204 + 58)), "{events:?}");
+    let calls: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::Call(_)))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            &Event::Call("echo gemini-first".into()),
+            &Event::Call("echo gemini-second".into())
+        ]
+    );
     let requests = fake.requests();
     assert_eq!(requests.len(), 2, "not refused: {requests:?}");
     let sent = assistant(&requests[1].body, 0);
@@ -900,4 +919,175 @@ async fn lm_studio_stream_without_usage_reports_none() {
     assert_eq!(said(&events), "Ready. What shall I look at?");
     assert_eq!(usages(&events), Vec::<u64>::new(), "{events:?}");
     assert_eq!(fake.requests().len(), 1);
+}
+
+/// Gemini's OpenAI-compatible endpoint with thought summaries asked for, in the shape of
+/// chunks captured from it (each thought piece is `content` flagged
+/// `extra_content.google.thought`, the first opening with `<thought>`, the answer's first piece
+/// starting with `</thought>` beside `extra_content: null`; the signature of a text reply in
+/// the last chunk's delta beside `content: null`). Step one thinks and calls, step two thinks
+/// and answers. The thoughts are shown once, as thoughts, and never as the reply's text nor
+/// sent back; the call goes back with its signature; on the next turn the text reply goes back
+/// with its own signature on the message; a session that switches model sends neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_thought_summaries_are_thoughts_and_a_text_replys_signature_goes_back() {
+    const THOUGHT_1: &str = "**Checking the shell**\n\nThe user wants the kernel's name. `uname -s` through bash will say it.";
+    const THOUGHT_2: &str = "**Reading the output**\n\nBash printed the marker, so the command ran. I will say so plainly.";
+    const ANSWER: &str = "The command ran: bash printed its marker.";
+    const CALL_SIG: &str = "YWNwLWJhc2ggZ2VtaW5pIGNhbGwgc2lnbmF0dXJlLCB3cml0dGVuIGZvciBpdHMgdGVzdHMgeHl6e3x9fn+AgYKDhIWGh4iJiouMjY6PkJGSk5SVlpeYmZqbnJ2en6ChoqOkpaanqKk=";
+    const TEXT_SIG: &str = "YWNwLWJhc2ggZ2VtaW5pIHRleHQgc2lnbmF0dXJlLCB3cml0dGVuIGZvciBpdHMgdGVzdHMgyMnKy8zNzs/Q0dLT1NXW19jZ2tvc3d7f4OHi4+Tl5ufo6err7O3u7/Dx8vP09fb3+Pk=";
+    let fake = FakeModel::start(vec![
+        Answer::Sse(recorded_events("gemini/thoughts_then_call.sse")),
+        Answer::Sse(recorded_events("gemini/thought_summary_text.sse")),
+        openai::reply(&["Again."], &[]),
+        openai::reply(&["From the other model."], &[]),
+    ])
+    .await;
+    let mut other = config(Provider::OpenAi, &fake.base);
+    other.model = "other".into();
+    let driver = ModelDriver::new(config(Provider::OpenAi, &fake.base)).with_model(other);
+    let host = Host::new();
+    let gemini = Some("openai:fake-model");
+    let ended = host
+        .turn_choosing(&driver, &prompt("which kernel?"), gemini, Some("high"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let events = host.take_events();
+    assert_eq!(thoughts(&events), format!("{THOUGHT_1}{THOUGHT_2}"));
+    assert_eq!(said(&events), ANSWER);
+    assert_eq!(usages(&events).first(), Some(&(1187 + 41)), "{events:?}");
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let step = assistant(&requests[1].body, 0);
+    assert_eq!(step["content"], Value::Null, "{step}");
+    assert_eq!(
+        step["tool_calls"][0]["extra_content"],
+        json!({"google": {"thought_signature": CALL_SIG}})
+    );
+    assert!(step.get("extra_content").is_none(), "{step}");
+    assert!(step.get("reasoning_content").is_none(), "{step}");
+    let results = tool_results(&requests[1].body);
+    assert_eq!(results[0].0, "k2v9x7qd");
+    assert!(results[0].1.contains("gemini-thought-ran"), "{results:?}");
+    // The next turn on the same model: the text reply with its signature, no thoughts.
+    host.turn_choosing(&driver, &prompt("and now?"), gemini, Some("high"))
+        .await
+        .unwrap();
+    let requests = fake.requests();
+    let replied = assistant(&requests[2].body, 1);
+    assert_eq!(replied["content"], ANSWER, "{replied}");
+    assert_eq!(
+        replied["extra_content"],
+        json!({"google": {"thought_signature": TEXT_SIG}})
+    );
+    let sent = requests[2].body.to_string();
+    assert!(
+        !sent.contains("Checking the shell")
+            && !sent.contains("Reading the output")
+            && !sent.contains("thought>"),
+        "{sent}"
+    );
+    // Another model: neither signature, no thoughts.
+    host.turn_choosing(&driver, &prompt("other?"), Some("openai:other"), None)
+        .await
+        .unwrap();
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    let sent = requests[3].body.to_string();
+    assert!(
+        !sent.contains(CALL_SIG)
+            && !sent.contains(TEXT_SIG)
+            && !sent.contains("extra_content")
+            && !sent.contains("Reading the output"),
+        "{sent}"
+    );
+    assert!(sent.contains(ANSWER), "the reply's text stays: {sent}");
+}
+
+/// llama.cpp's cached tokens: its `timings.cache_n` (398 of the 412 prompt tokens, the other
+/// `prompt_n` 14 evaluated) is shown as cached tokens in the usage, where the usage gives no
+/// `prompt_tokens_details.cached_tokens` (builds before it); and a stream without usage (not
+/// asked with `stream_options`, as after a gateway refused it) is counted from the timings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_cpp_timings_show_its_cached_tokens() {
+    // The recorded shape without its usage: the timings are the only count.
+    let without_usage: Vec<String> = recorded_events("llama.cpp/tool_call.sse")
+        .into_iter()
+        .map(|event| match event.strip_prefix("data: ") {
+            Some(data) if data.contains("\"timings\"") => {
+                let mut chunk: Value = serde_json::from_str(data.trim()).unwrap();
+                chunk.as_object_mut().unwrap().remove("usage");
+                format!("data: {chunk}\n\n")
+            }
+            _ => event,
+        })
+        .collect();
+    let fake = FakeModel::start(vec![
+        Answer::Sse(recorded_events("llama.cpp/tool_call.sse")),
+        openai::reply(&["It works."], &[]),
+        Answer::Sse(without_usage),
+        openai::reply(&["Again."], &[]),
+    ])
+    .await;
+    let host = Host::new();
+    let driver = driver(Provider::OpenAi, &fake.base);
+    for _ in 0..2 {
+        host.turn(&driver, &prompt("does bash work?"))
+            .await
+            .unwrap();
+        let events = host.take_events();
+        let at = events
+            .iter()
+            .position(|e| matches!(e, Event::Usage(449, _)))
+            .unwrap_or_else(|| panic!("no usage of 449 tokens: {events:?}"));
+        assert_eq!(
+            events.get(at + 1),
+            Some(&Event::Cached(398, 0)),
+            "{events:?}"
+        );
+    }
+}
+
+/// OpenRouter's error after the stream began, with the `metadata` its error documentation
+/// gives a provider's error (openrouter.ai/docs/api-reference/errors: `provider_name` and the
+/// provider's own `raw` words; written here, not recorded): the user reads which provider failed
+/// and its words, not only OpenRouter's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openrouter_mid_stream_error_names_the_provider_and_its_words() {
+    let chunk = |delta: Value, error: Option<Value>| {
+        let mut chunk = json!({"id": "gen-1765021000-Hq2Vz7", "object": "chat.completion.chunk",
+            "created": 1765021000, "model": "google/gemini-3-pro-preview", "provider": "Google AI Studio",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+        if let Some(error) = error {
+            chunk["error"] = error;
+            chunk["choices"][0]["finish_reason"] = json!("error");
+        }
+        format!("data: {chunk}\n\n")
+    };
+    let stream = vec![
+        ": OPENROUTER PROCESSING\n\n".to_string(),
+        chunk(json!({"role": "assistant", "content": "Looking "}), None),
+        chunk(
+            json!({"content": ""}),
+            Some(json!({"code": 502, "message": "Provider returned error",
+                "metadata": {"provider_name": "Google AI Studio",
+                    "raw": "{\"error\":{\"code\":503,\"message\":\"The model is overloaded. Please try again later.\",\"status\":\"UNAVAILABLE\"}}"}})),
+        ),
+    ];
+    let fake = FakeModel::start(vec![
+        Answer::Sse(stream),
+        openai::reply(&["Found it."], &[]),
+    ])
+    .await;
+    let host = Host::new();
+    let ended = host
+        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("look"))
+        .await;
+    assert_eq!(ended, Ok(StopReason::EndTurn));
+    let shown = thoughts(&host.take_events());
+    assert!(
+        shown.contains("Provider returned error (Google AI Studio: The model is overloaded. Please try again later.)"),
+        "{shown}"
+    );
+    assert_eq!(fake.requests().len(), 2);
 }

@@ -1,9 +1,9 @@
 //! Reasoning models against fakes that refuse what the real servers refuse: OpenAI's
 //! `max_completion_tokens` and `reasoning_effort`; Anthropic's extended thinking with its signed
-//! blocks sent back in a tool loop; DeepSeek's `reasoning_content`; Gemini's thought signatures
-//! on calls sent without `index`; OpenRouter's `reasoning_details`; another model never gets a
-//! model's reasoning; thoughts are shown once; a stream that ends after its finish reason
-//! without `[DONE]`.
+//! blocks sent back in a tool loop; DeepSeek's `reasoning_content`; another model never gets a
+//! model's reasoning; a stream that ends after its finish reason without `[DONE]`. Gemini's
+//! thought signatures and summaries and OpenRouter's `reasoning_details` are proved against
+//! their recorded shapes in `model::conformance`.
 
 use std::sync::Arc;
 
@@ -211,79 +211,6 @@ async fn deepseek_reasoning_content_goes_back_with_the_tool_calls() {
     assert_eq!(
         assistant(&requests[1].body, 0)["reasoning_content"],
         "Run echo."
-    );
-}
-
-/// Gemini's OpenAI-compatible endpoint sends each call whole, without `index`, with a thought
-/// signature in `extra_content`: two calls stay two, each runs, and each goes back with its
-/// own signature (the fake refuses the loop otherwise).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gemini_calls_without_index_keep_their_thought_signatures() {
-    let fake = FakeModel::start_refusing(
-        vec![
-            Answer::Sse(openai::gemini_calls(&[
-                ("g1", "bash", r#"{"command":"echo one"}"#),
-                ("g2", "bash", r#"{"command":"echo two"}"#),
-            ])),
-            openai::reply(&["Both ran."], &[]),
-        ],
-        Arc::new(refuse::gemini_signatures),
-    )
-    .await;
-    let host = Host::new();
-    let ended = host
-        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("run two"))
-        .await;
-    assert_eq!(ended, Ok(StopReason::EndTurn));
-    let events = host.take_events();
-    let calls: Vec<&Event> = events
-        .iter()
-        .filter(|e| matches!(e, Event::Call(_)))
-        .collect();
-    assert_eq!(
-        calls,
-        [
-            &Event::Call("echo one".into()),
-            &Event::Call("echo two".into())
-        ]
-    );
-    assert_eq!(said(&events), "Both ran.");
-    let requests = fake.requests();
-    assert_eq!(requests.len(), 2, "{requests:?}");
-    let sent = assistant(&requests[1].body, 0);
-    assert_eq!(
-        sent["tool_calls"][1]["extra_content"],
-        json!({"google": {"thought_signature": "sig-g2"}})
-    );
-}
-
-/// OpenRouter streams reasoning both as `reasoning` and as `reasoning_details`: shown once,
-/// the details merged into one item and sent back unchanged.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn openrouter_reasoning_details_are_shown_once_and_sent_back() {
-    let fake = FakeModel::start(vec![
-        Answer::Sse(openai::openrouter_events(
-            &["Let me ", "check."],
-            ("c1", "bash", ECHO),
-        )),
-        openai::reply(&["ok"], &[]),
-    ])
-    .await;
-    let host = Host::new();
-    let ended = host
-        .turn(&driver(Provider::OpenAi, &fake.base), &prompt("go"))
-        .await;
-    assert_eq!(ended, Ok(StopReason::EndTurn));
-    assert_eq!(thoughts(&host.take_events()), "Let me check.");
-    let sent = assistant(&fake.requests()[1].body, 0);
-    assert_eq!(
-        sent["reasoning_details"],
-        json!([{"type": "reasoning.text", "text": "Let me check.", "signature": "or-sig",
-                "format": "anthropic-claude-v1", "index": 0}])
-    );
-    assert!(
-        sent.get("reasoning_content").is_none(),
-        "not a reasoning_content server"
     );
 }
 

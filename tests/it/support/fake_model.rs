@@ -369,55 +369,6 @@ pub mod openai {
         Answer::Sse(events(&[], text, calls))
     }
 
-    /// Gemini's OpenAI-compatible stream of tool calls: each call whole in one chunk, without
-    /// `index`, with its thought signature (`sig-ID`) in `extra_content`; then the finish
-    /// reason and `[DONE]`.
-    pub fn gemini_calls(calls: &[(&str, &str, &str)]) -> Vec<String> {
-        let mut events = Vec::new();
-        for (id, name, arguments) in calls {
-            events.push(chunk(
-                json!([{"index": 0, "delta": {"role": "assistant", "tool_calls": [{
-                "id": id, "type": "function",
-                "function": {"name": name, "arguments": arguments},
-                "extra_content": {"google": {"thought_signature": format!("sig-{id}")}}}]},
-                "finish_reason": null}]),
-            ));
-        }
-        events.push(chunk(
-            json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
-        ));
-        events.push("data: [DONE]\n\n".to_string());
-        events
-    }
-
-    /// OpenRouter's stream of a reasoning model: each piece of reasoning both as `reasoning`
-    /// and as a `reasoning_details` item (index 0, the signature in the last piece), then one
-    /// tool call, the finish reason, usage with cost, `[DONE]`.
-    pub fn openrouter_events(reasoning: &[&str], call: Call<'_>) -> Vec<String> {
-        let mut events = Vec::new();
-        for (i, piece) in reasoning.iter().enumerate() {
-            let signature = if i + 1 == reasoning.len() {
-                json!("or-sig")
-            } else {
-                Value::Null
-            };
-            events.push(chunk(json!([{"index": 0, "delta": {"role": "assistant", "content": "",
-                "reasoning": piece,
-                "reasoning_details": [{"type": "reasoning.text", "text": piece, "signature": signature,
-                                       "format": "anthropic-claude-v1", "index": 0}]},
-                "finish_reason": null}])));
-        }
-        let (id, name, pieces) = call;
-        events.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": pieces.concat()}}]}, "finish_reason": null}])));
-        events.push(chunk(
-            json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
-        ));
-        events.push(format!("data: {}\n\n", json!({"id": "gen-1", "object": "chat.completion.chunk", "choices": [],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60, "cost": 0.001}})));
-        events.push("data: [DONE]\n\n".to_string());
-        events
-    }
-
     /// An error answer in OpenAI's shape.
     pub fn error(status: u16, headers: &[(&str, &str)], message: &str, code: &str) -> Answer {
         let body = json!({"error": {"message": message, "type": "error", "code": code}});
@@ -610,24 +561,6 @@ pub mod refuse {
         Some(bad_request(json!({"error": {
             "message": format!("Missing `reasoning_content` field in the assistant message at message index {index}. For more information, please refer to https://api-docs.deepseek.com/guides/thinking_mode#tool-calls"),
             "type": "invalid_request_error", "param": null, "code": "invalid_request_error"}})))
-    }
-
-    /// Gemini's OpenAI-compatible endpoint: each function call goes back with the thought
-    /// signature it came with (`sig-` and its id, as `openai::gemini_call` sends it).
-    pub fn gemini_signatures(body: &Value) -> Option<Answer> {
-        let missing = assistants(body)
-            .flat_map(|(_, m)| m["tool_calls"].as_array().cloned().unwrap_or_default())
-            .find(|call| {
-                call["extra_content"]["google"]["thought_signature"].as_str()
-                    != Some(format!("sig-{}", call["id"].as_str().unwrap_or("")).as_str())
-            })?;
-        let name = missing["function"]["name"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        Some(Answer::Status(400, Vec::new(), json!([{"error": {"code": 400,
-            "message": format!("Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:{name}` , position 2. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details."),
-            "status": "INVALID_ARGUMENT"}}]).to_string()))
     }
 
     /// Anthropic with extended thinking: `max_tokens` above the budget; every thinking block
