@@ -70,7 +70,7 @@ async fn the_process_group_goes_with_the_run_but_a_new_session_does_not() {
             r#"P={head}; P="${{P}}{rest}"
 bash -c "exec -a $P-group sleep 1000" >/dev/null 2>&1 &
 setsid bash -c "exec -a $P-session sleep 1000" >/dev/null 2>&1 &
-until [ "$(grep -l "$P-" /proc/[0-9]*/cmdline 2>/dev/null | wc -l)" -ge 2 ]; do sleep 0.01; done
+until grep -qs "^$P-group" /proc/[0-9]*/cmdline && grep -qs "^$P-session" /proc/[0-9]*/cmdline; do sleep 0.01; done
 echo started"#
         ),
     )

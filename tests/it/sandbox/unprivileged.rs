@@ -40,7 +40,7 @@ echo in > inside && echo wrote-inside
 cat /proc/1/environ 2>/dev/null | tr -d '\0' | wc -c
 P={head}; P="${{P}}{rest}"
 setsid bash -c "exec -a $P-setsid sleep 1000" &
-until grep -q "$P-setsid" /proc/[0-9]*/cmdline 2>/dev/null; do sleep 0.01; done
+until grep -qs "^$P-setsid" /proc/[0-9]*/cmdline; do sleep 0.01; done
 echo ready > {ready}"#,
                 outside = outside.path().display(),
                 ready = ws.path().join("ready").display(),
