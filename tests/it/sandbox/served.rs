@@ -147,6 +147,17 @@ fn the_commands_of_acp_bash_run_get_their_own_namespaces() {
     );
 }
 
+/// Ubuntu's restriction on unprivileged user namespaces is on, and this process is unconfined
+/// by AppArmor, so it is subject to it (a program under a profile of its own is not).
+fn ubuntus_restriction_holds_this_process() -> bool {
+    let on = std::fs::read_to_string("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+        .is_ok_and(|v| v.trim() == "1");
+    let label = std::fs::read_to_string("/proc/self/attr/apparmor/current")
+        .or_else(|_| std::fs::read_to_string("/proc/self/attr/current"))
+        .unwrap_or_default();
+    on && label.trim_end_matches(['\0', '\n']) == "unconfined"
+}
+
 /// `doctor` probes in `serve`'s state: whatever it reports working, a served command gets (the
 /// user namespace here, from the inside).
 #[test]
@@ -172,10 +183,15 @@ fn doctor_and_the_served_agent_agree() {
             "doctor says the user namespace works: {says_userns}; a served command has one: \
              {has_userns}\n{report}\n{text}"
         );
-        assert_eq!(
-            says_userns,
-            Support::current().user_namespace.is_ok(),
-            "{report}"
+        // The library's own probe, in this test binary, agrees with doctor, but for one case:
+        // under Ubuntu's restriction a served binary with its own AppArmor profile (doctor's
+        // advice, the lab's `ubuntu-kernel-profile-user`) makes user namespaces that this
+        // unconfined test binary may not.
+        let here = Support::current().user_namespace.is_ok();
+        assert!(
+            says_userns == here || (says_userns && ubuntus_restriction_holds_this_process()),
+            "doctor says the user namespace works: {says_userns}; this test process can make \
+             one: {here}\n{report}"
         );
     });
 }
