@@ -55,7 +55,7 @@ pub fn package_caches(home: &Path) -> Vec<(String, PathBuf)> {
 /// its `work/work` folder (and a `volatile` mount's `work/incompat/volatile`) of mode 0 behind,
 /// and a command may leave folders of any mode in its temp dir, which an ordinary user cannot
 /// list or empty (root can): when the first try fails, every folder under `dir` is made this
-/// user's to list and change ([`open_up`], never through a symlink), and it tries again. Both
+/// user's to list and change (through descriptors, never through a symlink), and it tries again. Both
 /// removals unlink symlinks and never follow them.
 pub fn remove_session_folder(dir: &Path) -> std::io::Result<()> {
     if std::fs::remove_dir_all(dir).is_ok() {
