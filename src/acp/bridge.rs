@@ -39,6 +39,10 @@ pub struct ClientFeatures {
     /// `clientCapabilities.session.compaction`: the client shows `compaction_update`s (else a
     /// compaction is told as the agent's text).
     pub compaction: bool,
+    /// `clientCapabilities._meta.acp_bash_notices == true` (acp-bash's own `run`): on the card,
+    /// acp-bash's notices about a run come as updates of their own ([`notice_update`]) instead
+    /// of lines in the terminal's output, so that the client can show them apart (on stderr).
+    pub notices_apart: bool,
 }
 
 impl ClientFeatures {
@@ -47,12 +51,14 @@ impl ClientFeatures {
         terminal_output: true,
         terminal: true,
         compaction: false,
+        notices_apart: false,
     };
     /// A client without the card: it gets the console block.
     pub const PLAIN: ClientFeatures = ClientFeatures {
         terminal_output: false,
         terminal: false,
         compaction: false,
+        notices_apart: false,
     };
 
     /// Reads the features from an `initialize` request's capabilities.
@@ -69,6 +75,12 @@ impl ClientFeatures {
                 .session
                 .as_ref()
                 .is_some_and(|session| session.compaction.is_some()),
+            notices_apart: caps
+                .meta
+                .as_ref()
+                .and_then(|meta| meta.get(NOTICES_APART))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         }
     }
 
@@ -231,6 +243,21 @@ pub fn output_update(call_id: &ToolCallId, data: &str) -> ToolCallUpdate {
     ToolCallUpdate::new(call_id.clone(), ToolCallUpdateFields::new()).meta(meta(json!({
         "terminal_output": { "terminal_id": terminal_id(call_id), "data": data }
     })))
+}
+
+/// The `clientCapabilities._meta` key with which a client asks for acp-bash's notices apart
+/// ([`ClientFeatures::notices_apart`]).
+pub const NOTICES_APART: &str = "acp_bash_notices";
+
+/// The `_meta` key of a notice update ([`notice_update`]).
+pub const NOTICE_META: &str = "acp_bash_notice";
+
+/// acp-bash's notice `text` about call `call_id`'s run, apart from its output (for a client
+/// that asked, [`ClientFeatures::notices_apart`]): only `_meta.acp_bash_notice`, no content
+/// (content would replace the card).
+pub fn notice_update(call_id: &ToolCallId, text: &str) -> ToolCallUpdate {
+    ToolCallUpdate::new(call_id.clone(), ToolCallUpdateFields::new())
+        .meta(meta(json!({ NOTICE_META: text })))
 }
 
 /// A live console view for a client without the card: content = the description (kept, since

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::bridge::{self, ClientFeatures};
 use super::transport::ClientBehind;
-use crate::exec::drain::{drain, DrainReader};
+use crate::exec::drain::{drain, notice_line, DrainReader, OutputEvent};
 use crate::exec::{Exit, RunStatus};
 use crate::present::stream::{ended_notice, Live, LiveUpdate, StreamLimits};
 use crate::present::{CallView, ResultView};
@@ -234,7 +234,8 @@ impl CallWire {
         cancel: &CancellationToken,
         on_cancel: impl FnOnce(),
     ) where
-        S: futures::Stream<Item = String> + Unpin + ?Sized,
+        S: futures::Stream + Unpin + ?Sized,
+        S::Item: Into<OutputEvent>,
     {
         {
             let mut reader = Reader { wire: self, sink };
@@ -387,6 +388,23 @@ impl DrainReader for Reader<'_> {
     fn chunk(&mut self, chunk: String) {
         let update = self.wire.live.push(&chunk, Instant::now());
         self.wire.live_update(self.sink, update);
+    }
+
+    /// On the card of a client that asked for notices apart: what the card holds back goes
+    /// first, then the notice as an update of its own (never left out). Otherwise a line among
+    /// the output, as before.
+    fn notice(&mut self, text: String) {
+        let wire = &mut *self.wire;
+        if !(wire.features.notices_apart && wire.features.card() && !wire.v2) {
+            self.chunk(notice_line(&text));
+            return;
+        }
+        let update = wire.live.finish(Instant::now());
+        wire.live_update(self.sink, update);
+        self.sink
+            .send(SessionUpdate::ToolCallUpdate(bridge::notice_update(
+                &wire.id, &text,
+            )));
     }
 
     fn deadline(&self) -> Option<Instant> {

@@ -100,6 +100,8 @@ type LineHook = Arc<dyn Fn(&str, LineDirection) + Send + Sync>;
 pub struct AcpClient {
     config: AcpAgentConfig,
     profile: ClientProfile,
+    /// Also asks for acp-bash's notices apart (`_meta.acp_bash_notices`).
+    notices_apart: bool,
     transcript: Transcript,
     hook: Option<LineHook>,
 }
@@ -113,6 +115,7 @@ impl AcpClient {
         AcpClient {
             config: AcpAgentConfig::new(program.into()).args(args.into_iter().map(Into::into)),
             profile: ClientProfile::Plain,
+            notices_apart: false,
             transcript: Transcript::default(),
             hook: None,
         }
@@ -121,6 +124,14 @@ impl AcpClient {
     /// Sets what the client advertises in `initialize` (the default is a plain client).
     pub fn profile(mut self, profile: ClientProfile) -> Self {
         self.profile = profile;
+        self
+    }
+
+    /// Also advertises `_meta.acp_bash_notices`: the agent sends its notices about a run on the
+    /// card as updates of their own ([`crate::acp::summary::CallSummary::notices`]), not among
+    /// the output (what `acp-bash run` asks, to print them on stderr).
+    pub fn notices_apart(mut self) -> Self {
+        self.notices_apart = true;
         self
     }
 
@@ -149,13 +160,14 @@ impl AcpClient {
     ) -> agent_client_protocol::Result<R> {
         let transcript = self.transcript.clone();
         let hook = self.hook.clone();
+        let capabilities = self.capabilities();
         let agent = AcpAgent::new(self.config).with_debug(move |line, direction| {
             transcript.record(line, direction);
             if let Some(hook) = &hook {
                 hook(line, direction);
             }
         });
-        Self::converse(agent, self.profile, conversation).await
+        Self::converse(agent, capabilities, self.profile, conversation).await
     }
 
     /// Like [`AcpClient::run`], over `agent`: a transport to an agent served elsewhere (an
@@ -166,11 +178,26 @@ impl AcpClient {
         agent: impl agent_client_protocol::ConnectTo<Client> + 'static,
         conversation: impl AsyncFnOnce(Conversation) -> agent_client_protocol::Result<R>,
     ) -> agent_client_protocol::Result<R> {
-        Self::converse(agent, self.profile, conversation).await
+        Self::converse(agent, self.capabilities(), self.profile, conversation).await
+    }
+
+    /// The profile's capabilities, with `_meta.acp_bash_notices` when asked.
+    fn capabilities(&self) -> ClientCapabilities {
+        let mut capabilities = self.profile.capabilities();
+        if self.notices_apart {
+            let mut meta = capabilities.meta.take().unwrap_or_default();
+            meta.insert(
+                crate::acp::bridge::NOTICES_APART.to_string(),
+                serde_json::Value::Bool(true),
+            );
+            capabilities.meta = Some(meta);
+        }
+        capabilities
     }
 
     async fn converse<R>(
         agent: impl agent_client_protocol::ConnectTo<Client> + 'static,
+        capabilities: ClientCapabilities,
         profile: ClientProfile,
         conversation: impl AsyncFnOnce(Conversation) -> agent_client_protocol::Result<R>,
     ) -> agent_client_protocol::Result<R> {
@@ -189,7 +216,7 @@ impl AcpClient {
                 let init = cx
                     .send_request(
                         InitializeRequest::new(ProtocolVersion::V1)
-                            .client_capabilities(profile.capabilities())
+                            .client_capabilities(capabilities)
                             .client_info(profile.client_info()),
                     )
                     .block_task()

@@ -37,6 +37,9 @@ pub struct CallSummary {
     /// The agent's messages (`agent_message_chunk` text) in the turn: a slash command's answer,
     /// the nothing-to-run hint.
     pub messages: Vec<String>,
+    /// acp-bash's notices sent apart from the output (`_meta.acp_bash_notice`, to a client
+    /// that asked for them so), in order.
+    pub notices: Vec<String>,
 }
 
 impl CallSummary {
@@ -51,6 +54,14 @@ impl CallSummary {
             SessionUpdate::ToolCallUpdate(update) => {
                 if let Some(data) = meta_str(update.meta.as_ref(), "terminal_output", "data") {
                     self.streamed.push_str(&data);
+                }
+                if let Some(notice) = update
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get(super::bridge::NOTICE_META))
+                    .and_then(Value::as_str)
+                {
+                    self.notices.push(notice.to_string());
                 }
                 if let Some(exit) = update.meta.as_ref().and_then(|m| m.get("terminal_exit")) {
                     self.exit_code = exit.get("exit_code").and_then(Value::as_i64);

@@ -195,7 +195,7 @@ impl ToolCallRunner {
             )
         };
         let control = handle.cancellation_token();
-        wire.follow(&mut handle, sink, cancel, move || control.cancel())
+        wire.follow(&mut handle.events(), sink, cancel, move || control.cancel())
             .await;
         let mut result = BashResult::of(handle.wait().await);
         let changes = match tracker {

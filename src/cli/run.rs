@@ -1,7 +1,8 @@
 //! `acp-bash run SCRIPT`: one prompt through the real protocol, showing on stdout what a client
 //! would: the agent's messages (a slash command's answer, the nothing-to-run hint), and the call's
 //! output as Zed's card streams it, or with `--plain` the live console view while the command
-//! runs and then the console block. Exits with the command's exit status (0 after a message-only
+//! runs and then the console block; acp-bash's own notices about the run go to stderr (the card's
+//! path: a plain client's console block shows them as an editor would). Exits with the command's exit status (0 after a message-only
 //! turn such as `/help`).
 
 use std::io::{IsTerminal as _, Write as _};
@@ -40,12 +41,16 @@ pub async fn run(log_level: Option<&str>, args: RunArgs) -> ExitCode {
         }
     };
     let show_transcript = args.transcript;
-    client = client.on_line(move |line, direction| match direction {
-        LineDirection::Stdin if show_transcript => eprintln!("-> {line}"),
-        LineDirection::Stdout if show_transcript => eprintln!("<- {line}"),
-        LineDirection::Stderr => eprintln!("{line}"),
-        _ => {}
-    });
+    // acp-bash's own notices about the run (what its mode does not enforce here, …) go to
+    // stderr, apart from the command's output on stdout.
+    client = client
+        .notices_apart()
+        .on_line(move |line, direction| match direction {
+            LineDirection::Stdin if show_transcript => eprintln!("-> {line}"),
+            LineDirection::Stdout if show_transcript => eprintln!("<- {line}"),
+            LineDirection::Stderr => eprintln!("{line}"),
+            _ => {}
+        });
     let plain = args.plain;
     let result = client
         .run(async move |mut conversation: Conversation| {
@@ -67,7 +72,11 @@ pub async fn run(log_level: Option<&str>, args: RunArgs) -> ExitCode {
             let turn = tokio::select! {
                 turn = conversation.prompt_with(&session, &script, |update| {
                     let before = summary.streamed.len();
+                    let notices_before = summary.notices.len();
                     summary.apply(update);
+                    for notice in &summary.notices[notices_before..] {
+                        screen.notice(notice);
+                    }
                     match update {
                         SessionUpdate::AgentMessageChunk(_) => {
                             if let Some(message) = summary.messages.last() {
@@ -155,6 +164,13 @@ impl Screen {
         let _ = self.out.write_all(text.as_bytes());
         let _ = self.out.flush();
         self.at_line_start = text.ends_with('\n');
+    }
+
+    /// acp-bash's notice about the run: on stderr, as the card would show it, so that stdout
+    /// carries the command's bytes only.
+    fn notice(&mut self, text: &str) {
+        let _ = self.out.flush();
+        eprint!("{}", acp_bash::exec::drain::notice_line(text));
     }
 
     fn line_start(&mut self) {

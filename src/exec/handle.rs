@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::drain::OutputEvent;
 use super::process::signal_group;
 use super::{Exit, RunOutcome, RunStatus};
 
@@ -75,7 +76,7 @@ impl Control {
 #[non_exhaustive]
 pub struct RunHandle {
     cwd: PathBuf,
-    output: mpsc::Receiver<String>,
+    output: mpsc::Receiver<OutputEvent>,
     control: Arc<Control>,
     task: Option<JoinHandle<RunOutcome>>,
 }
@@ -83,7 +84,7 @@ pub struct RunHandle {
 impl RunHandle {
     pub(super) fn new(
         cwd: PathBuf,
-        output: mpsc::Receiver<String>,
+        output: mpsc::Receiver<OutputEvent>,
         control: Arc<Control>,
         task: JoinHandle<RunOutcome>,
     ) -> Self {
@@ -119,9 +120,23 @@ impl RunHandle {
         }
     }
 
-    /// The next chunk of output, or `None` once the output has ended.
+    /// The next chunk of output, or `None` once the output has ended. acp-bash's own notices
+    /// come in their place among the output, as [`super::drain::notice_line`]s.
     pub async fn next_output(&mut self) -> Option<String> {
+        self.output.recv().await.map(OutputEvent::into_text)
+    }
+
+    /// The next piece of live output, with acp-bash's own notices apart from the command's
+    /// output ([`OutputEvent::Notice`]), or `None` once the output has ended.
+    pub async fn next_event(&mut self) -> Option<OutputEvent> {
         self.output.recv().await
+    }
+
+    /// The live output as [`OutputEvent`]s, notices apart (for [`super::drain::drain`] or any
+    /// reader that shows notices elsewhere); the handle itself is the stream of chunks with the
+    /// notices among them.
+    pub fn events(&mut self) -> impl futures::Stream<Item = OutputEvent> + Unpin + '_ {
+        futures::stream::poll_fn(move |cx| self.output.poll_recv(cx))
     }
 
     /// Reads the output until it ends, feeding `reader` ([`super::drain`], the one drain loop);
@@ -133,14 +148,7 @@ impl RunHandle {
         cancel: &CancellationToken,
     ) {
         let control = self.control.cancel.clone();
-        super::drain::drain(&mut self.output_stream(), reader, cancel, move || {
-            control.cancel()
-        })
-        .await;
-    }
-
-    fn output_stream(&mut self) -> impl futures::Stream<Item = String> + Unpin + '_ {
-        futures::stream::poll_fn(move |cx| self.output.poll_recv(cx))
+        super::drain::drain(&mut self.events(), reader, cancel, move || control.cancel()).await;
     }
 
     /// Stops the live stream: the command's output is no longer held for a reader (it is still
@@ -186,7 +194,9 @@ impl futures::Stream for RunHandle {
     type Item = String;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<String>> {
-        self.output.poll_recv(cx)
+        self.output
+            .poll_recv(cx)
+            .map(|event| event.map(OutputEvent::into_text))
     }
 }
 

@@ -4,6 +4,7 @@
 //! Owns: the run's lifecycle and its deadlines. Must not touch: how bytes are chunked or kept
 //! (`chunk`, `capture`), how the process is started (`process`), what the markers look like.
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,7 @@ use tokio::time::Instant as Deadline;
 
 use super::capture::{Capture, LogLimits};
 use super::chunk::Chunker;
+use super::drain::{notice_line, OutputEvent};
 use super::handle::{Control, RunHandle};
 use super::process::{self, signal_group, Started};
 use super::{prelude, Exit, RunOutcome, RunRequest, RunStatus, Session};
@@ -43,9 +45,12 @@ struct Output {
     chunker: Chunker,
     capture: Capture,
     /// The handle's stream, until it is closed or the live limit is passed.
-    live: Option<mpsc::Sender<String>>,
-    /// Output waiting for room in the stream (safe chunks joined, which is a safe chunk).
-    pending: String,
+    live: Option<mpsc::Sender<OutputEvent>>,
+    /// What waits for room in the stream, in order: output (safe chunks joined, which is a safe
+    /// chunk) and notices.
+    pending: VecDeque<OutputEvent>,
+    /// The bytes of `pending`.
+    pending_bytes: usize,
     live_sent: usize,
     live_limit: usize,
     notices: Vec<String>,
@@ -70,19 +75,49 @@ impl Output {
         }
         if self.live.is_some() {
             self.live_sent += text.len();
-            self.pending.push_str(text);
+            self.pending_bytes += text.len();
+            match self.pending.back_mut() {
+                Some(OutputEvent::Output(waiting)) => waiting.push_str(text),
+                _ => self
+                    .pending
+                    .push_back(OutputEvent::Output(text.to_string())),
+            }
         }
     }
 
     /// Whether the pipe may be read: the stream is not too far behind.
     fn can_read(&self) -> bool {
-        self.pending.len() < MAX_PENDING_BYTES
+        self.pending_bytes < MAX_PENDING_BYTES
     }
 
-    /// Something the engine tells the user about the run, shown in its output.
+    /// Something the engine tells the user about the run: kept in its output as a line of its
+    /// own ([`notice_line`]), and a notice event of its own in the live stream (after the output
+    /// before it, which the chunker gives up first).
     fn notice(&mut self, text: String) {
-        self.push(format!("[acp-bash: {text}]\n").as_bytes());
+        self.flush();
+        let line = notice_line(&text);
+        self.capture.push(line.as_bytes());
+        if self.live_sent <= self.live_limit && self.live.is_some() {
+            self.live_sent += line.len();
+            self.pending_bytes += line.len();
+            self.pending.push_back(OutputEvent::Notice(text.clone()));
+        }
         self.notices.push(text);
+    }
+
+    /// The first event waiting for the stream.
+    fn take_pending(&mut self) -> Option<OutputEvent> {
+        let event = self.pending.pop_front()?;
+        self.pending_bytes -= match &event {
+            OutputEvent::Output(text) => text.len(),
+            OutputEvent::Notice(text) => notice_line(text).len(),
+        };
+        Some(event)
+    }
+
+    fn clear_pending(&mut self) {
+        self.pending.clear();
+        self.pending_bytes = 0;
     }
 
     fn flush(&mut self) {
@@ -95,15 +130,19 @@ impl Output {
     /// Sends what waits (waiting for room, or until the reader is gone) and ends the stream.
     async fn deliver(&mut self) {
         if let Some(live) = self.live.take() {
-            if !self.pending.is_empty() {
-                let _ = live.send(std::mem::take(&mut self.pending)).await;
+            while let Some(event) = self.take_pending() {
+                if live.send(event).await.is_err() {
+                    break;
+                }
             }
         }
     }
 }
 
 /// Room for one chunk in the stream; `None` when its reader is gone.
-async fn reserve(live: &Option<mpsc::Sender<String>>) -> Option<mpsc::Permit<'_, String>> {
+async fn reserve(
+    live: &Option<mpsc::Sender<OutputEvent>>,
+) -> Option<mpsc::Permit<'_, OutputEvent>> {
     match live {
         Some(live) => live.reserve().await.ok(),
         None => None,
@@ -296,7 +335,7 @@ async fn run(
     request: RunRequest,
     plan: CwdPlan,
     control: Arc<Control>,
-    live: mpsc::Sender<String>,
+    live: mpsc::Sender<OutputEvent>,
 ) -> RunOutcome {
     let started_at = Instant::now();
     let engine = &session.inner.engine.inner;
@@ -318,7 +357,8 @@ async fn run(
             },
         ),
         live: Some(live),
-        pending: String::new(),
+        pending: VecDeque::new(),
+        pending_bytes: 0,
         live_sent: 0,
         live_limit: request.live_limit.unwrap_or(usize::MAX),
         notices: Vec::new(),
@@ -628,10 +668,14 @@ async fn supervise(
                 reading = false;
             }
             permit = reserve(&live), if !output.pending.is_empty() => match permit {
-                Some(permit) => permit.send(std::mem::take(&mut output.pending)),
+                Some(permit) => {
+                    if let Some(event) = output.take_pending() {
+                        permit.send(event);
+                    }
+                }
                 None => {
                     output.live = None;
-                    output.pending.clear();
+                    output.clear_pending();
                 }
             },
         }

@@ -52,33 +52,128 @@ pub fn package_caches(home: &Path) -> Vec<(String, PathBuf)> {
 }
 
 /// Removes a session's own folder (`dir`, with its temp dir and cache layers). overlayfs leaves
-/// a `work/work` folder of mode 0 behind, which an ordinary user cannot list: when the first
-/// try fails, every folder under `dir` is made this user's to list and change, and it tries
-/// again.
+/// its `work/work` folder (and a `volatile` mount's `work/incompat/volatile`) of mode 0 behind,
+/// and a command may leave folders of any mode in its temp dir, which an ordinary user cannot
+/// list or empty (root can): when the first try fails, every folder under `dir` is made this
+/// user's to list and change (through descriptors, never through a symlink), and it tries again. Both
+/// removals unlink symlinks and never follow them.
 pub fn remove_session_folder(dir: &Path) -> std::io::Result<()> {
     if std::fs::remove_dir_all(dir).is_ok() {
         return Ok(());
     }
+    #[cfg(unix)]
     open_up(dir);
     std::fs::remove_dir_all(dir)
 }
 
-/// `u+rwx` on `dir` and every folder under it (symlinks not followed).
+/// `u+rwx` on `dir` and on every folder under it. Each folder is reached from its parent's
+/// descriptor by name with `O_NOFOLLOW` (a symlink a command planted anywhere in the folder,
+/// or swapped in for a folder meanwhile, is never followed), and its mode is changed through
+/// a descriptor of the folder itself, never by path: nothing outside `dir` changes.
+#[cfg(unix)]
 fn open_up(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
         return;
     };
-    if !meta.is_dir() {
-        return;
+    if let Some(folder) = open_folder(None, &path) {
+        open_up_at(folder);
     }
-    let mode = meta.permissions().mode();
-    if mode & 0o700 != 0o700 {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o700));
-    }
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            open_up(&entry.path());
+}
+
+#[cfg(unix)]
+fn open_up_at(mut folder: nix::dir::Dir) {
+    use std::os::fd::AsRawFd;
+    let names: Vec<std::ffi::CString> = folder
+        .iter()
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name().to_bytes();
+            name != b"." && name != b".."
+        })
+        .filter(|entry| {
+            // A file or a symlink needs nothing; an unknown type is looked at by `open_folder`.
+            matches!(entry.file_type(), None | Some(nix::dir::Type::Directory))
+        })
+        .map(|entry| entry.file_name().to_owned())
+        .collect();
+    let fd = folder.as_raw_fd();
+    for name in names {
+        if let Some(child) = open_folder(Some(fd), &name) {
+            open_up_at(child);
         }
     }
+}
+
+/// The folder `name` (relative to `parent`, or the working directory's), made `u+rwx` when it
+/// was not, opened for listing; `None` for anything that is not a folder (a symlink included)
+/// or cannot be opened.
+#[cfg(unix)]
+fn open_folder(parent: Option<std::os::fd::RawFd>, name: &std::ffi::CStr) -> Option<nix::dir::Dir> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::Mode;
+    make_ours(parent, name);
+    nix::dir::Dir::openat(
+        parent,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+}
+
+/// `u+rwx` on the folder `name` where it lacks any of them, through an `O_PATH` descriptor of
+/// the folder itself (`/proc/self/fd`): a symlink is never opened as a folder.
+#[cfg(target_os = "linux")]
+fn make_ours(parent: Option<std::os::fd::RawFd>, name: &std::ffi::CStr) {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let parent = parent.unwrap_or(libc::AT_FDCWD);
+    // SAFETY: openat with a valid C string; the fd is owned below.
+    let fd = unsafe {
+        libc::openat(
+            parent,
+            name.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: a fresh fd of ours.
+    let folder = unsafe { OwnedFd::from_raw_fd(fd) };
+    let Ok(meta) = nix::sys::stat::fstat(folder.as_raw_fd()) else {
+        return;
+    };
+    let mode = meta.st_mode & 0o7777;
+    if mode & 0o700 == 0o700 {
+        return;
+    }
+    let magic = format!("/proc/self/fd/{}\0", folder.as_raw_fd());
+    // SAFETY: chmod of the magic link of an fd we hold (it resolves to that folder's inode).
+    unsafe { libc::chmod(magic.as_ptr().cast(), (mode | 0o700) as libc::mode_t) };
+}
+
+/// `u+rwx` on the folder `name` where it lacks any of them (`AT_SYMLINK_NOFOLLOW`: a symlink's
+/// own mode, never its target's).
+#[cfg(all(unix, not(target_os = "linux")))]
+fn make_ours(parent: Option<std::os::fd::RawFd>, name: &std::ffi::CStr) {
+    use nix::sys::stat::{fstatat, SFlag};
+    let parent_fd = parent.unwrap_or(libc::AT_FDCWD);
+    let Ok(meta) = fstatat(parent, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) else {
+        return;
+    };
+    let kind = SFlag::from_bits_truncate(meta.st_mode) & SFlag::S_IFMT;
+    let mode = meta.st_mode & 0o7777;
+    if kind != SFlag::S_IFDIR || mode & 0o700 == 0o700 {
+        return;
+    }
+    // SAFETY: fchmodat with a valid C string.
+    unsafe {
+        libc::fchmodat(
+            parent_fd,
+            name.as_ptr(),
+            (mode | 0o700) as libc::mode_t,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
 }

@@ -89,6 +89,106 @@ fn a_weakened_mode_refuses_commands_under_require_sandbox_and_says_what_is_missi
     assert!(dir.path().join("marker").exists());
 }
 
+/// There, `acp-bash run` prints the mode's notice (what is NOT enforced) on stderr, and on
+/// stdout only the command's bytes, as a CLI should; a client's card (Zed, through `serve`)
+/// still shows the notice among the output, as before. Planted "`run` does not ask for notices
+/// apart" (the notice then leads stdout): caught.
+#[test]
+fn run_prints_the_modes_notice_on_stderr_and_only_the_commands_bytes_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(ran) = without_user_namespaces(dir.path(), &["run", "--", "printf 'ran-it\\n'"])
+    else {
+        return;
+    };
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr),
+    );
+    assert_eq!(ran.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!(stdout, "ran-it\n", "stderr: {stderr}");
+    assert!(
+        stderr.contains("[acp-bash: Workspace mode: NOT enforced on this machine: "),
+        "{stderr}"
+    );
+}
+
+/// The same run through `serve` there, as a client sees it: Zed's card shows the mode's notices
+/// among the output exactly as before (no update of their own); a client that asks for notices
+/// apart (`_meta.acp_bash_notices`, what `run` asks) gets the command's bytes alone on the card
+/// and each notice as an update of its own, in the same order. Planted "notices always inline"
+/// (the reader's notice dropped to a line): caught by the second half.
+#[test]
+fn the_card_shows_notices_inline_unless_the_client_asks_for_them_apart() {
+    use crate::support::acp::{card_output, converse_with, tool_call_updates};
+    use acp_bash::acp::client::{AcpClient, ClientProfile};
+    const LIMIT: &str = "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"";
+    let dir = tempfile::tempdir().unwrap();
+    if without_user_namespaces(dir.path(), &["--version"]).is_none() {
+        return;
+    }
+    let card = |apart: bool| {
+        let binary = binary();
+        let mut client = AcpClient::new(
+            "unshare",
+            [
+                "-Ur",
+                "sh",
+                "-c",
+                LIMIT,
+                "sh",
+                binary.to_str().unwrap(),
+                "serve",
+                "--sandbox",
+                "workspace",
+                "--no-history",
+            ],
+        )
+        .profile(ClientProfile::Zed);
+        if apart {
+            client = client.notices_apart();
+        }
+        let cwd = dir.path().to_path_buf();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let (updates, _) = runtime.block_on(converse_with(
+            client,
+            "a weakened run",
+            async move |mut c| {
+                let session = c.new_session(&cwd).await?;
+                Ok(c.prompt(&session, "printf 'ran-it\\n'").await?.updates)
+            },
+        ));
+        let notices: Vec<String> = tool_call_updates(&updates)
+            .iter()
+            .filter_map(|u| {
+                u.meta
+                    .as_ref()?
+                    .get("acp_bash_notice")?
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .collect();
+        (card_output(&updates), notices)
+    };
+    let (inline, none) = card(false);
+    assert!(
+        inline.starts_with("[acp-bash: Workspace mode: NOT enforced on this machine: ")
+            && inline.ends_with("]\nran-it\n"),
+        "{inline}"
+    );
+    assert_eq!(none, Vec::<String>::new());
+    let (alone, notices) = card(true);
+    assert_eq!(alone, "ran-it\n");
+    let lines: String = notices
+        .iter()
+        .map(|n| format!("[acp-bash: {n}]\n"))
+        .collect();
+    assert_eq!(
+        format!("{lines}ran-it\n"),
+        inline,
+        "the same notices, in the same order"
+    );
+}
+
 /// `doctor` there: workspace is weakened (not missing: Landlock still confines writes), full
 /// holds, and the exit status is 1.
 #[test]

@@ -285,8 +285,31 @@ fn symlinks_planted_in_a_layer_or_over_its_upper_folder_never_reach_the_host() {
             );
             assert_eq!(snapshot(target.path()), before_target);
             assert_eq!(snapshot(home.path()), before.0);
+            // The session's own clean-up (not the test's: as nobody, the test's could not list
+            // overlayfs's mode-0 work folders) removes its folder, layers and the planted links
+            // included, and follows none of them.
+            drop(session);
+            drop(engine);
+            wait_until_no_session_folder(&root);
+            assert_eq!(snapshot(target.path()), before_target);
+            assert_eq!(snapshot(home.path()), before.0);
         },
     );
+}
+
+/// Waits until no session folder is left under `root` (a session's folder is removed on a
+/// thread of its own when it ends; a test that ended first would leave it half removed).
+fn wait_until_no_session_folder(root: &Path) {
+    // A poll on the condition; the deadline is only a hang guard.
+    let deadline = Instant::now() + hang_guard();
+    while !session_folders(root).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "session folders left: {:?}",
+            session_folders(root)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 #[test]

@@ -566,3 +566,118 @@ fn a_probe_folder_an_agent_left_behind_is_removed_by_the_next_agent_and_no_live_
     assert!(fresh.join("work/left").exists(), "a new folder was removed");
     drop(lock);
 }
+
+/// What a workspace command leaves in its session's folder that an ordinary user's clean-up
+/// must still remove: a write into `~/.cargo/registry` (the package-cache layer: overlayfs's
+/// mode-0 `work/work` and, with `volatile`, `work/incompat/volatile`), folders of mode 0 in its
+/// temp dir, a name with a newline, and a symlink to a host folder (`target`) that no removal
+/// may follow.
+fn leave_hostile_leftovers(agent: &mut Agent, session: &Value, target: &Path) {
+    let script = format!(
+        "echo x > ~/.cargo/registry/written && t=${{TMPDIR:-/tmp}} && mkdir -p \"$t/locked/inner\" \
+         && touch \"$t/locked/inner/f\" \"$t/new\"$'\\n'\"line\" && chmod 0 \"$t/locked/inner\" \
+         \"$t/locked\" && ln -s {target} \"$t/link\" && ln -s {target} ~/.cargo/registry/link \
+         && echo left",
+        target = target.display()
+    );
+    let out = agent.prompt(session, &script);
+    assert!(out.contains("left"), "{out}");
+    let out = agent.prompt(session, "cat ~/.cargo/registry/written");
+    assert!(out.contains('x'), "{out}");
+}
+
+/// The session folders (and agent lock files) under `root`.
+fn entries(root: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(root)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// As root and as nobody, through the served binary: a session whose commands used the
+/// package-cache layer and left mode-0 folders, a newline in a name and symlinks to a host
+/// folder in its folder leaves nothing of it when its agent ends (EOF), nor once its agent was
+/// killed and the next agent has started; the host folder the links point to keeps its mode
+/// and its file (no removal followed a link). Planted "no chmod before the second removal" (what
+/// root gets away with): caught as nobody, on both paths.
+#[test]
+fn a_sessions_folder_with_cache_layers_and_mode_0_folders_is_removed_when_its_agent_ends_or_is_killed(
+) {
+    use crate::support::sandbox::as_root_and_nobody;
+    use std::os::unix::fs::PermissionsExt;
+    as_root_and_nobody(
+        "sandbox::economy::a_sessions_folder_with_cache_layers_and_mode_0_folders_is_removed_when_its_agent_ends_or_is_killed",
+        || {
+            if !require_view()
+                || !crate::support::skip::skip_unless(
+                    "package caches copy-on-write",
+                    acp_bash::sandbox::Support::current().cache_layer.clone(),
+                )
+            {
+                return;
+            }
+            let home = dir("economy-layers-home");
+            let temp = dir("economy-layers-tmp");
+            let ws = dir("economy-layers-ws");
+            let target = dir("economy-layers-target");
+            std::fs::create_dir_all(home.path().join(".cargo/registry")).unwrap();
+            std::fs::write(target.path().join("keep"), "keep\n").unwrap();
+            // r-x: a removal or a chmod that followed a link would change this mode.
+            std::fs::set_permissions(target.path(), std::fs::Permissions::from_mode(0o555))
+                .unwrap();
+            let untouched = || {
+                let mode = std::fs::metadata(target.path()).unwrap().permissions().mode();
+                assert_eq!(mode & 0o7777, 0o555, "the linked host folder's mode");
+                assert_eq!(
+                    std::fs::read_to_string(target.path().join("keep")).unwrap(),
+                    "keep\n"
+                );
+            };
+            // SAFETY: geteuid has no preconditions.
+            let root = temp
+                .path()
+                .join(format!("acp-bash-tmp-{}", unsafe { libc::geteuid() }));
+            let env = |command: &mut Command| {
+                command.env("TMPDIR", temp.path()).env("HOME", home.path());
+            };
+            // An agent that ends (EOF): its session's folder goes with it.
+            let mut agent = Agent::start(&["--sandbox", "workspace"], env);
+            let session = agent.new_session(ws.path());
+            leave_hostile_leftovers(&mut agent, &session, target.path());
+            let folders = crate::support::sandbox::session_folders(&root);
+            assert_eq!(folders.len(), 1, "{folders:?}");
+            assert!(
+                folders[0].join("caches/.cargo-registry/work").is_dir()
+                    && std::fs::symlink_metadata(folders[0].join("tmp/locked")).is_ok(),
+                "the commands' leftovers are in the session folder (the test would prove nothing): {:?}",
+                entries(&folders[0])
+            );
+            agent.finish();
+            assert_eq!(entries(&root), Vec::<PathBuf>::new(), "left by an agent that ended");
+            untouched();
+            // An agent that is killed: the next agent that starts removes its session's folder.
+            let mut agent = Agent::start(&["--sandbox", "workspace"], env);
+            let killed = agent.pid();
+            let session = agent.new_session(ws.path());
+            leave_hostile_leftovers(&mut agent, &session, target.path());
+            drop(agent); // SIGKILL
+            assert_eq!(
+                crate::support::sandbox::session_folders(&root).len(),
+                1,
+                "a killed agent leaves its session folder (the test would prove nothing)"
+            );
+            let next = Agent::start(&["--sandbox", "workspace"], env);
+            let of_killed = format!("session-{killed}-");
+            wait_until("the next agent removes the killed agent's session folder", || {
+                !entries(&root).iter().any(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&of_killed))
+                })
+            });
+            next.finish();
+            assert_eq!(entries(&root), Vec::<PathBuf>::new(), "left by a killed agent");
+            untouched();
+            std::fs::set_permissions(target.path(), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        },
+    );
+}
