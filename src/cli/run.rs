@@ -1,9 +1,9 @@
 //! `acp-bash run SCRIPT`: one prompt through the real protocol, showing on stdout what a client
 //! would: the agent's messages (a slash command's answer, the nothing-to-run hint), and the call's
 //! output as Zed's card streams it, or with `--plain` the live console view while the command
-//! runs and then the console block; acp-bash's own notices about the run go to stderr (the card's
-//! path: a plain client's console block shows them as an editor would). Exits with the command's exit status (0 after a message-only
-//! turn such as `/help`).
+//! runs and then the console block. acp-bash's own notices about the run go to stderr (on the
+//! card's path; `--plain`'s console block shows them as a plain client would). Exits with the
+//! command's exit status (0 after a message-only turn such as `/help`).
 
 use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
