@@ -411,6 +411,15 @@ pub(super) fn error_fields(body: &str) -> (String, Option<String>) {
         serde_json::Value::Null if value["object"] == "error" => value,
         error => error,
     };
+    error_object_fields(error, body)
+}
+
+/// [`error_fields`] of an error object already parsed (`{"message", "code", "type",
+/// "metadata"}`); `body` is the message where the object has none.
+pub(super) fn error_object_fields(
+    error: &serde_json::Value,
+    body: &str,
+) -> (String, Option<String>) {
     let message = match (error["message"].as_str(), error.as_str()) {
         (Some(message), _) | (None, Some(message)) => message.to_string(),
         (None, None) => body.trim().to_string(),

@@ -429,7 +429,7 @@ pub fn parse_event(data: &str) -> Result<Option<Vec<Delta>>, ApiError> {
 /// them (`metadata.provider_name`, `metadata.raw`), as for an error before the stream.
 fn mid_stream_error(error: &Value) -> ApiError {
     let (message, relayed_code) = match error["message"].as_str() {
-        Some(_) => super::client::error_fields(&json!({ "error": error }).to_string()),
+        Some(_) => super::client::error_object_fields(error, ""),
         None => ("unknown error".to_string(), None),
     };
     let code = &error["code"];
